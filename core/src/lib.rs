@@ -1,0 +1,23 @@
+//! # mcpwire-core
+//!
+//! The sans-IO protocol core of mcpwire. Every decision a Model Context Protocol client and a
+//! Secure MCP Tunnel client make lives here, as state machines driven by step functions:
+//! inputs go in through `handle_*` with the current [`std::time::Instant`] passed by the caller,
+//! outputs (requests to send, events, the next deadline) come out through `poll_*`. No module
+//! reads a clock, draws a random number, touches the network, the file system or a process.
+//!
+//! Modules are named after the protocol concept they model:
+//! - [`jsonrpc`]: ids, message shapes, error objects and codes;
+//! - [`http`]: request/response values with multi-valued, case-insensitive headers;
+//! - [`sse`]: a push parser for `text/event-stream`;
+//! - [`backoff`]: exponential backoff with injected jitter, and `Retry-After`;
+//! - [`tunnel`]: the Secure MCP Tunnel client (wire types, `response_timeout`, server info,
+//!   failure provenance, the [`tunnel::Engine`] and the shared stdio binding).
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod backoff;
+pub mod http;
+pub mod jsonrpc;
+pub mod sse;
+pub mod tunnel;

@@ -1,0 +1,3 @@
+//! The tunnel engine (being written).
+/// Placeholder.
+pub struct Engine;

@@ -1,0 +1,1 @@
+//! Fixture validation (being written).

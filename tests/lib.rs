@@ -1,0 +1,1 @@
+//! Shared helpers for mcpwire's end-to-end and contract tests.
