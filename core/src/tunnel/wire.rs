@@ -40,6 +40,10 @@ pub enum DecodeError {
     Command {
         /// The opaque request id, so the failure can be correlated and answered.
         request_id: String,
+        /// The shard token, when it could be read (needed to answer the command).
+        shard_token: Option<String>,
+        /// The channel, when it could be read (`main` otherwise).
+        channel: String,
         /// What was wrong (names the member, never echoes header values).
         reason: String,
     },
@@ -122,9 +126,29 @@ struct RawCommand<'a> {
     jsonrpc: Option<&'a RawValue>,
 }
 
+/// The correlation members alone, read leniently from a command that failed to decode.
 #[derive(Deserialize)]
-struct RequestIdOnly {
+struct Correlation {
     request_id: String,
+    #[serde(default)]
+    shard_token: Option<serde_json::Value>,
+    #[serde(default)]
+    channel: Option<serde_json::Value>,
+}
+
+impl Correlation {
+    fn error(self, reason: String) -> DecodeError {
+        let text = |v: Option<serde_json::Value>| match v {
+            Some(serde_json::Value::String(s)) => Some(s),
+            _ => None,
+        };
+        DecodeError::Command {
+            request_id: self.request_id,
+            shard_token: text(self.shard_token),
+            channel: text(self.channel).unwrap_or_else(|| DEFAULT_CHANNEL.to_owned()),
+            reason,
+        }
+    }
 }
 
 /// Decodes a `200` poll body into its commands, one result per command, in order.
