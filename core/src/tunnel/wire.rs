@@ -171,11 +171,8 @@ fn decode_command(index: usize, raw: &RawValue) -> Result<PolledCommand, DecodeE
     let cmd: RawCommand<'_> = match serde_json::from_str(raw.get()) {
         Ok(c) => c,
         Err(e) => {
-            return Err(match serde_json::from_str::<RequestIdOnly>(raw.get()) {
-                Ok(r) => DecodeError::Command {
-                    request_id: r.request_id,
-                    reason: e.to_string(),
-                },
+            return Err(match serde_json::from_str::<Correlation>(raw.get()) {
+                Ok(c) => c.error(e.to_string()),
                 Err(_) => DecodeError::NoRequestId {
                     index,
                     reason: e.to_string(),
@@ -185,6 +182,11 @@ fn decode_command(index: usize, raw: &RawValue) -> Result<PolledCommand, DecodeE
     };
     let bad = |reason: String| DecodeError::Command {
         request_id: cmd.request_id.clone(),
+        shard_token: cmd.shard_token.clone(),
+        channel: cmd
+            .channel
+            .clone()
+            .unwrap_or_else(|| DEFAULT_CHANNEL.to_owned()),
         reason,
     };
     let headers = match &cmd.headers {
