@@ -1,3 +1,1551 @@
-//! The tunnel engine (being written).
-/// Placeholder.
-pub struct Engine;
+//! [`Engine`]: the whole Secure MCP Tunnel client as one sans-IO state machine.
+//!
+//! The engine decides everything the tunnel protocol asks of a client; a driver only moves bytes
+//! and reads the clock. It follows the step-function contract of `DESIGN.md`:
+//!
+//! - inputs go in through `handle_*(now, ...)`: poll responses (with the instant their headers
+//!   arrived), forward outcomes (response heads, body chunks, framed messages, failures), response
+//!   POST outcomes, and timers (`handle_timeout`);
+//! - outputs come out of [`Engine::poll_output`]: a poll to send, a forward to perform, a response
+//!   POST to send, a cancellation, or an [`Event`] for the host's log; drain it after every input;
+//! - [`Engine::poll_timeout`] names the next deadline and why.
+//!
+//! The rules it holds (`protocol.md`):
+//! - at most one poll in flight; `limit` = min(free in-flight slots, 25); no poll while every slot
+//!   is taken; every command of a response is processed, even beyond `limit`;
+//! - one receipt instant per poll response, taken by the driver before the body is decoded;
+//!   `deadline = receipt + response_timeout`, never derived from `created_at`;
+//! - an expired command is dropped without a forward and without a response; a deadline that
+//!   passes during the forward cancels it; one that passes during delivery cancels the POST; a late
+//!   error is never synthesized;
+//! - zero or more `jsonrpc_notify` posts, then exactly one terminal post per command, in order
+//!   (one POST in flight per command), each echoing `request_id`/`channel` in the body and the shard
+//!   token only in `X-Tunnel-Shard-Token`;
+//! - retries: polls on transport errors, 429 and 5xx; terminal POSTs on transport errors, 408, 429,
+//!   502, 503 and 504 with the exact same request; notification POSTs only on 429 or a failure
+//!   before the request was written, and after one fails, later notifications of that command are
+//!   skipped while the terminal is still delivered; `Retry-After` is a minimum delay; a `404` POST
+//!   ends the command without replay; `401`/`403` surface an operator-action state and back off at
+//!   the longest delay instead of spinning.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::value::RawValue;
+
+use super::failure::{self, FailureSource, TransportErrorKind, TunnelFailure};
+use super::headers::filter_response_headers;
+use super::server_info::ServerInfo;
+use super::wire::{self, CommandKind, DecodeError, PolledCommand, RespType, ResponsePayload};
+use super::WIRE_PROTOCOL_VERSION;
+use crate::backoff::{self, Backoff, Jitter};
+use crate::http::{self, Headers, Method, ResponseHead};
+use crate::jsonrpc::{Id, Message};
+use crate::sse::SseParser;
+
+/// The most commands a poll may ask for (`limit` is 1 through 25).
+pub const MAX_POLL_LIMIT: usize = 25;
+
+/// A secret string (the tunnel API key): never shown by `Debug` or `Display`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    /// The secret itself, for building the `Authorization` header.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret([redacted])")
+    }
+}
+
+/// How the engine is set up. [`Config::new`] fills in the defaults.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The control plane's base URL, e.g. `https://api.openai.com` (no trailing slash needed).
+    pub base_url: String,
+    /// The opaque tunnel id.
+    pub tunnel_id: String,
+    /// The tunnel API key, sent as `Authorization: Bearer`.
+    pub api_key: Secret,
+    /// `X-Tunnel-Client-Name`.
+    pub client_name: String,
+    /// `X-Tunnel-Client-Version`.
+    pub client_version: String,
+    /// `X-Tunnel-Client-Instance-Id`: stable for this process.
+    pub instance_id: String,
+    /// `X-Tunnel-MCP-Server-Info`, when declared.
+    pub server_info: Option<ServerInfo>,
+    /// The channels this client serves; a command for another channel is answered with a
+    /// synthesized `client_internal` failure instead of being forwarded nowhere.
+    pub channels: Vec<String>,
+    /// Poll subscriptions: when set, one sorted `channel` query parameter per entry.
+    pub poll_channels: Option<Vec<String>>,
+    /// The requested long-poll wait (`timeout_ms`).
+    pub poll_wait: Duration,
+    /// The most commands admitted and not yet finished (queued, forwarding or delivering).
+    pub max_in_flight: usize,
+    /// The most forwards running at once.
+    pub max_concurrent_forwards: usize,
+    /// Backoff between failed polls.
+    pub poll_backoff: Backoff,
+    /// Backoff between attempts of one response POST.
+    pub post_backoff: Backoff,
+    /// The most attempts of one response POST (the first included).
+    pub max_post_attempts: u32,
+    /// The cap on a `Retry-After` value.
+    pub retry_after_cap: Duration,
+    /// The most bytes of one forwarded response body (JSON) or SSE event kept in memory.
+    pub max_response_body: usize,
+    /// How many recent forward outcomes the readiness verdict looks at.
+    pub readiness_window: usize,
+    /// The seed of the jitter source (the caller draws it from its own randomness).
+    pub jitter_seed: u64,
+}
+
+impl Config {
+    /// A configuration with the defaults: one `main` channel, a 15 s poll wait, 32 commands in
+    /// flight, 16 concurrent forwards, 5 POST attempts, `Retry-After` capped at 60 s, 16 MiB
+    /// bodies, a readiness window of 5.
+    pub fn new(
+        base_url: impl Into<String>,
+        tunnel_id: impl Into<String>,
+        api_key: Secret,
+        instance_id: impl Into<String>,
+    ) -> Self {
+        Config {
+            base_url: base_url.into(),
+            tunnel_id: tunnel_id.into(),
+            api_key,
+            client_name: "mcpwire".to_owned(),
+            client_version: env!("CARGO_PKG_VERSION").to_owned(),
+            instance_id: instance_id.into(),
+            server_info: None,
+            channels: vec![wire::DEFAULT_CHANNEL.to_owned()],
+            poll_channels: None,
+            poll_wait: Duration::from_secs(15),
+            max_in_flight: 32,
+            max_concurrent_forwards: 16,
+            poll_backoff: Backoff::default(),
+            post_backoff: Backoff::default(),
+            max_post_attempts: 5,
+            retry_after_cap: backoff::DEFAULT_RETRY_AFTER_CAP,
+            max_response_body: 16 * 1024 * 1024,
+            readiness_window: 5,
+            jitter_seed: 0,
+        }
+    }
+}
+
+/// Why a configuration was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A value is out of range.
+    #[error("invalid tunnel configuration: {0}")]
+    Invalid(&'static str),
+    /// A header value built from the configuration is not a valid header value.
+    #[error("invalid tunnel configuration: {0}")]
+    Header(#[from] http::HeaderError),
+}
+
+/// The engine's handle for one admitted command (unique for the engine's lifetime).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CommandId(pub u64);
+
+/// The engine's handle for one poll request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PollId(pub u64);
+
+/// The engine's handle for one response POST attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PostId(pub u64);
+
+/// What a forward asks the driver to do.
+#[derive(Clone, Debug)]
+pub enum ForwardKind {
+    /// Send this raw JSON-RPC payload (request or notification) to the channel's MCP server.
+    JsonRpc {
+        /// The payload, exactly as polled.
+        payload: Box<RawValue>,
+        /// The JSON-RPC method, when the payload has one.
+        method: Option<String>,
+        /// The request id, `None` for a notification (the reply is an acknowledgement).
+        id: Option<Id>,
+    },
+    /// Close the Streamable HTTP session named by the `Mcp-Session-Id` header (`DELETE`).
+    SessionTermination,
+}
+
+impl PartialEq for ForwardKind {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (
+                ForwardKind::JsonRpc { payload: a, method: ma, id: ia },
+                ForwardKind::JsonRpc { payload: b, method: mb, id: ib },
+            ) => a.get() == b.get() && ma == mb && ia == ib,
+            (ForwardKind::SessionTermination, ForwardKind::SessionTermination) => true,
+            _ => false,
+        }
+    }
+}
+
+/// One forward for the driver to perform.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Forward {
+    /// The command's handle: report every outcome with it.
+    pub cmd: CommandId,
+    /// The logical channel (picks the MCP server).
+    pub channel: String,
+    /// The command's opaque request id, for logs.
+    pub request_id: String,
+    /// The headers the command asks to apply to the MCP request.
+    pub headers: Headers,
+    /// When the whole command must be done; the driver applies it to connect, write and read.
+    pub deadline: Option<Instant>,
+    /// What to send.
+    pub kind: ForwardKind,
+}
+
+/// An output of the engine.
+#[derive(Debug)]
+pub enum Output {
+    /// Send this poll request; report back with [`Engine::handle_poll_response`] or
+    /// [`Engine::handle_poll_failed`].
+    Poll {
+        /// The poll's handle.
+        id: PollId,
+        /// The `GET` request.
+        request: http::Request,
+    },
+    /// Perform this forward; report back with the `handle_forward_*` inputs.
+    Forward(Forward),
+    /// The command's deadline passed: abort its MCP work (close that connection, or retire the
+    /// stdio id). Report nothing more for it.
+    CancelForward {
+        /// The command.
+        cmd: CommandId,
+    },
+    /// Send this response POST; report back with [`Engine::handle_post_response`] or
+    /// [`Engine::handle_post_failed`].
+    Post {
+        /// The attempt's handle.
+        id: PostId,
+        /// The command it belongs to.
+        cmd: CommandId,
+        /// The `POST` request (the same bytes on every attempt).
+        request: http::Request,
+        /// Do not let the attempt run past this instant.
+        deadline: Option<Instant>,
+    },
+    /// Abort this POST (the command's deadline passed). Report nothing more for it.
+    CancelPost {
+        /// The attempt.
+        id: PostId,
+    },
+    /// A fact for the host's log or metrics.
+    Event(Event),
+}
+
+/// Where a command was when its deadline passed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Before its forward started (already expired on receipt, or while queued).
+    BeforeForward,
+    /// While the MCP server was working on it.
+    DuringForward,
+    /// While its responses were being delivered to the control plane.
+    DuringDelivery,
+}
+
+/// A fact the engine reports. Never carries payloads, header values or secrets.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Event {
+    /// A poll completed (`200` or `204`).
+    Polled {
+        /// How many commands it carried.
+        commands: usize,
+    },
+    /// A poll failed; the next one waits `retry_in`.
+    PollFailed {
+        /// The HTTP status, `None` for a transport failure.
+        status: Option<u16>,
+        /// The control plane's error code, when its body named one.
+        code: Option<String>,
+        /// The delay before the next poll.
+        retry_in: Duration,
+    },
+    /// The control plane refuses the credentials or the tunnel (`401`/`403`, or another `4xx`
+    /// on poll): an operator must act. Polling continues at the longest backoff.
+    OperatorActionRequired {
+        /// The HTTP status.
+        status: u16,
+        /// The control plane's error code, when its body named one.
+        code: Option<String>,
+    },
+    /// A command of an unknown `command_type` was skipped (logged, not answered).
+    UnknownCommandType {
+        /// The opaque request id.
+        request_id: String,
+        /// The unsupported discriminator (at most 64 characters).
+        command_type: String,
+    },
+    /// A polled item could not be decoded.
+    MalformedCommand {
+        /// The request id, when it could be read (then the command is answered with a failure).
+        request_id: Option<String>,
+        /// What was wrong.
+        reason: String,
+    },
+    /// A command's deadline passed: it was dropped and no response was or will be posted.
+    Expired {
+        /// The opaque request id.
+        request_id: String,
+        /// Where it was.
+        stage: Stage,
+    },
+    /// A command's terminal response was delivered.
+    Completed {
+        /// The opaque request id.
+        request_id: String,
+        /// The terminal `resp_type`.
+        resp_type: RespType,
+        /// The terminal `resp_code`.
+        resp_code: u16,
+    },
+    /// A response POST answered `404`: the command is already fulfilled or no longer pending.
+    AlreadyFulfilled {
+        /// The opaque request id.
+        request_id: String,
+    },
+    /// A notification could not be delivered; later notifications of the command are skipped.
+    NotificationDropped {
+        /// The opaque request id.
+        request_id: String,
+        /// The HTTP status, `None` for a transport failure.
+        status: Option<u16>,
+    },
+    /// The terminal response could not be delivered (attempts exhausted, a non-retryable status,
+    /// or the next attempt would pass the deadline).
+    DeliveryFailed {
+        /// The opaque request id.
+        request_id: String,
+        /// The last HTTP status, `None` for a transport failure.
+        status: Option<u16>,
+    },
+    /// Something the MCP server sent was not used (not JSON-RPC, or an SSE event that is not a
+    /// JSON-RPC message).
+    Discarded {
+        /// The opaque request id.
+        request_id: String,
+        /// Why.
+        reason: &'static str,
+    },
+}
+
+/// Why [`Engine::poll_timeout`] wants to be woken.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TimeoutReason {
+    /// The next poll is due (after a backoff).
+    Poll,
+    /// A command's deadline.
+    Deadline {
+        /// The command.
+        cmd: CommandId,
+    },
+    /// A response POST retry is due.
+    PostRetry {
+        /// The command.
+        cmd: CommandId,
+    },
+}
+
+/// The next instant the engine needs [`Engine::handle_timeout`], and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Timeout {
+    /// When.
+    pub at: Instant,
+    /// Why.
+    pub reason: TimeoutReason,
+}
+
+/// Why the client is not ready.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NotReady {
+    /// No poll has succeeded yet.
+    NoSuccessfulPoll,
+    /// The control plane refuses the client (`401`/`403` or another `4xx`): operator action.
+    OperatorAction {
+        /// The HTTP status.
+        status: u16,
+    },
+    /// The last polls failed.
+    PollFailing {
+        /// How many in a row.
+        consecutive_failures: u32,
+    },
+    /// Every recent forward failed (the MCP server is unreachable or broken).
+    ForwardsFailing {
+        /// How many recent forwards failed.
+        recent_failures: usize,
+    },
+}
+
+/// The readiness verdict.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Readiness {
+    /// Polling works and recent forwards are not all failing.
+    Ready,
+    /// Not ready, and why.
+    NotReady(NotReady),
+}
+
+/// The engine's state, for health endpoints and metrics.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Health {
+    /// When the last poll succeeded (its receipt instant).
+    pub last_successful_poll: Option<Instant>,
+    /// Failed polls since the last success.
+    pub consecutive_poll_failures: u32,
+    /// Commands admitted and not finished.
+    pub in_flight: usize,
+    /// Commands waiting for a forward slot.
+    pub queued_forwards: usize,
+    /// Forwards running.
+    pub forwards_in_flight: usize,
+    /// Response POSTs in flight.
+    pub posts_in_flight: usize,
+    /// The readiness verdict.
+    pub readiness: Readiness,
+}
+
+/// Why a `handle_*` input was refused (the caller broke the API contract).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UsageError {
+    /// The handle is unknown, finished or canceled (a late report after a cancellation is
+    /// harmless: ignore this error for it).
+    #[error("no active {0} with this handle (unknown, finished or canceled)")]
+    UnknownHandle(&'static str),
+    /// The input does not fit the handle's state (e.g. body bytes before a response head).
+    #[error("out-of-order input: {0}")]
+    OutOfOrder(&'static str),
+}
+
+// ---------------------------------------------------------------------------------------------
+// Internal state.
+
+/// What reply a forward expects.
+#[derive(Clone, Debug, PartialEq)]
+enum Expect {
+    /// A JSON-RPC response with this id.
+    Reply(Id),
+    /// An acknowledgement only (a notification, or a payload with no request id).
+    Ack,
+    /// A session termination.
+    SessionClosed,
+}
+
+/// How a forward's HTTP response body is being read.
+enum Body {
+    /// No head yet (or a framed transport such as stdio).
+    Pending,
+    /// A JSON (or other, non-SSE) body, buffered up to the bound.
+    Buffered(Vec<u8>),
+    /// An SSE stream.
+    Sse(Box<SseParser>),
+}
+
+struct ForwardState {
+    head: Option<ResponseHead>,
+    body: Body,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PostKind {
+    Notify,
+    Terminal,
+}
+
+struct PendingPost {
+    kind: PostKind,
+    resp_type: RespType,
+    resp_code: u16,
+    request: http::Request,
+    attempts: u32,
+    /// A retry waits until then.
+    not_before: Option<Instant>,
+}
+
+struct PostInFlight {
+    id: PostId,
+    post: PendingPost,
+}
+
+struct Command {
+    request_id: String,
+    shard_token: Option<String>,
+    channel: String,
+    deadline: Option<Instant>,
+    expect: Expect,
+    /// Present while queued for a forward: what to send.
+    to_forward: Option<Forward>,
+    /// Present while the forward runs.
+    forward: Option<ForwardState>,
+    /// Posts waiting their turn, in order.
+    posts: VecDeque<PendingPost>,
+    /// The POST in flight, if any.
+    post_in_flight: Option<PostInFlight>,
+    /// A notification delivery failed: skip later ones.
+    notifications_failed: bool,
+    /// The terminal response is queued or delivered.
+    terminal_queued: bool,
+}
+
+enum PollState {
+    /// The next poll may go out at this instant.
+    Due(Instant),
+    /// A poll is in flight.
+    InFlight(PollId),
+}
+
+/// The Secure MCP Tunnel client state machine. See the module documentation.
+pub struct Engine {
+    config: Config,
+    common_headers: Headers,
+    poll_url: String,
+    response_url: String,
+    jitter: Jitter,
+    poll: PollState,
+    stopped: bool,
+    next_id: u64,
+    commands: BTreeMap<CommandId, Command>,
+    forward_queue: VecDeque<CommandId>,
+    forwards_in_flight: usize,
+    posts: BTreeMap<PostId, CommandId>,
+    outputs: VecDeque<Output>,
+    last_successful_poll: Option<Instant>,
+    consecutive_poll_failures: u32,
+    operator_action: Option<u16>,
+    recent_forwards: VecDeque<bool>,
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("tunnel_id", &self.config.tunnel_id)
+            .field("commands", &self.commands.len())
+            .field("outputs", &self.outputs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters (ids are opaque strings).
+fn encode_component(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+impl Engine {
+    /// A new engine; the first poll is due at `now`.
+    pub fn new(config: Config, now: Instant) -> Result<Self, ConfigError> {
+        if config.max_in_flight == 0 {
+            return Err(ConfigError::Invalid("max_in_flight must be at least 1"));
+        }
+        if config.max_concurrent_forwards == 0 {
+            return Err(ConfigError::Invalid("max_concurrent_forwards must be at least 1"));
+        }
+        if config.max_post_attempts == 0 {
+            return Err(ConfigError::Invalid("max_post_attempts must be at least 1"));
+        }
+        if config.tunnel_id.is_empty() {
+            return Err(ConfigError::Invalid("tunnel_id must not be empty"));
+        }
+        if config.poll_wait.is_zero() {
+            return Err(ConfigError::Invalid("poll_wait must be at least 1 ms"));
+        }
+        let mut common = Headers::new();
+        common.append("Authorization", format!("Bearer {}", config.api_key.expose()))?;
+        common.append("X-Tunnel-Client-Name", config.client_name.clone())?;
+        common.append("X-Tunnel-Client-Version", config.client_version.clone())?;
+        common.append("X-Tunnel-Client-Wire-Protocol-Version", WIRE_PROTOCOL_VERSION)?;
+        common.append("X-Tunnel-Client-Instance-Id", config.instance_id.clone())?;
+        if let Some(info) = &config.server_info {
+            common.append("X-Tunnel-MCP-Server-Info", info.header_value())?;
+        }
+        let base = format!(
+            "{}/v1/tunnels/{}",
+            config.base_url.trim_end_matches('/'),
+            encode_component(&config.tunnel_id)
+        );
+        let mut query = String::new();
+        if let Some(channels) = &config.poll_channels {
+            let mut sorted: Vec<&String> = channels.iter().collect();
+            sorted.sort();
+            sorted.dedup();
+            for c in sorted {
+                query.push_str(&format!("channel={}&", encode_component(c)));
+            }
+        }
+        let poll_url = format!("{base}/poll?{query}");
+        Ok(Engine {
+            jitter: Jitter::new(config.jitter_seed),
+            common_headers: common,
+            response_url: format!("{base}/response"),
+            poll_url,
+            config,
+            poll: PollState::Due(now),
+            stopped: false,
+            next_id: 1,
+            commands: BTreeMap::new(),
+            forward_queue: VecDeque::new(),
+            forwards_in_flight: 0,
+            posts: BTreeMap::new(),
+            outputs: VecDeque::new(),
+            last_successful_poll: None,
+            consecutive_poll_failures: 0,
+            operator_action: None,
+            recent_forwards: VecDeque::new(),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    fn next(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Outputs.
+
+    /// The next output, or `None` when there is nothing to do until the next input or timeout.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.outputs.pop_front()
+    }
+
+    /// The next instant [`Engine::handle_timeout`] must be called, and why.
+    pub fn poll_timeout(&self) -> Option<Timeout> {
+        let mut best: Option<Timeout> = None;
+        let mut consider = |at: Instant, reason: TimeoutReason| {
+            if best.as_ref().is_none_or(|b| at < b.at) {
+                best = Some(Timeout { at, reason });
+            }
+        };
+        if let PollState::Due(at) = self.poll {
+            if !self.stopped && self.free_slots() > 0 {
+                consider(at, TimeoutReason::Poll);
+            }
+        }
+        for (&cmd, c) in &self.commands {
+            if let Some(d) = c.deadline {
+                consider(d, TimeoutReason::Deadline { cmd });
+            }
+            if c.post_in_flight.is_none() {
+                if let Some(at) = c.posts.front().and_then(|p| p.not_before) {
+                    consider(at, TimeoutReason::PostRetry { cmd });
+                }
+            }
+        }
+        best
+    }
+
+    /// The engine's state for health checks.
+    pub fn health(&self) -> Health {
+        Health {
+            last_successful_poll: self.last_successful_poll,
+            consecutive_poll_failures: self.consecutive_poll_failures,
+            in_flight: self.commands.len(),
+            queued_forwards: self.forward_queue.len(),
+            forwards_in_flight: self.forwards_in_flight,
+            posts_in_flight: self.posts.len(),
+            readiness: self.readiness(),
+        }
+    }
+
+    fn readiness(&self) -> Readiness {
+        if let Some(status) = self.operator_action {
+            return Readiness::NotReady(NotReady::OperatorAction { status });
+        }
+        if self.consecutive_poll_failures > 0 && self.last_successful_poll.is_none()
+            || self.consecutive_poll_failures >= 3
+        {
+            return Readiness::NotReady(NotReady::PollFailing {
+                consecutive_failures: self.consecutive_poll_failures,
+            });
+        }
+        if self.last_successful_poll.is_none() {
+            return Readiness::NotReady(NotReady::NoSuccessfulPoll);
+        }
+        if !self.recent_forwards.is_empty() && self.recent_forwards.iter().all(|ok| !ok) {
+            return Readiness::NotReady(NotReady::ForwardsFailing {
+                recent_failures: self.recent_forwards.len(),
+            });
+        }
+        Readiness::Ready
+    }
+
+    /// Stops polling; commands already admitted are finished. See [`Engine::is_idle`].
+    pub fn shutdown(&mut self) {
+        self.stopped = true;
+    }
+
+    /// Whether nothing is in flight (no poll, no command).
+    pub fn is_idle(&self) -> bool {
+        self.commands.is_empty() && !matches!(self.poll, PollState::InFlight(_))
+    }
+
+    fn free_slots(&self) -> usize {
+        self.config.max_in_flight.saturating_sub(self.commands.len())
+    }
+
+    /// Emits whatever is due at `now`: the next poll, queued forwards, queued posts.
+    fn drive(&mut self, now: Instant) {
+        self.start_forwards(now);
+        let cmds: Vec<CommandId> = self.commands.keys().copied().collect();
+        for cmd in cmds {
+            self.start_next_post(now, cmd);
+        }
+        if let PollState::Due(at) = self.poll {
+            let free = self.free_slots();
+            if !self.stopped && at <= now && free > 0 {
+                let id = PollId(self.next());
+                let limit = free.min(MAX_POLL_LIMIT);
+                let url = format!(
+                    "{}limit={}&timeout_ms={}",
+                    self.poll_url,
+                    limit,
+                    self.config.poll_wait.as_millis().max(1)
+                );
+                let request = http::Request {
+                    method: Method::Get,
+                    url,
+                    headers: self.common_headers.clone(),
+                    body: Vec::new(),
+                };
+                self.poll = PollState::InFlight(id);
+                self.outputs.push_back(Output::Poll { id, request });
+            }
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Polls.
+
+    /// A poll's response arrived. `received_at` is the instant its headers arrived, taken before
+    /// the body was read or decoded; it anchors every command's deadline. `wall` is the wall clock
+    /// at the same moment (for `Retry-After` HTTP-dates). `body` is the whole body.
+    pub fn handle_poll_response(
+        &mut self,
+        received_at: Instant,
+        wall: SystemTime,
+        id: PollId,
+        head: &ResponseHead,
+        body: &[u8],
+    ) -> Result<(), UsageError> {
+        self.take_poll(id)?;
+        let now = received_at;
+        match head.status {
+            204 => self.poll_succeeded(now, 0),
+            200 => match wire::decode_poll_body(body) {
+                Ok(items) => {
+                    self.poll_succeeded(now, items.len());
+                    for item in items {
+                        self.admit(now, item);
+                    }
+                }
+                Err(e) => {
+                    self.outputs.push_back(Output::Event(Event::MalformedCommand {
+                        request_id: None,
+                        reason: e.to_string(),
+                    }));
+                    self.poll_failed(now, Some(200), None, None);
+                }
+            },
+            status => {
+                let code = wire::ApiErrorResponse::parse(body).and_then(|e| e.error.code);
+                let retry_after = self.retry_after(head, wall);
+                self.poll_failed(now, Some(status), code, retry_after);
+            }
+        }
+        self.drive(now);
+        Ok(())
+    }
+
+    /// A poll failed before a response arrived (connect, TLS, reset, timeout...).
+    pub fn handle_poll_failed(&mut self, now: Instant, id: PollId) -> Result<(), UsageError> {
+        self.take_poll(id)?;
+        self.poll_failed(now, None, None, None);
+        self.drive(now);
+        Ok(())
+    }
+
+    fn take_poll(&mut self, id: PollId) -> Result<(), UsageError> {
+        match self.poll {
+            PollState::InFlight(current) if current == id => Ok(()),
+            _ => Err(UsageError::UnknownHandle("poll")),
+        }
+    }
+
+    /// A `Retry-After` value of a `429`/`503` response (others don't carry one for us).
+    fn retry_after(&self, head: &ResponseHead, wall: SystemTime) -> Option<Duration> {
+        if !matches!(head.status, 429 | 503) {
+            return None;
+        }
+        let value = head.headers.get("Retry-After")?;
+        backoff::parse_retry_after(value, wall, self.config.retry_after_cap)
+    }
+
+    fn poll_succeeded(&mut self, now: Instant, commands: usize) {
+        self.last_successful_poll = Some(now);
+        self.consecutive_poll_failures = 0;
+        self.operator_action = None;
+        self.poll = PollState::Due(now);
+        self.outputs.push_back(Output::Event(Event::Polled { commands }));
+    }
+
+    fn poll_failed(
+        &mut self,
+        now: Instant,
+        status: Option<u16>,
+        code: Option<String>,
+        retry_after: Option<Duration>,
+    ) {
+        self.consecutive_poll_failures = self.consecutive_poll_failures.saturating_add(1);
+        let operator = matches!(status, Some(s) if (400..500).contains(&s) && s != 408 && s != 429);
+        let delay = if operator {
+            // Operator action: no tight loop, the longest backoff (with jitter).
+            self.config.poll_backoff.delay(u32::MAX, self.jitter.next_u64())
+        } else {
+            self.config
+                .poll_backoff
+                .delay(self.consecutive_poll_failures, self.jitter.next_u64())
+        };
+        let delay = delay.max(retry_after.unwrap_or_default());
+        if let (true, Some(s)) = (operator, status) {
+            self.operator_action = Some(s);
+            self.outputs.push_back(Output::Event(Event::OperatorActionRequired {
+                status: s,
+                code: code.clone(),
+            }));
+        }
+        self.outputs.push_back(Output::Event(Event::PollFailed { status, code, retry_in: delay }));
+        self.poll = PollState::Due(now + delay);
+    }
+
+    /// Admits one decoded poll item.
+    fn admit(&mut self, now: Instant, item: Result<PolledCommand, DecodeError>) {
+        let cmd = match item {
+            Ok(cmd) => cmd,
+            Err(DecodeError::Command { request_id, shard_token, channel, reason }) => {
+                self.outputs.push_back(Output::Event(Event::MalformedCommand {
+                    request_id: Some(request_id.clone()),
+                    reason,
+                }));
+                // Answer it, so the caller is not left waiting: a synthesized client failure.
+                let id = CommandId(self.next());
+                let mut c = Command::new(request_id, shard_token, channel, None, Expect::Ack);
+                self.queue_failure(
+                    &mut c,
+                    None,
+                    TunnelFailure::before_response(FailureSource::ClientInternal, None),
+                );
+                self.commands.insert(id, c);
+                return;
+            }
+            Err(e) => {
+                self.outputs.push_back(Output::Event(Event::MalformedCommand {
+                    request_id: None,
+                    reason: e.to_string(),
+                }));
+                return;
+            }
+        };
+        if let CommandKind::Unknown(command_type) = &cmd.kind {
+            self.outputs.push_back(Output::Event(Event::UnknownCommandType {
+                request_id: cmd.request_id,
+                command_type: command_type.clone(),
+            }));
+            return;
+        }
+        let deadline = cmd.response_timeout.duration().and_then(|d| now.checked_add(d));
+        if deadline.is_some_and(|d| d <= now) {
+            self.outputs.push_back(Output::Event(Event::Expired {
+                request_id: cmd.request_id,
+                stage: Stage::BeforeForward,
+            }));
+            return;
+        }
+        let id = CommandId(self.next());
+        let (expect, kind) = match cmd.kind {
+            CommandKind::JsonRpc(payload) => {
+                let (expect, method, rpc_id) = match Message::parse(payload.get()) {
+                    Ok(Message::Request { id, method, .. }) => {
+                        (Expect::Reply(id.clone()), Some(method), Some(id))
+                    }
+                    Ok(Message::Notification { method, .. }) => (Expect::Ack, Some(method), None),
+                    // A response or error sent by the caller (answering a server request), or a
+                    // payload that is not JSON-RPC: forwarded verbatim, acknowledged.
+                    _ => (Expect::Ack, None, None),
+                };
+                (expect, ForwardKind::JsonRpc { payload, method, id: rpc_id })
+            }
+            CommandKind::SessionTermination => (Expect::SessionClosed, ForwardKind::SessionTermination),
+            CommandKind::Unknown(_) => return,
+        };
+        let mut c = Command::new(cmd.request_id, cmd.shard_token, cmd.channel, deadline, expect);
+        if !self.config.channels.iter().any(|ch| *ch == c.channel) {
+            let rpc_id = match &c.expect {
+                Expect::Reply(id) => Some(id.clone()),
+                _ => None,
+            };
+            self.queue_failure(
+                &mut c,
+                rpc_id.as_ref(),
+                TunnelFailure::before_response(FailureSource::ClientInternal, None),
+            );
+            self.commands.insert(id, c);
+            return;
+        }
+        c.to_forward = Some(Forward {
+            cmd: id,
+            channel: c.channel.clone(),
+            request_id: c.request_id.clone(),
+            headers: cmd.headers,
+            deadline,
+            kind,
+        });
+        self.commands.insert(id, c);
+        self.forward_queue.push_back(id);
+    }
+
+    fn start_forwards(&mut self, now: Instant) {
+        while self.forwards_in_flight < self.config.max_concurrent_forwards {
+            let Some(id) = self.forward_queue.pop_front() else { break };
+            let Some(c) = self.commands.get_mut(&id) else { continue };
+            let Some(fwd) = c.to_forward.take() else { continue };
+            if c.deadline.is_some_and(|d| d <= now) {
+                let request_id = c.request_id.clone();
+                self.commands.remove(&id);
+                self.outputs.push_back(Output::Event(Event::Expired {
+                    request_id,
+                    stage: Stage::BeforeForward,
+                }));
+                continue;
+            }
+            c.forward = Some(ForwardState { head: None, body: Body::Pending });
+            self.forwards_in_flight += 1;
+            self.outputs.push_back(Output::Forward(fwd));
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Forward outcomes.
+
+    fn forwarding(&mut self, cmd: CommandId) -> Result<&mut Command, UsageError> {
+        match self.commands.get_mut(&cmd) {
+            Some(c) if c.forward.is_some() => Ok(c),
+            _ => Err(UsageError::UnknownHandle("forward")),
+        }
+    }
+
+    /// The MCP server's HTTP response head arrived.
+    pub fn handle_forward_head(
+        &mut self,
+        now: Instant,
+        cmd: CommandId,
+        head: ResponseHead,
+    ) -> Result<(), UsageError> {
+        let max = self.config.max_response_body;
+        let c = self.forwarding(cmd)?;
+        let Some(state) = c.forward.as_mut() else { return Err(UsageError::UnknownHandle("forward")) };
+        if state.head.is_some() {
+            return Err(UsageError::OutOfOrder("a second response head"));
+        }
+        let is_sse = head
+            .headers
+            .get("Content-Type")
+            .and_then(|ct| ct.split(';').next())
+            .is_some_and(|mt| mt.trim().eq_ignore_ascii_case("text/event-stream"));
+        state.body = if is_sse && (200..300).contains(&head.status) {
+            Body::Sse(Box::new(SseParser::with_max_event_size(max)))
+        } else {
+            Body::Buffered(Vec::new())
+        };
+        state.head = Some(head);
+        self.drive(now);
+        Ok(())
+    }
+
+    /// A chunk of the MCP server's response body.
+    pub fn handle_forward_body(
+        &mut self,
+        now: Instant,
+        cmd: CommandId,
+        chunk: &[u8],
+    ) -> Result<(), UsageError> {
+        let max = self.config.max_response_body;
+        let c = self.forwarding(cmd)?;
+        let Some(state) = c.forward.as_mut() else { return Err(UsageError::UnknownHandle("forward")) };
+        let mut messages = Vec::new();
+        let mut failure = None;
+        match &mut state.body {
+            Body::Pending => return Err(UsageError::OutOfOrder("body bytes before the response head")),
+            Body::Buffered(buf) => {
+                if buf.len().saturating_add(chunk.len()) > max {
+                    failure = Some(TunnelFailure::protocol(TransportErrorKind::ResponseBodyTooLarge));
+                } else {
+                    buf.extend_from_slice(chunk);
+                }
+            }
+            Body::Sse(parser) => {
+                parser.push(chunk);
+                loop {
+                    match parser.next_event() {
+                        Ok(Some(ev)) => messages.push(ev.data),
+                        Ok(None) => break,
+                        Err(_) => {
+                            failure =
+                                Some(TunnelFailure::protocol(TransportErrorKind::ResponseBodyTooLarge));
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        for data in messages {
+            if data.is_empty() {
+                continue; // a priming event carries no message
+            }
+            self.forward_message(now, cmd, &data);
+            if !self.commands.get(&cmd).is_some_and(|c| c.forward.is_some()) {
+                // The terminal response arrived; the rest of the stream is not needed.
+                self.outputs.push_back(Output::CancelForward { cmd });
+                self.drive(now);
+                return Ok(());
+            }
+        }
+        if let Some(f) = failure {
+            self.outputs.push_back(Output::CancelForward { cmd });
+            self.forward_failed(now, cmd, f);
+        }
+        self.drive(now);
+        Ok(())
+    }
+
+    /// The MCP server's response body ended.
+    pub fn handle_forward_end(&mut self, now: Instant, cmd: CommandId) -> Result<(), UsageError> {
+        let c = self.forwarding(cmd)?;
+        let Some(state) = c.forward.take() else { return Err(UsageError::UnknownHandle("forward")) };
+        let Some(head) = state.head else {
+            c.forward = Some(state);
+            return Err(UsageError::OutOfOrder("end of body before the response head"));
+        };
+        c.forward = Some(ForwardState { head: Some(head.clone()), body: Body::Pending });
+        let expect = c.expect.clone();
+        let resp_headers = filter_response_headers(&head.headers);
+        let status = head.status;
+        match (expect, state.body) {
+            (Expect::SessionClosed, _) => {
+                let code = if (200..300).contains(&status) { 204 } else { status };
+                self.finish_forward(cmd, true, RespType::SessionTerminationResponse, code, None, resp_headers);
+            }
+            (Expect::Ack, Body::Buffered(buf)) => {
+                if status >= 400 {
+                    if let Some(raw) = preserved_error(&buf) {
+                        self.finish_forward(cmd, true, RespType::JsonrpcResponse, status, Some(raw), resp_headers);
+                    } else {
+                        self.forward_failed(now, cmd, TunnelFailure::target_http(status, Some(TransportErrorKind::HttpStatus)));
+                    }
+                } else {
+                    self.finish_forward(cmd, true, RespType::NotifyAck, status, None, resp_headers);
+                }
+            }
+            (Expect::Reply(_), Body::Buffered(buf)) => {
+                let failure = match reply_from_body(&buf) {
+                    Reply::Message(raw) => {
+                        self.finish_forward(cmd, true, RespType::JsonrpcResponse, status, Some(raw), resp_headers);
+                        None
+                    }
+                    Reply::Empty if status >= 400 => Some(TunnelFailure::target_http(status, Some(TransportErrorKind::HttpStatus))),
+                    Reply::Empty => Some(TunnelFailure::protocol(TransportErrorKind::ResponseBodyMissing)),
+                    Reply::NotJson | Reply::NotJsonRpc if status >= 400 => {
+                        Some(TunnelFailure::target_http(status, Some(TransportErrorKind::HttpStatus)))
+                    }
+                    Reply::NotJson => Some(TunnelFailure::protocol(TransportErrorKind::MalformedJson)),
+                    Reply::NotJsonRpc => Some(TunnelFailure::protocol(TransportErrorKind::NonProtocolResponse)),
+                };
+                if let Some(f) = failure {
+                    self.forward_failed(now, cmd, f);
+                }
+            }
+            (Expect::Ack, Body::Sse(_)) => {
+                self.finish_forward(cmd, true, RespType::NotifyAck, status, None, resp_headers);
+            }
+            (Expect::Reply(_), Body::Sse(_)) => {
+                // The stream ended without the response to our request.
+                self.forward_failed(now, cmd, TunnelFailure::protocol(TransportErrorKind::UnexpectedEof));
+            }
+            (_, Body::Pending) => {
+                self.forward_failed(now, cmd, TunnelFailure::protocol(TransportErrorKind::ResponseBodyMissing));
+            }
+        }
+        self.drive(now);
+        Ok(())
+    }
+
+    /// One JSON-RPC message from a framed transport (stdio): a notification or server request
+    /// becomes a `jsonrpc_notify`; the response to the forwarded request is the terminal.
+    pub fn handle_forward_message(
+        &mut self,
+        now: Instant,
+        cmd: CommandId,
+        json: &str,
+    ) -> Result<(), UsageError> {
+        self.forwarding(cmd)?;
+        self.forward_message(now, cmd, json);
+        self.drive(now);
+        Ok(())
+    }
+
+    /// A framed transport wrote the forwarded notification: acknowledge it (`notify_ack`).
+    pub fn handle_forward_acknowledged(&mut self, now: Instant, cmd: CommandId) -> Result<(), UsageError> {
+        self.forwarding(cmd)?;
+        self.finish_forward(cmd, true, RespType::NotifyAck, 202, None, BTreeMap::new());
+        self.drive(now);
+        Ok(())
+    }
+
+    /// The forward failed before a usable reply: a synthesized failure is posted.
+    pub fn handle_forward_failed(
+        &mut self,
+        now: Instant,
+        cmd: CommandId,
+        failure: TunnelFailure,
+    ) -> Result<(), UsageError> {
+        self.forwarding(cmd)?;
+        self.forward_failed(now, cmd, failure);
+        self.drive(now);
+        Ok(())
+    }
+
+    fn forward_message(&mut self, now: Instant, cmd: CommandId, json: &str) {
+        let Some(c) = self.commands.get(&cmd) else { return };
+        let head = c.forward.as_ref().and_then(|f| f.head.as_ref());
+        let status = head.map_or(200, |h| h.status);
+        let resp_headers = head.map_or_else(json_content_type, |h| filter_response_headers(&h.headers));
+        let skip_notify = c.notifications_failed || c.terminal_queued;
+        let terminal = match (&c.expect, Message::parse(json)) {
+            (Expect::Reply(want), Ok(Message::Response { id, .. })) => *want == id,
+            (Expect::Reply(want), Ok(Message::Error { id, .. })) => {
+                id.as_ref().is_none_or(|id| id == want)
+            }
+            (_, Ok(_)) => false,
+            (_, Err(_)) => {
+                let request_id = c.request_id.clone();
+                self.outputs.push_back(Output::Event(Event::Discarded {
+                    request_id,
+                    reason: "a message from the MCP server that is not JSON-RPC",
+                }));
+                return;
+            }
+        };
+        // `Message::parse` accepted it, so it is a JSON object.
+        let Ok(raw) = RawValue::from_string(json.to_owned()) else { return };
+        if terminal {
+            self.finish_forward(cmd, true, RespType::JsonrpcResponse, status, Some(raw), resp_headers);
+        } else if !skip_notify {
+            let post =
+                self.build_post(cmd, PostKind::Notify, RespType::JsonrpcNotify, 200, Some(raw), resp_headers);
+            if let (Some(post), Some(c)) = (post, self.commands.get_mut(&cmd)) {
+                c.posts.push_back(post);
+            }
+        }
+        let _ = now;
+    }
+
+    fn forward_failed(&mut self, now: Instant, cmd: CommandId, failure: TunnelFailure) {
+        let Some(c) = self.commands.get_mut(&cmd) else { return };
+        let expect = c.expect.clone();
+        match expect {
+            Expect::Reply(id) => {
+                let s = failure::synthesize(Some(&id), &failure);
+                self.finish_forward(cmd, false, RespType::JsonrpcResponse, s.resp_code, Some(s.resp_json), json_content_type());
+            }
+            Expect::Ack => {
+                self.finish_forward(cmd, false, RespType::NotifyAck, failure::SYNTHESIZED_RESP_CODE, None, BTreeMap::new());
+            }
+            Expect::SessionClosed => {
+                self.finish_forward(
+                    cmd,
+                    false,
+                    RespType::SessionTerminationResponse,
+                    failure::SYNTHESIZED_RESP_CODE,
+                    None,
+                    BTreeMap::new(),
+                );
+            }
+        }
+    }
+
+    /// Ends the forward and queues the terminal response.
+    #[allow(clippy::too_many_arguments)]
+    fn finish_forward(
+        &mut self,
+        cmd: CommandId,
+        ok: bool,
+        resp_type: RespType,
+        resp_code: u16,
+        resp_json: Option<Box<RawValue>>,
+        resp_headers: BTreeMap<String, Vec<String>>,
+    ) {
+        let Some(c) = self.commands.get_mut(&cmd) else { return };
+        if c.forward.take().is_some() {
+            self.forwards_in_flight = self.forwards_in_flight.saturating_sub(1);
+            self.recent_forwards.push_back(ok);
+            while self.recent_forwards.len() > self.config.readiness_window.max(1) {
+                self.recent_forwards.pop_front();
+            }
+        }
+        let Some(post) = self.build_post(cmd, PostKind::Terminal, resp_type, resp_code, resp_json, resp_headers) else {
+            return;
+        };
+        if let Some(c) = self.commands.get_mut(&cmd) {
+            c.terminal_queued = true;
+            c.posts.push_back(post);
+        }
+    }
+
+    fn queue_failure(&mut self, c: &mut Command, id: Option<&Id>, failure: TunnelFailure) {
+        let s = failure::synthesize(id, &failure);
+        let payload = ResponsePayload {
+            request_id: c.request_id.clone(),
+            channel: c.channel.clone(),
+            resp_json: Some(s.resp_json),
+            resp_headers: json_content_type(),
+            resp_code: s.resp_code,
+            resp_type: RespType::JsonrpcResponse,
+        };
+        if let Some(request) = self.post_request(c, &payload) {
+            c.terminal_queued = true;
+            c.posts.push_back(PendingPost {
+                kind: PostKind::Terminal,
+                resp_type: RespType::JsonrpcResponse,
+                resp_code: s.resp_code,
+                request,
+                attempts: 0,
+                not_before: None,
+            });
+        }
+    }
+
+    fn build_post(
+        &self,
+        cmd: CommandId,
+        kind: PostKind,
+        resp_type: RespType,
+        resp_code: u16,
+        resp_json: Option<Box<RawValue>>,
+        resp_headers: BTreeMap<String, Vec<String>>,
+    ) -> Option<PendingPost> {
+        let c = self.commands.get(&cmd)?;
+        let payload = ResponsePayload {
+            request_id: c.request_id.clone(),
+            channel: c.channel.clone(),
+            resp_json,
+            resp_headers,
+            resp_code,
+            resp_type,
+        };
+        let request = self.post_request(c, &payload)?;
+        Some(PendingPost { kind, resp_type, resp_code, request, attempts: 0, not_before: None })
+    }
+
+    fn post_request(&self, c: &Command, payload: &ResponsePayload) -> Option<http::Request> {
+        let mut headers = self.common_headers.clone();
+        headers.append("Content-Type", "application/json").ok()?;
+        if let Some(token) = &c.shard_token {
+            // An opaque token with CR/LF cannot be sent as a header; post without it rather than
+            // inject a header (the control plane answers 404 or 400 and the command ends).
+            let _ = headers.append("X-Tunnel-Shard-Token", token.clone());
+        }
+        Some(http::Request {
+            method: Method::Post,
+            url: self.response_url.clone(),
+            headers,
+            body: payload.to_json(),
+        })
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Posts.
+
+    fn start_next_post(&mut self, now: Instant, cmd: CommandId) {
+        let Some(c) = self.commands.get_mut(&cmd) else { return };
+        if c.post_in_flight.is_some() {
+            return;
+        }
+        // Skip notifications after one failed.
+        while c.notifications_failed && c.posts.front().is_some_and(|p| p.kind == PostKind::Notify) {
+            c.posts.pop_front();
+        }
+        let due = c.posts.front().is_some_and(|p| p.not_before.is_none_or(|t| t <= now));
+        if !due {
+            return;
+        }
+        let Some(mut post) = c.posts.pop_front() else { return };
+        post.attempts += 1;
+        post.not_before = None;
+        let id = PostId(self.next_id);
+        self.next_id += 1;
+        let request = post.request.clone();
+        let deadline = c.deadline;
+        c.post_in_flight = Some(PostInFlight { id, post });
+        self.posts.insert(id, cmd);
+        self.outputs.push_back(Output::Post { id, cmd, request, deadline });
+    }
+
+    fn take_post(&mut self, id: PostId) -> Result<(CommandId, PendingPost), UsageError> {
+        let cmd = self.posts.remove(&id).ok_or(UsageError::UnknownHandle("post"))?;
+        let post = self
+            .commands
+            .get_mut(&cmd)
+            .and_then(|c| c.post_in_flight.take())
+            .ok_or(UsageError::UnknownHandle("post"))?;
+        Ok((cmd, post.post))
+    }
+
+    /// A response POST was answered. `wall` is the wall clock (for `Retry-After` HTTP-dates).
+    pub fn handle_post_response(
+        &mut self,
+        now: Instant,
+        wall: SystemTime,
+        id: PostId,
+        head: &ResponseHead,
+    ) -> Result<(), UsageError> {
+        let (cmd, post) = self.take_post(id)?;
+        let status = head.status;
+        if (200..300).contains(&status) {
+            self.post_delivered(cmd, &post);
+        } else if status == 404 {
+            self.end_command(cmd, Some(Event::AlreadyFulfilled { request_id: self.request_id(cmd) }));
+        } else {
+            if matches!(status, 401 | 403) {
+                self.operator_action = Some(status);
+                self.outputs.push_back(Output::Event(Event::OperatorActionRequired { status, code: None }));
+            }
+            let retryable = match post.kind {
+                PostKind::Terminal => matches!(status, 408 | 429 | 502 | 503 | 504),
+                PostKind::Notify => status == 429,
+            };
+            let retry_after = self.retry_after(head, wall);
+            self.post_retry_or_fail(now, cmd, post, retryable, Some(status), retry_after);
+        }
+        self.drive(now);
+        Ok(())
+    }
+
+    /// A response POST failed without a response. `written` says whether the request may have
+    /// reached the control plane (a notification is then not replayed: it could enqueue twice).
+    pub fn handle_post_failed(&mut self, now: Instant, id: PostId, written: bool) -> Result<(), UsageError> {
+        let (cmd, post) = self.take_post(id)?;
+        let retryable = match post.kind {
+            PostKind::Terminal => true,
+            PostKind::Notify => !written,
+        };
+        self.post_retry_or_fail(now, cmd, post, retryable, None, None);
+        self.drive(now);
+        Ok(())
+    }
+
+    fn request_id(&self, cmd: CommandId) -> String {
+        self.commands.get(&cmd).map(|c| c.request_id.clone()).unwrap_or_default()
+    }
+
+    fn post_delivered(&mut self, cmd: CommandId, post: &PendingPost) {
+        if post.kind == PostKind::Terminal {
+            let event = Event::Completed {
+                request_id: self.request_id(cmd),
+                resp_type: post.resp_type,
+                resp_code: post.resp_code,
+            };
+            self.end_command(cmd, Some(event));
+        }
+    }
+
+    fn post_retry_or_fail(
+        &mut self,
+        now: Instant,
+        cmd: CommandId,
+        mut post: PendingPost,
+        retryable: bool,
+        status: Option<u16>,
+        retry_after: Option<Duration>,
+    ) {
+        let Some(c) = self.commands.get(&cmd) else { return };
+        let deadline = c.deadline;
+        let next = if retryable && post.attempts < self.config.max_post_attempts {
+            backoff::next_attempt(
+                &self.config.post_backoff,
+                now,
+                post.attempts,
+                self.jitter.next_u64(),
+                retry_after,
+                deadline,
+            )
+        } else {
+            None
+        };
+        match (next, post.kind) {
+            (Some(at), _) => {
+                post.not_before = Some(at);
+                if let Some(c) = self.commands.get_mut(&cmd) {
+                    c.posts.push_front(post);
+                }
+            }
+            (None, PostKind::Notify) => {
+                let request_id = self.request_id(cmd);
+                if let Some(c) = self.commands.get_mut(&cmd) {
+                    c.notifications_failed = true;
+                }
+                self.outputs.push_back(Output::Event(Event::NotificationDropped { request_id, status }));
+            }
+            (None, PostKind::Terminal) => {
+                let event = Event::DeliveryFailed { request_id: self.request_id(cmd), status };
+                self.end_command(cmd, Some(event));
+            }
+        }
+    }
+
+    /// Removes a command, canceling whatever of it still runs.
+    fn end_command(&mut self, cmd: CommandId, event: Option<Event>) {
+        let Some(c) = self.commands.remove(&cmd) else { return };
+        if c.forward.is_some() {
+            self.forwards_in_flight = self.forwards_in_flight.saturating_sub(1);
+            self.outputs.push_back(Output::CancelForward { cmd });
+        }
+        if c.to_forward.is_some() {
+            self.forward_queue.retain(|q| *q != cmd);
+        }
+        if let Some(p) = c.post_in_flight {
+            self.posts.remove(&p.id);
+            self.outputs.push_back(Output::CancelPost { id: p.id });
+        }
+        if let Some(e) = event {
+            self.outputs.push_back(Output::Event(e));
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Time.
+
+    /// Time passed: expire commands whose deadline passed, start due retries and polls.
+    /// Calling it early or twice is harmless.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let expired: Vec<CommandId> = self
+            .commands
+            .iter()
+            .filter(|(_, c)| c.deadline.is_some_and(|d| d <= now))
+            .map(|(&id, _)| id)
+            .collect();
+        for cmd in expired {
+            let Some(c) = self.commands.get(&cmd) else { continue };
+            let stage = if c.to_forward.is_some() {
+                Stage::BeforeForward
+            } else if c.forward.is_some() {
+                Stage::DuringForward
+            } else {
+                Stage::DuringDelivery
+            };
+            let event = Event::Expired { request_id: c.request_id.clone(), stage };
+            self.end_command(cmd, Some(event));
+        }
+        self.drive(now);
+    }
+}
+
+impl Command {
+    fn new(
+        request_id: String,
+        shard_token: Option<String>,
+        channel: String,
+        deadline: Option<Instant>,
+        expect: Expect,
+    ) -> Self {
+        Command {
+            request_id,
+            shard_token,
+            channel,
+            deadline,
+            expect,
+            to_forward: None,
+            forward: None,
+            posts: VecDeque::new(),
+            post_in_flight: None,
+            notifications_failed: false,
+            terminal_queued: false,
+        }
+    }
+}
+
+fn json_content_type() -> BTreeMap<String, Vec<String>> {
+    BTreeMap::from([("Content-Type".to_owned(), vec!["application/json".to_owned()])])
+}
+
+/// What a buffered reply body holds.
+enum Reply {
+    /// A JSON-RPC response or error, preserved as received.
+    Message(Box<RawValue>),
+    /// No bytes (or only whitespace).
+    Empty,
+    /// Not JSON.
+    NotJson,
+    /// JSON, but not a JSON-RPC response or error.
+    NotJsonRpc,
+}
+
+fn reply_from_body(body: &[u8]) -> Reply {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Reply::Empty;
+    }
+    let Ok(text) = std::str::from_utf8(body) else { return Reply::NotJson };
+    let Ok(raw) = serde_json::from_str::<&RawValue>(text) else { return Reply::NotJson };
+    match Message::parse(raw.get()) {
+        Ok(Message::Response { .. } | Message::Error { .. }) => Reply::Message(raw.to_owned()),
+        _ => Reply::NotJsonRpc,
+    }
+}
+
+/// A valid JSON-RPC error in a body, preserved exactly.
+fn preserved_error(body: &[u8]) -> Option<Box<RawValue>> {
+    match reply_from_body(body) {
+        Reply::Message(raw) => match Message::parse(raw.get()) {
+            Ok(Message::Error { .. }) => Some(raw),
+            _ => None,
+        },
+        _ => None,
+    }
+}

@@ -1,0 +1,831 @@
+//! Transcript tests: a scripted control plane and MCP server drive `tunnel::Engine` through whole
+//! command lifecycles with simulated time. Each test is named after the rule it holds.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use mcpwire_core::backoff::Backoff;
+use mcpwire_core::http::{Headers, Request, ResponseHead};
+use mcpwire_core::tunnel::engine::{
+    CommandId, Config, Event, Forward, ForwardKind, NotReady, Output, PollId, PostId, Readiness,
+    Secret, Stage, TimeoutReason,
+};
+use mcpwire_core::tunnel::failure::{FailureSource, TransportErrorKind, TunnelFailure};
+use mcpwire_core::tunnel::server_info::{ChannelBinding, ChannelDeclaration, ServerInfo};
+use mcpwire_core::tunnel::Engine;
+use serde_json::{json, Value};
+
+const WALL: Duration = Duration::from_secs(1_800_000_000);
+
+struct Harness {
+    engine: Engine,
+    now: Instant,
+    out: Vec<Output>,
+}
+
+fn config() -> Config {
+    let mut c = Config::new(
+        "https://control.test",
+        "tunnel_0123",
+        Secret::new("sk-test-key"),
+        "instance-1",
+    );
+    c.client_name = "mcpwire-test".into();
+    c.client_version = "0.0.0-test".into();
+    c.jitter_seed = 7;
+    c.poll_backoff = Backoff {
+        initial: Duration::from_millis(100),
+        max: Duration::from_secs(10),
+        multiplier: 2,
+    };
+    c.post_backoff = Backoff {
+        initial: Duration::from_millis(100),
+        max: Duration::from_secs(2),
+        multiplier: 2,
+    };
+    c
+}
+
+impl Harness {
+    fn new(config: Config) -> Self {
+        let now = Instant::now();
+        let mut engine = Engine::new(config, now).unwrap();
+        engine.handle_timeout(now);
+        let mut h = Harness { engine, now, out: Vec::new() };
+        h.drain();
+        h
+    }
+
+    fn wall(&self) -> SystemTime {
+        UNIX_EPOCH + WALL
+    }
+
+    fn drain(&mut self) {
+        while let Some(o) = self.engine.poll_output() {
+            self.out.push(o);
+        }
+    }
+
+    fn advance(&mut self, d: Duration) {
+        self.now += d;
+        self.engine.handle_timeout(self.now);
+        self.drain();
+    }
+
+    /// Runs timers until `at` (inclusive), firing each due timeout in turn.
+    fn run_until(&mut self, at: Instant) {
+        while let Some(t) = self.engine.poll_timeout() {
+            if t.at > at {
+                break;
+            }
+            self.now = self.now.max(t.at);
+            self.engine.handle_timeout(self.now);
+            self.drain();
+        }
+        self.now = self.now.max(at);
+        self.engine.handle_timeout(self.now);
+        self.drain();
+    }
+
+    fn take_poll(&mut self) -> (PollId, Request) {
+        let i = self
+            .out
+            .iter()
+            .position(|o| matches!(o, Output::Poll { .. }))
+            .expect("a poll");
+        match self.out.remove(i) {
+            Output::Poll { id, request } => (id, request),
+            _ => unreachable!(),
+        }
+    }
+
+    fn has_poll(&self) -> bool {
+        self.out.iter().any(|o| matches!(o, Output::Poll { .. }))
+    }
+
+    fn take_forwards(&mut self) -> Vec<Forward> {
+        let mut v = Vec::new();
+        self.out.retain(|o| match o {
+            Output::Forward(f) => {
+                v.push(f.clone());
+                false
+            }
+            _ => true,
+        });
+        v
+    }
+
+    fn take_posts(&mut self) -> Vec<(PostId, CommandId, Request)> {
+        let mut v = Vec::new();
+        let mut rest = Vec::new();
+        for o in self.out.drain(..) {
+            match o {
+                Output::Post { id, cmd, request, .. } => v.push((id, cmd, request)),
+                other => rest.push(other),
+            }
+        }
+        self.out = rest;
+        v
+    }
+
+    fn events(&mut self) -> Vec<Event> {
+        let mut v = Vec::new();
+        self.out.retain(|o| match o {
+            Output::Event(e) => {
+                v.push(e.clone());
+                false
+            }
+            _ => true,
+        });
+        v
+    }
+
+    fn cancels(&mut self) -> (Vec<CommandId>, Vec<PostId>) {
+        let (mut f, mut p) = (Vec::new(), Vec::new());
+        self.out.retain(|o| match o {
+            Output::CancelForward { cmd } => {
+                f.push(*cmd);
+                false
+            }
+            Output::CancelPost { id } => {
+                p.push(*id);
+                false
+            }
+            _ => true,
+        });
+        (f, p)
+    }
+
+    fn deliver_poll(&mut self, id: PollId, status: u16, body: &Value) {
+        let head = ResponseHead { status, headers: Headers::new() };
+        let bytes = if status == 204 { Vec::new() } else { serde_json::to_vec(body).unwrap() };
+        self.engine.handle_poll_response(self.now, self.wall(), id, &head, &bytes).unwrap();
+        self.drain();
+    }
+
+    fn poll_with(&mut self, commands: Value) {
+        let (id, _) = self.take_poll();
+        self.deliver_poll(id, 200, &json!({ "commands": commands }));
+    }
+
+    fn reply_json(&mut self, cmd: CommandId, status: u16, body: &str) {
+        let mut headers = Headers::new();
+        headers.append("Content-Type", "application/json").unwrap();
+        self.engine.handle_forward_head(self.now, cmd, ResponseHead { status, headers }).unwrap();
+        self.engine.handle_forward_body(self.now, cmd, body.as_bytes()).unwrap();
+        self.engine.handle_forward_end(self.now, cmd).unwrap();
+        self.drain();
+    }
+
+    fn post_status(&mut self, id: PostId, status: u16) {
+        self.post_status_with(id, status, Headers::new());
+    }
+
+    fn post_status_with(&mut self, id: PostId, status: u16, headers: Headers) {
+        let wall = self.wall();
+        self.engine
+            .handle_post_response(self.now, wall, id, &ResponseHead { status, headers })
+            .unwrap();
+        self.drain();
+    }
+}
+
+fn cmd_json(request_id: &str, rpc_id: Value, method: &str) -> Value {
+    json!({
+        "request_id": request_id,
+        "shard_token": format!("shard-{request_id}"),
+        "command_type": "jsonrpc",
+        "channel": "main",
+        "created_at": "2026-01-01T00:00:00Z",
+        "headers": {"Mcp-Session-Id": ["s-1"]},
+        "jsonrpc": {"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": {}}
+    })
+}
+
+fn with_timeout(mut c: Value, t: &str) -> Value {
+    c["response_timeout"] = json!(t);
+    c
+}
+
+fn body(req: &Request) -> Value {
+    serde_json::from_slice(&req.body).unwrap()
+}
+
+fn render(req: &Request) -> String {
+    let mut s = format!("{} {}\n", req.method.as_str(), req.url);
+    for (n, v) in req.headers.iter() {
+        s.push_str(&format!("{n}: {v}\n"));
+    }
+    if !req.body.is_empty() {
+        s.push('\n');
+        s.push_str(&serde_json::to_string_pretty(&body(req)).unwrap());
+        s.push('\n');
+    }
+    s
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn poll_request_carries_auth_identity_wire_version_and_server_info() {
+    let mut c = config();
+    c.server_info = Some(
+        ServerInfo::new(vec![ChannelDeclaration::for_binding("main", ChannelBinding::RemoteHttp)])
+            .unwrap(),
+    );
+    let mut h = Harness::new(c);
+    let (_, req) = h.take_poll();
+    assert_eq!(req.headers.get("authorization"), Some("Bearer sk-test-key"));
+    assert_eq!(req.headers.get("X-Tunnel-Client-Wire-Protocol-Version"), Some("2026-08-25"));
+    assert_eq!(
+        req.headers.get("X-Tunnel-MCP-Server-Info"),
+        Some(r#"{"version":1,"channels":[{"name":"main"}]}"#)
+    );
+    insta::assert_snapshot!("poll_request", render(&req));
+}
+
+#[test]
+fn poll_subscriptions_are_sorted_repeated_channel_params() {
+    let mut c = config();
+    c.poll_channels = Some(vec!["main".into(), "harpoon".into(), "beta".into()]);
+    let mut h = Harness::new(c);
+    let (_, req) = h.take_poll();
+    assert_eq!(
+        req.url,
+        "https://control.test/v1/tunnels/tunnel_0123/poll?channel=beta&channel=harpoon&channel=main&limit=25&timeout_ms=15000"
+    );
+}
+
+#[test]
+fn no_channel_params_without_an_allowlist() {
+    let mut h = Harness::new(config());
+    let (_, req) = h.take_poll();
+    assert!(!req.url.contains("channel="), "{}", req.url);
+}
+
+#[test]
+fn never_more_than_one_poll_in_flight() {
+    let mut h = Harness::new(config());
+    let (_id, _) = h.take_poll();
+    h.advance(Duration::from_secs(60));
+    assert!(!h.has_poll(), "a second poll went out while one is in flight");
+}
+
+#[test]
+fn limit_is_free_slots_capped_at_25_and_no_poll_when_full() {
+    let mut c = config();
+    c.max_in_flight = 3;
+    let mut h = Harness::new(c);
+    let (_, req) = h.take_poll();
+    assert!(req.url.contains("limit=3&"), "{}", req.url);
+    h.poll_with(json!([cmd_json("a", json!(1), "tools/list"), cmd_json("b", json!(2), "tools/list")]));
+    let (_, req) = h.take_poll();
+    assert!(req.url.contains("limit=1&"), "{}", req.url);
+    h.poll_with(json!([cmd_json("c", json!(3), "tools/list")]));
+    assert!(!h.has_poll(), "polled with no free slot");
+    // One command finishes: a slot frees and the next poll goes out.
+    let fwds = h.take_forwards();
+    assert_eq!(fwds.len(), 3);
+    h.reply_json(fwds[0].cmd, 200, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+    let (post, _, _) = h.take_posts().remove(0);
+    h.post_status(post, 200);
+    let (_, req) = h.take_poll();
+    assert!(req.url.contains("limit=1&"), "{}", req.url);
+}
+
+#[test]
+fn poll_jsonrpc_forward_notify_then_terminal_over_sse() {
+    let mut h = Harness::new(config());
+    h.poll_with(json!([with_timeout(cmd_json("req_1", json!("rpc-1"), "tools/call"), "30s")]));
+    let fwd = h.take_forwards().remove(0);
+    assert_eq!(fwd.request_id, "req_1");
+    assert_eq!(fwd.headers.get("mcp-session-id"), Some("s-1"));
+    match &fwd.kind {
+        ForwardKind::JsonRpc { payload, id, method } => {
+            assert_eq!(
+                payload.get(),
+                r#"{"jsonrpc":"2.0","id":"rpc-1","method":"tools/call","params":{}}"#
+            );
+            assert_eq!(method.as_deref(), Some("tools/call"));
+            assert!(id.is_some());
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut headers = Headers::new();
+    headers.append("Content-Type", "text/event-stream").unwrap();
+    headers.append("Mcp-Session-Id", "s-1").unwrap();
+    headers.append("X-Internal", "secret-upstream").unwrap();
+    h.engine.handle_forward_head(h.now, fwd.cmd, ResponseHead { status: 200, headers }).unwrap();
+    // A priming event, a progress notification split across chunks, then the response.
+    let stream = "id: p0\ndata:\n\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":0.5}}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"rpc-1\",\"result\":{\"content\":[]}}\n\n";
+    let (a, b) = stream.split_at(40);
+    h.engine.handle_forward_body(h.now, fwd.cmd, a.as_bytes()).unwrap();
+    h.engine.handle_forward_body(h.now, fwd.cmd, b.as_bytes()).unwrap();
+    h.drain();
+    // The notification goes first; the terminal waits for it (one POST per command at a time).
+    let posts = h.take_posts();
+    assert_eq!(posts.len(), 1);
+    let notify = &posts[0];
+    assert_eq!(notify.2.headers.get("X-Tunnel-Shard-Token"), Some("shard-req_1"));
+    let nb = body(&notify.2);
+    assert_eq!(nb["resp_type"], "jsonrpc_notify");
+    assert_eq!(nb["resp_json"]["method"], "notifications/progress");
+    assert!(nb.get("shard_token").is_none(), "shard token leaked into the body");
+    // The rest of the stream is not needed once the terminal response arrived.
+    let (cancelled, _) = h.cancels();
+    assert_eq!(cancelled, vec![fwd.cmd]);
+    h.post_status(notify.0, 200);
+    let terminal = h.take_posts().remove(0);
+    let tb = body(&terminal.2);
+    insta::assert_snapshot!("terminal_response_post", render(&terminal.2));
+    assert_eq!(tb["resp_type"], "jsonrpc_response");
+    assert_eq!(tb["resp_json"]["id"], "rpc-1");
+    assert_eq!(tb["resp_headers"], json!({"Content-Type": ["text/event-stream"], "Mcp-Session-Id": ["s-1"]}));
+    h.post_status(terminal.0, 200);
+    let events = h.events();
+    assert!(events.iter().any(|e| matches!(e, Event::Completed { request_id, resp_code: 200, .. } if request_id == "req_1")));
+    assert_eq!(h.engine.health().in_flight, 0);
+}
+
+#[test]
+fn zero_response_timeout_is_dropped_without_forward_or_response() {
+    let mut h = Harness::new(config());
+    h.poll_with(json!([with_timeout(cmd_json("late", json!(1), "tools/list"), "0s")]));
+    assert!(h.take_forwards().is_empty());
+    assert!(h.take_posts().is_empty());
+    let events = h.events();
+    assert!(events.contains(&Event::Expired { request_id: "late".into(), stage: Stage::BeforeForward }));
+}
+
+#[test]
+fn invalid_or_null_response_timeout_fails_open_without_deadline() {
+    let mut h = Harness::new(config());
+    let mut c1 = cmd_json("a", json!(1), "tools/list");
+    c1["response_timeout"] = json!(30);
+    let mut c2 = cmd_json("b", json!(2), "tools/list");
+    c2["response_timeout"] = Value::Null;
+    let c3 = with_timeout(cmd_json("c", json!(3), "tools/list"), "1m30s");
+    h.poll_with(json!([c1, c2, c3]));
+    let fwds = h.take_forwards();
+    assert_eq!(fwds.len(), 3);
+    assert!(fwds.iter().all(|f| f.deadline.is_none()));
+}
+
+#[test]
+fn deadline_is_receipt_instant_plus_timeout_not_created_at() {
+    let mut h = Harness::new(config());
+    let receipt = h.now;
+    let mut c = with_timeout(cmd_json("a", json!(1), "tools/list"), "4500ms");
+    c["created_at"] = json!("1999-01-01T00:00:00Z");
+    h.poll_with(json!([c]));
+    let fwd = h.take_forwards().remove(0);
+    assert_eq!(fwd.deadline, Some(receipt + Duration::from_millis(4500)));
+    assert_eq!(
+        h.engine.poll_timeout().map(|t| (t.at, t.reason)),
+        Some((receipt + Duration::from_millis(4500), TimeoutReason::Deadline { cmd: fwd.cmd }))
+    );
+}
+
+#[test]
+fn deadline_during_forward_cancels_it_and_posts_nothing() {
+    let mut h = Harness::new(config());
+    h.poll_with(json!([with_timeout(cmd_json("a", json!(1), "tools/call"), "2s")]));
+    let fwd = h.take_forwards().remove(0);
+    h.advance(Duration::from_secs(2));
+    let (cancelled, _) = h.cancels();
+    assert_eq!(cancelled, vec![fwd.cmd]);
+    assert!(h.events().contains(&Event::Expired { request_id: "a".into(), stage: Stage::DuringForward }));
+    // A late reply is refused and never produces a response.
+    assert!(h.engine.handle_forward_head(h.now, fwd.cmd, ResponseHead { status: 200, headers: Headers::new() }).is_err());
+    h.drain();
+    assert!(h.take_posts().is_empty(), "a late error was synthesized");
+}
+
+#[test]
+fn deadline_during_delivery_cancels_the_post() {
+    let mut h = Harness::new(config());
+    h.poll_with(json!([with_timeout(cmd_json("a", json!(1), "tools/call"), "2s")]));
+    let fwd = h.take_forwards().remove(0);
+    h.reply_json(fwd.cmd, 200, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+    let (post, _, _) = h.take_posts().remove(0);
+    h.advance(Duration::from_secs(2));
+    let (_, cancelled_posts) = h.cancels();
+    assert_eq!(cancelled_posts, vec![post]);
+    assert!(h.events().contains(&Event::Expired { request_id: "a".into(), stage: Stage::DuringDelivery }));
+    assert!(h.take_posts().is_empty());
+}
+
+#[test]
+fn expiry_while_queued_for_a_forward_slot_drops_without_forward() {
+    let mut c = config();
+    c.max_concurrent_forwards = 1;
+    let mut h = Harness::new(c);
+    h.poll_with(json!([
+        cmd_json("first", json!(1), "tools/call"),
+        with_timeout(cmd_json("queued", json!(2), "tools/call"), "1s")
+    ]));
+    let fwds = h.take_forwards();
+    assert_eq!(fwds.len(), 1, "concurrency bound not held");
+    h.advance(Duration::from_secs(1));
+    assert!(h.events().contains(&Event::Expired { request_id: "queued".into(), stage: Stage::BeforeForward }));
+    h.reply_json(fwds[0].cmd, 200, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+    assert!(h.take_forwards().is_empty(), "an expired command was forwarded");
+}
+
+#[test]
+fn thirty_commands_in_a_25_limit_poll_are_all_processed() {
+    let mut c = config();
+    c.max_in_flight = 64;
+    c.max_concurrent_forwards = 8;
+    let mut h = Harness::new(c);
+    let (_, req) = h.take_poll();
+    assert!(req.url.contains("limit=25&"));
+    let cmds: Vec<Value> = (0..30).map(|i| cmd_json(&format!("r{i}"), json!(i), "tools/list")).collect();
+    let id = PollId(1);
+    h.deliver_poll(id, 200, &json!({ "commands": cmds }));
+    let mut answered = std::collections::BTreeSet::new();
+    for _ in 0..10 {
+        for f in h.take_forwards() {
+            let ForwardKind::JsonRpc { id: Some(rpc), .. } = &f.kind else { panic!() };
+            h.reply_json(f.cmd, 200, &format!(r#"{{"jsonrpc":"2.0","id":{rpc},"result":{{}}}}"#, rpc = serde_json::to_string(rpc).unwrap()));
+        }
+        for (post, _, req) in h.take_posts() {
+            answered.insert(body(&req)["request_id"].as_str().unwrap().to_owned());
+            h.post_status(post, 200);
+        }
+    }
+    assert_eq!(answered.len(), 30);
+}
+
+#[test]
+fn unknown_command_type_is_logged_and_skipped_not_forwarded() {
+    let mut h = Harness::new(config());
+    h.poll_with(json!([
+        {"request_id": "x", "shard_token": "s", "command_type": "telepathy", "created_at": "2026-01-01T00:00:00Z",
+         "jsonrpc": {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}},
+        cmd_json("y", json!(2), "tools/list")
+    ]));
+    let fwds = h.take_forwards();
+    assert_eq!(fwds.len(), 1);
+    assert_eq!(fwds[0].request_id, "y");
+    assert!(h.events().contains(&Event::UnknownCommandType { request_id: "x".into(), command_type: "telepathy".into() }));
+    assert!(h.take_posts().is_empty());
+}
+
+#[test]
+fn valid_target_jsonrpc_error_is_preserved_with_real_status() {
+    let mut h = Harness::new(config());
+    h.poll_with(json!([cmd_json("a", json!(9), "tools/call")]));
+    let fwd = h.take_forwards().remove(0);
+    let err = r#"{"jsonrpc":"2.0","id":9,"error":{"code":-32003,"message":"needs capability","data":{"x":[1,2]}}}"#;
+    h.reply_json(fwd.cmd, 403, err);
+    let (_, _, req) = h.take_posts().remove(0);
+    let b = body(&req);
+    assert_eq!(b["resp_code"], 403);
+    assert_eq!(b["resp_json"], serde_json::from_str::<Value>(err).unwrap());
+}
+
+#[test]
+fn non_jsonrpc_error_status_synthesizes_target_http_failure() {
+    let mut h = Harness::new(config());
+    h.poll_with(json!([cmd_json("a", json!(9), "tools/call")]));
+    let fwd = h.take_forwards().remove(0);
+    h.reply_json(fwd.cmd, 500, "<html>oops at https://internal.example/secret</html>");
+    let (_, _, req) = h.take_posts().remove(0);
+    let b = body(&req);
+    assert_eq!(b["resp_code"], 502);
+    assert_eq!(b["resp_json"]["id"], 9);
+    assert_eq!(b["resp_json"]["error"]["code"], -32603);
+    assert_eq!(b["resp_json"]["error"]["message"], "Bad Gateway");
+    let tf = &b["resp_json"]["error"]["data"]["tunnel_failure"];
+    assert_eq!(tf["source"], "target_http");
+    assert_eq!(tf["upstream_status"], 500);
+    assert_eq!(tf["upstream_response_received"], true);
+    assert!(!String::from_utf8_lossy(&req.body).contains("internal.example"), "raw body leaked");
+}
+
+#[test]
+fn malformed_json_reply_synthesizes_protocol_failure() {
+    let mut h = Harness::new(config());
+    h.poll_with(json!([cmd_json("a", json!(9), "tools/call")]));
+    let fwd = h.take_forwards().remove(0);
+    h.reply_json(fwd.cmd, 200, "{not json");
+    let b = body(&h.take_posts().remove(0).2);
+    let tf = &b["resp_json"]["error"]["data"]["tunnel_failure"];
+    assert_eq!(tf["source"], "protocol");
+    assert_eq!(tf["transport_error_kind"], "malformed_json");
+}
+
+#[test]
+fn transport_failure_synthesizes_provenance_without_upstream_status() {
+    let mut h = Harness::new(config());
+    h.poll_with(json!([cmd_json("a", json!("q"), "tools/call")]));
+    let fwd = h.take_forwards().remove(0);
+    h.engine
+        .handle_forward_failed(
+            h.now,
+            fwd.cmd,
+            TunnelFailure::before_response(FailureSource::TransportClosed, Some(TransportErrorKind::ClosedPipe)),
+        )
+        .unwrap();
+    h.drain();
+    let b = body(&h.take_posts().remove(0).2);
+    assert_eq!(b["resp_code"], 502);
+    let tf = &b["resp_json"]["error"]["data"]["tunnel_failure"];
+    assert_eq!(tf["source"], "transport_closed");
+    assert_eq!(tf["upstream_response_received"], false);
+    assert!(tf.get("upstream_status").is_none());
+}
+
+#[test]
+fn notification_command_gets_notify_ack() {
+    let mut h = Harness::new(config());
+    let c = json!({"request_id": "n", "shard_token": "s", "command_type": "jsonrpc", "created_at": "x",
+        "jsonrpc": {"jsonrpc": "2.0", "method": "notifications/initialized"}});
+    h.poll_with(json!([c]));
+    let fwd = h.take_forwards().remove(0);
+    h.reply_json(fwd.cmd, 202, "");
+    let b = body(&h.take_posts().remove(0).2);
+    assert_eq!(b["resp_type"], "notify_ack");
+    assert_eq!(b["resp_code"], 202);
+    assert!(b.get("resp_json").is_none());
+}
+
+#[test]
+fn session_termination_posts_204_session_termination_response() {
+    let mut h = Harness::new(config());
+    let c = json!({"request_id": "t", "shard_token": "s", "command_type": "session_termination",
+        "created_at": "x", "headers": {"Mcp-Session-Id": ["sess"]}});
+    h.poll_with(json!([c]));
+    let fwd = h.take_forwards().remove(0);
+    assert_eq!(fwd.kind, ForwardKind::SessionTermination);
+    assert_eq!(fwd.headers.get("Mcp-Session-Id"), Some("sess"));
+    h.reply_json(fwd.cmd, 200, "");
+    let b = body(&h.take_posts().remove(0).2);
+    assert_eq!(b["resp_type"], "session_termination_response");
+    assert_eq!(b["resp_code"], 204);
+    assert!(b.get("resp_json").is_none());
+}
+
+#[test]
+fn terminal_post_retries_with_the_exact_same_request_and_honors_retry_after() {
+    let mut h = Harness::new(config());
+    h.poll_with(json!([cmd_json("a", json!(1), "tools/call")]));
+    let fwd = h.take_forwards().remove(0);
+    h.reply_json(fwd.cmd, 200, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+    let (p1, _, first) = h.take_posts().remove(0);
+    let mut ra = Headers::new();
+    ra.append("Retry-After", "3").unwrap();
+    let sent_at = h.now;
+    h.post_status_with(p1, 503, ra);
+    assert!(h.take_posts().is_empty(), "retried at once");
+    let t = h.engine.poll_timeout().unwrap();
+    assert!(t.at >= sent_at + Duration::from_secs(3), "Retry-After is a minimum delay");
+    h.advance(Duration::from_millis(2900));
+    assert!(h.take_posts().is_empty(), "retried before Retry-After");
+    h.run_until(t.at);
+    let (p2, _, second) = h.take_posts().remove(0);
+    assert_eq!(first, second, "a retry changed the body or headers");
+    h.post_status(p2, 200);
+    assert!(h.events().iter().any(|e| matches!(e, Event::Completed { .. })));
+}
+
+#[test]
+fn terminal_post_retry_statuses_and_bound() {
+    for (status, retried) in [(408, true), (429, true), (502, true), (503, true), (504, true), (500, false), (400, false), (409, false)] {
+        let mut c = config();
+        c.max_post_attempts = 3;
+        let mut h = Harness::new(c);
+        h.poll_with(json!([cmd_json("a", json!(1), "tools/call")]));
+        let fwd = h.take_forwards().remove(0);
+        h.reply_json(fwd.cmd, 200, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+        let mut attempts = 0;
+        loop {
+            let posts = h.take_posts();
+            if posts.is_empty() {
+                break;
+            }
+            attempts += 1;
+            h.post_status(posts[0].0, status);
+            h.run_until(h.now + Duration::from_secs(30));
+        }
+        assert_eq!(attempts, if retried { 3 } else { 1 }, "status {status}");
+        assert!(h.events().iter().any(|e| matches!(e, Event::DeliveryFailed { status: Some(s), .. } if *s == status)));
+        assert_eq!(h.engine.health().in_flight, 0);
+    }
+}
+
+#[test]
+fn post_retry_never_waits_past_the_deadline() {
+    let mut h = Harness::new(config());
+    h.poll_with(json!([with_timeout(cmd_json("a", json!(1), "tools/call"), "5s")]));
+    let fwd = h.take_forwards().remove(0);
+    h.reply_json(fwd.cmd, 200, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+    let (p, _, _) = h.take_posts().remove(0);
+    let mut ra = Headers::new();
+    ra.append("Retry-After", "30").unwrap();
+    h.post_status_with(p, 429, ra);
+    h.run_until(h.now + Duration::from_secs(60));
+    assert!(h.take_posts().is_empty(), "retried past the deadline");
+    assert!(h.events().iter().any(|e| matches!(e, Event::DeliveryFailed { .. })));
+}
+
+#[test]
+fn response_post_404_is_terminal_without_replay() {
+    let mut h = Harness::new(config());
+    h.poll_with(json!([cmd_json("a", json!(1), "tools/call")]));
+    let fwd = h.take_forwards().remove(0);
+    h.reply_json(fwd.cmd, 200, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+    let (p, _, _) = h.take_posts().remove(0);
+    h.post_status(p, 404);
+    h.run_until(h.now + Duration::from_secs(60));
+    assert!(h.take_posts().is_empty());
+    assert!(h.take_forwards().is_empty(), "the MCP operation was replayed");
+    assert!(h.events().contains(&Event::AlreadyFulfilled { request_id: "a".into() }));
+    assert_eq!(h.engine.health().in_flight, 0);
+}
+
+#[test]
+fn notification_post_failure_skips_later_notifications_but_delivers_terminal() {
+    let mut h = Harness::new(config());
+    h.poll_with(json!([cmd_json("a", json!(1), "tools/call")]));
+    let fwd = h.take_forwards().remove(0);
+    let progress = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}"#;
+    h.engine.handle_forward_message(h.now, fwd.cmd, progress).unwrap();
+    h.engine.handle_forward_message(h.now, fwd.cmd, progress).unwrap();
+    h.engine
+        .handle_forward_message(h.now, fwd.cmd, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#)
+        .unwrap();
+    h.drain();
+    let (p1, _, r1) = h.take_posts().remove(0);
+    assert_eq!(body(&r1)["resp_type"], "jsonrpc_notify");
+    // Ambiguous failure after the request was written: not replayed.
+    h.engine.handle_post_failed(h.now, p1, true).unwrap();
+    h.drain();
+    let (p2, _, r2) = h.take_posts().remove(0);
+    assert_eq!(body(&r2)["resp_type"], "jsonrpc_response", "a later notification was not skipped");
+    h.post_status(p2, 200);
+    let ev = h.events();
+    assert!(ev.iter().any(|e| matches!(e, Event::NotificationDropped { .. })));
+    assert!(ev.iter().any(|e| matches!(e, Event::Completed { .. })));
+}
+
+#[test]
+fn notification_post_retries_only_on_429_or_failure_before_write() {
+    let mut h = Harness::new(config());
+    h.poll_with(json!([cmd_json("a", json!(1), "tools/call")]));
+    let fwd = h.take_forwards().remove(0);
+    let progress = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}"#;
+    h.engine.handle_forward_message(h.now, fwd.cmd, progress).unwrap();
+    h.drain();
+    let (p1, _, r1) = h.take_posts().remove(0);
+    h.engine.handle_post_failed(h.now, p1, false).unwrap();
+    h.drain();
+    h.run_until(h.now + Duration::from_secs(5));
+    let (p2, _, r2) = h.take_posts().remove(0);
+    assert_eq!(r1, r2);
+    h.post_status(p2, 429);
+    h.run_until(h.now + Duration::from_secs(5));
+    let (p3, _, _) = h.take_posts().remove(0);
+    h.post_status(p3, 503);
+    h.run_until(h.now + Duration::from_secs(5));
+    assert!(h.take_posts().is_empty(), "a notification was retried on 503");
+    assert!(h.events().iter().any(|e| matches!(e, Event::NotificationDropped { status: Some(503), .. })));
+}
+
+#[test]
+fn poll_retries_transport_errors_429_and_5xx_with_growing_backoff() {
+    let mut h = Harness::new(config());
+    let mut last_gap = Duration::ZERO;
+    for (i, status) in [None, Some(429), Some(500), Some(503)].into_iter().enumerate() {
+        let (id, _) = h.take_poll();
+        let start = h.now;
+        match status {
+            None => h.engine.handle_poll_failed(h.now, id).unwrap(),
+            Some(s) => h.engine.handle_poll_response(h.now, h.wall(), id, &ResponseHead { status: s, headers: Headers::new() }, b"").unwrap(),
+        }
+        h.drain();
+        assert!(!h.has_poll(), "poll {i} retried without backoff");
+        let t = h.engine.poll_timeout().unwrap();
+        assert_eq!(t.reason, TimeoutReason::Poll);
+        let gap = t.at - start;
+        assert!(gap > Duration::ZERO);
+        assert!(i < 2 || gap >= last_gap / 2, "backoff shrank: {gap:?} after {last_gap:?}");
+        last_gap = gap;
+        h.run_until(t.at);
+    }
+    assert_eq!(h.engine.health().consecutive_poll_failures, 4);
+}
+
+#[test]
+fn poll_401_surfaces_operator_action_and_backs_off_without_spinning() {
+    let mut h = Harness::new(config());
+    for _ in 0..3 {
+        let (id, _) = h.take_poll();
+        let start = h.now;
+        let body = br#"{"error":{"message":"bad key","type":"invalid_request_error","code":"invalid_api_key"}}"#;
+        h.engine.handle_poll_response(h.now, h.wall(), id, &ResponseHead { status: 401, headers: Headers::new() }, body).unwrap();
+        h.drain();
+        let ev = h.events();
+        assert!(ev.contains(&Event::OperatorActionRequired { status: 401, code: Some("invalid_api_key".into()) }));
+        assert_eq!(h.engine.health().readiness, Readiness::NotReady(NotReady::OperatorAction { status: 401 }));
+        let t = h.engine.poll_timeout().unwrap();
+        assert!(t.at - start >= Duration::from_secs(5), "tight loop after 401: {:?}", t.at - start);
+        h.run_until(t.at);
+    }
+    // Recovers once the key works again.
+    let (id, _) = h.take_poll();
+    h.deliver_poll(id, 204, &Value::Null);
+    assert_eq!(h.engine.health().readiness, Readiness::Ready);
+}
+
+#[test]
+fn readiness_is_not_ready_when_every_recent_forward_failed() {
+    let mut h = Harness::new(config());
+    assert_eq!(h.engine.health().readiness, Readiness::NotReady(NotReady::NoSuccessfulPoll));
+    h.poll_with(json!([cmd_json("a", json!(1), "x"), cmd_json("b", json!(2), "x")]));
+    assert_eq!(h.engine.health().readiness, Readiness::Ready);
+    for f in h.take_forwards() {
+        h.engine
+            .handle_forward_failed(h.now, f.cmd, TunnelFailure::before_response(FailureSource::Connect, Some(TransportErrorKind::ConnectionRefused)))
+            .unwrap();
+    }
+    h.drain();
+    assert_eq!(h.engine.health().readiness, Readiness::NotReady(NotReady::ForwardsFailing { recent_failures: 2 }));
+    // One success among the recent forwards makes it ready again.
+    let (id, _) = h.take_poll();
+    h.deliver_poll(id, 200, &json!({"commands": [cmd_json("c", json!(3), "x")]}));
+    let f = h.take_forwards().remove(0);
+    h.reply_json(f.cmd, 200, r#"{"jsonrpc":"2.0","id":3,"result":{}}"#);
+    assert_eq!(h.engine.health().readiness, Readiness::Ready);
+}
+
+#[test]
+fn malformed_command_with_request_id_is_answered_not_lost() {
+    let mut h = Harness::new(config());
+    h.poll_with(json!([
+        {"request_id": "bad", "shard_token": "s-bad", "channel": "main", "command_type": "jsonrpc", "created_at": "x", "jsonrpc": [1, 2]},
+        {"no_request_id": true}
+    ]));
+    assert!(h.take_forwards().is_empty());
+    let posts = h.take_posts();
+    assert_eq!(posts.len(), 1);
+    assert_eq!(posts[0].2.headers.get("X-Tunnel-Shard-Token"), Some("s-bad"));
+    let b = body(&posts[0].2);
+    assert_eq!(b["request_id"], "bad");
+    assert_eq!(b["resp_json"]["error"]["data"]["tunnel_failure"]["source"], "client_internal");
+    let malformed = h.events().into_iter().filter(|e| matches!(e, Event::MalformedCommand { .. })).count();
+    assert_eq!(malformed, 2);
+}
+
+#[test]
+fn command_for_an_unserved_channel_gets_a_client_internal_failure() {
+    let mut h = Harness::new(config());
+    let mut c = cmd_json("a", json!(5), "tools/list");
+    c["channel"] = json!("nowhere");
+    h.poll_with(json!([c]));
+    assert!(h.take_forwards().is_empty());
+    let b = body(&h.take_posts().remove(0).2);
+    assert_eq!(b["channel"], "nowhere");
+    assert_eq!(b["resp_json"]["id"], 5);
+    assert_eq!(b["resp_json"]["error"]["data"]["tunnel_failure"]["source"], "client_internal");
+}
+
+#[test]
+fn channel_defaults_to_main_and_is_echoed() {
+    let mut h = Harness::new(config());
+    let mut c = cmd_json("a", json!(1), "tools/list");
+    c.as_object_mut().unwrap().remove("channel");
+    h.poll_with(json!([c]));
+    let f = h.take_forwards().remove(0);
+    assert_eq!(f.channel, "main");
+    h.reply_json(f.cmd, 200, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+    assert_eq!(body(&h.take_posts().remove(0).2)["channel"], "main");
+}
+
+#[test]
+fn oversized_reply_body_is_a_response_body_too_large_failure() {
+    let mut c = config();
+    c.max_response_body = 64;
+    let mut h = Harness::new(c);
+    h.poll_with(json!([cmd_json("a", json!(1), "tools/call")]));
+    let f = h.take_forwards().remove(0);
+    let mut headers = Headers::new();
+    headers.append("Content-Type", "application/json").unwrap();
+    h.engine.handle_forward_head(h.now, f.cmd, ResponseHead { status: 200, headers }).unwrap();
+    h.engine.handle_forward_body(h.now, f.cmd, &[b' '; 100]).unwrap();
+    h.drain();
+    let (cancelled, _) = h.cancels();
+    assert_eq!(cancelled, vec![f.cmd]);
+    let b = body(&h.take_posts().remove(0).2);
+    assert_eq!(b["resp_json"]["error"]["data"]["tunnel_failure"]["transport_error_kind"], "response_body_too_large");
+}
+
+#[test]
+fn api_key_never_appears_in_debug_output() {
+    let mut h = Harness::new(config());
+    let (_, req) = h.take_poll();
+    assert!(!format!("{req:?}").contains("sk-test-key"));
+    assert!(!format!("{:?}", h.engine.config()).contains("sk-test-key"));
+    assert!(!format!("{:?}", h.engine).contains("sk-test-key"));
+}
