@@ -51,7 +51,11 @@ impl Harness {
         let now = Instant::now();
         let mut engine = Engine::new(config, now).unwrap();
         engine.handle_timeout(now);
-        let mut h = Harness { engine, now, out: Vec::new() };
+        let mut h = Harness {
+            engine,
+            now,
+            out: Vec::new(),
+        };
         h.drain();
         h
     }
@@ -120,7 +124,9 @@ impl Harness {
         let mut rest = Vec::new();
         for o in self.out.drain(..) {
             match o {
-                Output::Post { id, cmd, request, .. } => v.push((id, cmd, request)),
+                Output::Post {
+                    id, cmd, request, ..
+                } => v.push((id, cmd, request)),
                 other => rest.push(other),
             }
         }
@@ -157,9 +163,18 @@ impl Harness {
     }
 
     fn deliver_poll(&mut self, id: PollId, status: u16, body: &Value) {
-        let head = ResponseHead { status, headers: Headers::new() };
-        let bytes = if status == 204 { Vec::new() } else { serde_json::to_vec(body).unwrap() };
-        self.engine.handle_poll_response(self.now, self.wall(), id, &head, &bytes).unwrap();
+        let head = ResponseHead {
+            status,
+            headers: Headers::new(),
+        };
+        let bytes = if status == 204 {
+            Vec::new()
+        } else {
+            serde_json::to_vec(body).unwrap()
+        };
+        self.engine
+            .handle_poll_response(self.now, self.wall(), id, &head, &bytes)
+            .unwrap();
         self.drain();
     }
 
@@ -171,8 +186,12 @@ impl Harness {
     fn reply_json(&mut self, cmd: CommandId, status: u16, body: &str) {
         let mut headers = Headers::new();
         headers.append("Content-Type", "application/json").unwrap();
-        self.engine.handle_forward_head(self.now, cmd, ResponseHead { status, headers }).unwrap();
-        self.engine.handle_forward_body(self.now, cmd, body.as_bytes()).unwrap();
+        self.engine
+            .handle_forward_head(self.now, cmd, ResponseHead { status, headers })
+            .unwrap();
+        self.engine
+            .handle_forward_body(self.now, cmd, body.as_bytes())
+            .unwrap();
         self.engine.handle_forward_end(self.now, cmd).unwrap();
         self.drain();
     }
@@ -218,7 +237,7 @@ fn render(req: &Request) -> String {
     }
     if !req.body.is_empty() {
         s.push('\n');
-        s.push_str(&serde_json::to_string_pretty(&body(req)).unwrap());
+        s.push_str(std::str::from_utf8(&req.body).unwrap());
         s.push('\n');
     }
     s
@@ -230,13 +249,19 @@ fn render(req: &Request) -> String {
 fn poll_request_carries_auth_identity_wire_version_and_server_info() {
     let mut c = config();
     c.server_info = Some(
-        ServerInfo::new(vec![ChannelDeclaration::for_binding("main", ChannelBinding::RemoteHttp)])
-            .unwrap(),
+        ServerInfo::new(vec![ChannelDeclaration::for_binding(
+            "main",
+            ChannelBinding::RemoteHttp,
+        )])
+        .unwrap(),
     );
     let mut h = Harness::new(c);
     let (_, req) = h.take_poll();
     assert_eq!(req.headers.get("authorization"), Some("Bearer sk-test-key"));
-    assert_eq!(req.headers.get("X-Tunnel-Client-Wire-Protocol-Version"), Some("2026-08-25"));
+    assert_eq!(
+        req.headers.get("X-Tunnel-Client-Wire-Protocol-Version"),
+        Some("2026-08-25")
+    );
     assert_eq!(
         req.headers.get("X-Tunnel-MCP-Server-Info"),
         Some(r#"{"version":1,"channels":[{"name":"main"}]}"#)
@@ -268,7 +293,10 @@ fn never_more_than_one_poll_in_flight() {
     let mut h = Harness::new(config());
     let (_id, _) = h.take_poll();
     h.advance(Duration::from_secs(60));
-    assert!(!h.has_poll(), "a second poll went out while one is in flight");
+    assert!(
+        !h.has_poll(),
+        "a second poll went out while one is in flight"
+    );
 }
 
 #[test]
@@ -276,12 +304,20 @@ fn limit_is_free_slots_capped_at_25_and_no_poll_when_full() {
     let mut c = config();
     c.max_in_flight = 3;
     let mut h = Harness::new(c);
-    let (_, req) = h.take_poll();
+    let (id, req) = h.take_poll();
     assert!(req.url.contains("limit=3&"), "{}", req.url);
-    h.poll_with(json!([cmd_json("a", json!(1), "tools/list"), cmd_json("b", json!(2), "tools/list")]));
-    let (_, req) = h.take_poll();
+    h.deliver_poll(
+        id,
+        200,
+        &json!({"commands": [cmd_json("a", json!(1), "tools/list"), cmd_json("b", json!(2), "tools/list")]}),
+    );
+    let (id, req) = h.take_poll();
     assert!(req.url.contains("limit=1&"), "{}", req.url);
-    h.poll_with(json!([cmd_json("c", json!(3), "tools/list")]));
+    h.deliver_poll(
+        id,
+        200,
+        &json!({"commands": [cmd_json("c", json!(3), "tools/list")]}),
+    );
     assert!(!h.has_poll(), "polled with no free slot");
     // One command finishes: a slot frees and the next poll goes out.
     let fwds = h.take_forwards();
@@ -296,15 +332,22 @@ fn limit_is_free_slots_capped_at_25_and_no_poll_when_full() {
 #[test]
 fn poll_jsonrpc_forward_notify_then_terminal_over_sse() {
     let mut h = Harness::new(config());
-    h.poll_with(json!([with_timeout(cmd_json("req_1", json!("rpc-1"), "tools/call"), "30s")]));
+    h.poll_with(json!([with_timeout(
+        cmd_json("req_1", json!("rpc-1"), "tools/call"),
+        "30s"
+    )]));
     let fwd = h.take_forwards().remove(0);
     assert_eq!(fwd.request_id, "req_1");
     assert_eq!(fwd.headers.get("mcp-session-id"), Some("s-1"));
     match &fwd.kind {
-        ForwardKind::JsonRpc { payload, id, method } => {
+        ForwardKind::JsonRpc {
+            payload,
+            id,
+            method,
+        } => {
             assert_eq!(
                 payload.get(),
-                r#"{"jsonrpc":"2.0","id":"rpc-1","method":"tools/call","params":{}}"#
+                r#"{"id":"rpc-1","jsonrpc":"2.0","method":"tools/call","params":{}}"#
             );
             assert_eq!(method.as_deref(), Some("tools/call"));
             assert!(id.is_some());
@@ -315,22 +358,41 @@ fn poll_jsonrpc_forward_notify_then_terminal_over_sse() {
     headers.append("Content-Type", "text/event-stream").unwrap();
     headers.append("Mcp-Session-Id", "s-1").unwrap();
     headers.append("X-Internal", "secret-upstream").unwrap();
-    h.engine.handle_forward_head(h.now, fwd.cmd, ResponseHead { status: 200, headers }).unwrap();
+    h.engine
+        .handle_forward_head(
+            h.now,
+            fwd.cmd,
+            ResponseHead {
+                status: 200,
+                headers,
+            },
+        )
+        .unwrap();
     // A priming event, a progress notification split across chunks, then the response.
     let stream = "id: p0\ndata:\n\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":0.5}}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"rpc-1\",\"result\":{\"content\":[]}}\n\n";
     let (a, b) = stream.split_at(40);
-    h.engine.handle_forward_body(h.now, fwd.cmd, a.as_bytes()).unwrap();
-    h.engine.handle_forward_body(h.now, fwd.cmd, b.as_bytes()).unwrap();
+    h.engine
+        .handle_forward_body(h.now, fwd.cmd, a.as_bytes())
+        .unwrap();
+    h.engine
+        .handle_forward_body(h.now, fwd.cmd, b.as_bytes())
+        .unwrap();
     h.drain();
     // The notification goes first; the terminal waits for it (one POST per command at a time).
     let posts = h.take_posts();
     assert_eq!(posts.len(), 1);
     let notify = &posts[0];
-    assert_eq!(notify.2.headers.get("X-Tunnel-Shard-Token"), Some("shard-req_1"));
+    assert_eq!(
+        notify.2.headers.get("X-Tunnel-Shard-Token"),
+        Some("shard-req_1")
+    );
     let nb = body(&notify.2);
     assert_eq!(nb["resp_type"], "jsonrpc_notify");
     assert_eq!(nb["resp_json"]["method"], "notifications/progress");
-    assert!(nb.get("shard_token").is_none(), "shard token leaked into the body");
+    assert!(
+        nb.get("shard_token").is_none(),
+        "shard token leaked into the body"
+    );
     // The rest of the stream is not needed once the terminal response arrived.
     let (cancelled, _) = h.cancels();
     assert_eq!(cancelled, vec![fwd.cmd]);
@@ -340,7 +402,11 @@ fn poll_jsonrpc_forward_notify_then_terminal_over_sse() {
     insta::assert_snapshot!("terminal_response_post", render(&terminal.2));
     assert_eq!(tb["resp_type"], "jsonrpc_response");
     assert_eq!(tb["resp_json"]["id"], "rpc-1");
-    assert_eq!(tb["resp_headers"], json!({"Content-Type": ["text/event-stream"], "Mcp-Session-Id": ["s-1"]}));
+    // resp_json holds one JSON message, so its Content-Type is JSON, not the stream's.
+    assert_eq!(
+        tb["resp_headers"],
+        json!({"Content-Type": ["application/json"], "Mcp-Session-Id": ["s-1"]})
+    );
     h.post_status(terminal.0, 200);
     let events = h.events();
     assert!(events.iter().any(|e| matches!(e, Event::Completed { request_id, resp_code: 200, .. } if request_id == "req_1")));
@@ -348,13 +414,48 @@ fn poll_jsonrpc_forward_notify_then_terminal_over_sse() {
 }
 
 #[test]
+fn forwarded_payload_and_target_reply_are_byte_exact() {
+    let mut h = Harness::new(config());
+    let (id, _) = h.take_poll();
+    let payload = r#"{ "params" : {"b":1,"a":[1.50,"\u00e9"]}, "id" : 18446744073709, "method":"tools/call","jsonrpc":"2.0" , "x-extra": null }"#;
+    let poll = format!(
+        r#"{{"commands":[{{"request_id":"r","shard_token":"s","created_at":"x","future":1,"jsonrpc":{payload}}}]}}"#
+    );
+    let head = ResponseHead {
+        status: 200,
+        headers: Headers::new(),
+    };
+    let wall = h.wall();
+    h.engine
+        .handle_poll_response(h.now, wall, id, &head, poll.as_bytes())
+        .unwrap();
+    h.drain();
+    let f = h.take_forwards().remove(0);
+    let ForwardKind::JsonRpc { payload: got, .. } = &f.kind else {
+        panic!()
+    };
+    assert_eq!(got.get(), payload, "the forwarded payload was re-encoded");
+    let reply = r#"{"result":{"z":1,"a":2.50},"jsonrpc":"2.0","id":18446744073709}"#;
+    h.reply_json(f.cmd, 200, reply);
+    let (_, _, req) = h.take_posts().remove(0);
+    let text = String::from_utf8(req.body).unwrap();
+    assert!(text.contains(&format!(r#""resp_json":{reply}"#)), "{text}");
+}
+
+#[test]
 fn zero_response_timeout_is_dropped_without_forward_or_response() {
     let mut h = Harness::new(config());
-    h.poll_with(json!([with_timeout(cmd_json("late", json!(1), "tools/list"), "0s")]));
+    h.poll_with(json!([with_timeout(
+        cmd_json("late", json!(1), "tools/list"),
+        "0s"
+    )]));
     assert!(h.take_forwards().is_empty());
     assert!(h.take_posts().is_empty());
     let events = h.events();
-    assert!(events.contains(&Event::Expired { request_id: "late".into(), stage: Stage::BeforeForward }));
+    assert!(events.contains(&Event::Expired {
+        request_id: "late".into(),
+        stage: Stage::BeforeForward
+    }));
 }
 
 #[test]
@@ -382,21 +483,40 @@ fn deadline_is_receipt_instant_plus_timeout_not_created_at() {
     assert_eq!(fwd.deadline, Some(receipt + Duration::from_millis(4500)));
     assert_eq!(
         h.engine.poll_timeout().map(|t| (t.at, t.reason)),
-        Some((receipt + Duration::from_millis(4500), TimeoutReason::Deadline { cmd: fwd.cmd }))
+        Some((
+            receipt + Duration::from_millis(4500),
+            TimeoutReason::Deadline { cmd: fwd.cmd }
+        ))
     );
 }
 
 #[test]
 fn deadline_during_forward_cancels_it_and_posts_nothing() {
     let mut h = Harness::new(config());
-    h.poll_with(json!([with_timeout(cmd_json("a", json!(1), "tools/call"), "2s")]));
+    h.poll_with(json!([with_timeout(
+        cmd_json("a", json!(1), "tools/call"),
+        "2s"
+    )]));
     let fwd = h.take_forwards().remove(0);
     h.advance(Duration::from_secs(2));
     let (cancelled, _) = h.cancels();
     assert_eq!(cancelled, vec![fwd.cmd]);
-    assert!(h.events().contains(&Event::Expired { request_id: "a".into(), stage: Stage::DuringForward }));
+    assert!(h.events().contains(&Event::Expired {
+        request_id: "a".into(),
+        stage: Stage::DuringForward
+    }));
     // A late reply is refused and never produces a response.
-    assert!(h.engine.handle_forward_head(h.now, fwd.cmd, ResponseHead { status: 200, headers: Headers::new() }).is_err());
+    assert!(h
+        .engine
+        .handle_forward_head(
+            h.now,
+            fwd.cmd,
+            ResponseHead {
+                status: 200,
+                headers: Headers::new()
+            }
+        )
+        .is_err());
     h.drain();
     assert!(h.take_posts().is_empty(), "a late error was synthesized");
 }
@@ -404,14 +524,20 @@ fn deadline_during_forward_cancels_it_and_posts_nothing() {
 #[test]
 fn deadline_during_delivery_cancels_the_post() {
     let mut h = Harness::new(config());
-    h.poll_with(json!([with_timeout(cmd_json("a", json!(1), "tools/call"), "2s")]));
+    h.poll_with(json!([with_timeout(
+        cmd_json("a", json!(1), "tools/call"),
+        "2s"
+    )]));
     let fwd = h.take_forwards().remove(0);
     h.reply_json(fwd.cmd, 200, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
     let (post, _, _) = h.take_posts().remove(0);
     h.advance(Duration::from_secs(2));
     let (_, cancelled_posts) = h.cancels();
     assert_eq!(cancelled_posts, vec![post]);
-    assert!(h.events().contains(&Event::Expired { request_id: "a".into(), stage: Stage::DuringDelivery }));
+    assert!(h.events().contains(&Event::Expired {
+        request_id: "a".into(),
+        stage: Stage::DuringDelivery
+    }));
     assert!(h.take_posts().is_empty());
 }
 
@@ -427,9 +553,15 @@ fn expiry_while_queued_for_a_forward_slot_drops_without_forward() {
     let fwds = h.take_forwards();
     assert_eq!(fwds.len(), 1, "concurrency bound not held");
     h.advance(Duration::from_secs(1));
-    assert!(h.events().contains(&Event::Expired { request_id: "queued".into(), stage: Stage::BeforeForward }));
+    assert!(h.events().contains(&Event::Expired {
+        request_id: "queued".into(),
+        stage: Stage::BeforeForward
+    }));
     h.reply_json(fwds[0].cmd, 200, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
-    assert!(h.take_forwards().is_empty(), "an expired command was forwarded");
+    assert!(
+        h.take_forwards().is_empty(),
+        "an expired command was forwarded"
+    );
 }
 
 #[test]
@@ -440,14 +572,25 @@ fn thirty_commands_in_a_25_limit_poll_are_all_processed() {
     let mut h = Harness::new(c);
     let (_, req) = h.take_poll();
     assert!(req.url.contains("limit=25&"));
-    let cmds: Vec<Value> = (0..30).map(|i| cmd_json(&format!("r{i}"), json!(i), "tools/list")).collect();
+    let cmds: Vec<Value> = (0..30)
+        .map(|i| cmd_json(&format!("r{i}"), json!(i), "tools/list"))
+        .collect();
     let id = PollId(1);
     h.deliver_poll(id, 200, &json!({ "commands": cmds }));
     let mut answered = std::collections::BTreeSet::new();
     for _ in 0..10 {
         for f in h.take_forwards() {
-            let ForwardKind::JsonRpc { id: Some(rpc), .. } = &f.kind else { panic!() };
-            h.reply_json(f.cmd, 200, &format!(r#"{{"jsonrpc":"2.0","id":{rpc},"result":{{}}}}"#, rpc = serde_json::to_string(rpc).unwrap()));
+            let ForwardKind::JsonRpc { id: Some(rpc), .. } = &f.kind else {
+                panic!()
+            };
+            h.reply_json(
+                f.cmd,
+                200,
+                &format!(
+                    r#"{{"jsonrpc":"2.0","id":{rpc},"result":{{}}}}"#,
+                    rpc = serde_json::to_string(rpc).unwrap()
+                ),
+            );
         }
         for (post, _, req) in h.take_posts() {
             answered.insert(body(&req)["request_id"].as_str().unwrap().to_owned());
@@ -468,7 +611,10 @@ fn unknown_command_type_is_logged_and_skipped_not_forwarded() {
     let fwds = h.take_forwards();
     assert_eq!(fwds.len(), 1);
     assert_eq!(fwds[0].request_id, "y");
-    assert!(h.events().contains(&Event::UnknownCommandType { request_id: "x".into(), command_type: "telepathy".into() }));
+    assert!(h.events().contains(&Event::UnknownCommandType {
+        request_id: "x".into(),
+        command_type: "telepathy".into()
+    }));
     assert!(h.take_posts().is_empty());
 }
 
@@ -490,7 +636,11 @@ fn non_jsonrpc_error_status_synthesizes_target_http_failure() {
     let mut h = Harness::new(config());
     h.poll_with(json!([cmd_json("a", json!(9), "tools/call")]));
     let fwd = h.take_forwards().remove(0);
-    h.reply_json(fwd.cmd, 500, "<html>oops at https://internal.example/secret</html>");
+    h.reply_json(
+        fwd.cmd,
+        500,
+        "<html>oops at https://internal.example/secret</html>",
+    );
     let (_, _, req) = h.take_posts().remove(0);
     let b = body(&req);
     assert_eq!(b["resp_code"], 502);
@@ -501,7 +651,10 @@ fn non_jsonrpc_error_status_synthesizes_target_http_failure() {
     assert_eq!(tf["source"], "target_http");
     assert_eq!(tf["upstream_status"], 500);
     assert_eq!(tf["upstream_response_received"], true);
-    assert!(!String::from_utf8_lossy(&req.body).contains("internal.example"), "raw body leaked");
+    assert!(
+        !String::from_utf8_lossy(&req.body).contains("internal.example"),
+        "raw body leaked"
+    );
 }
 
 #[test]
@@ -525,7 +678,10 @@ fn transport_failure_synthesizes_provenance_without_upstream_status() {
         .handle_forward_failed(
             h.now,
             fwd.cmd,
-            TunnelFailure::before_response(FailureSource::TransportClosed, Some(TransportErrorKind::ClosedPipe)),
+            TunnelFailure::before_response(
+                FailureSource::TransportClosed,
+                Some(TransportErrorKind::ClosedPipe),
+            ),
         )
         .unwrap();
     h.drain();
@@ -580,19 +736,34 @@ fn terminal_post_retries_with_the_exact_same_request_and_honors_retry_after() {
     h.post_status_with(p1, 503, ra);
     assert!(h.take_posts().is_empty(), "retried at once");
     let t = h.engine.poll_timeout().unwrap();
-    assert!(t.at >= sent_at + Duration::from_secs(3), "Retry-After is a minimum delay");
+    assert!(
+        t.at >= sent_at + Duration::from_secs(3),
+        "Retry-After is a minimum delay"
+    );
     h.advance(Duration::from_millis(2900));
     assert!(h.take_posts().is_empty(), "retried before Retry-After");
     h.run_until(t.at);
     let (p2, _, second) = h.take_posts().remove(0);
     assert_eq!(first, second, "a retry changed the body or headers");
     h.post_status(p2, 200);
-    assert!(h.events().iter().any(|e| matches!(e, Event::Completed { .. })));
+    assert!(h
+        .events()
+        .iter()
+        .any(|e| matches!(e, Event::Completed { .. })));
 }
 
 #[test]
 fn terminal_post_retry_statuses_and_bound() {
-    for (status, retried) in [(408, true), (429, true), (502, true), (503, true), (504, true), (500, false), (400, false), (409, false)] {
+    for (status, retried) in [
+        (408, true),
+        (429, true),
+        (502, true),
+        (503, true),
+        (504, true),
+        (500, false),
+        (400, false),
+        (409, false),
+    ] {
         let mut c = config();
         c.max_post_attempts = 3;
         let mut h = Harness::new(c);
@@ -610,7 +781,10 @@ fn terminal_post_retry_statuses_and_bound() {
             h.run_until(h.now + Duration::from_secs(30));
         }
         assert_eq!(attempts, if retried { 3 } else { 1 }, "status {status}");
-        assert!(h.events().iter().any(|e| matches!(e, Event::DeliveryFailed { status: Some(s), .. } if *s == status)));
+        assert!(h
+            .events()
+            .iter()
+            .any(|e| matches!(e, Event::DeliveryFailed { status: Some(s), .. } if *s == status)));
         assert_eq!(h.engine.health().in_flight, 0);
     }
 }
@@ -618,7 +792,10 @@ fn terminal_post_retry_statuses_and_bound() {
 #[test]
 fn post_retry_never_waits_past_the_deadline() {
     let mut h = Harness::new(config());
-    h.poll_with(json!([with_timeout(cmd_json("a", json!(1), "tools/call"), "5s")]));
+    h.poll_with(json!([with_timeout(
+        cmd_json("a", json!(1), "tools/call"),
+        "5s"
+    )]));
     let fwd = h.take_forwards().remove(0);
     h.reply_json(fwd.cmd, 200, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
     let (p, _, _) = h.take_posts().remove(0);
@@ -627,7 +804,10 @@ fn post_retry_never_waits_past_the_deadline() {
     h.post_status_with(p, 429, ra);
     h.run_until(h.now + Duration::from_secs(60));
     assert!(h.take_posts().is_empty(), "retried past the deadline");
-    assert!(h.events().iter().any(|e| matches!(e, Event::DeliveryFailed { .. })));
+    assert!(h
+        .events()
+        .iter()
+        .any(|e| matches!(e, Event::DeliveryFailed { .. })));
 }
 
 #[test]
@@ -640,8 +820,13 @@ fn response_post_404_is_terminal_without_replay() {
     h.post_status(p, 404);
     h.run_until(h.now + Duration::from_secs(60));
     assert!(h.take_posts().is_empty());
-    assert!(h.take_forwards().is_empty(), "the MCP operation was replayed");
-    assert!(h.events().contains(&Event::AlreadyFulfilled { request_id: "a".into() }));
+    assert!(
+        h.take_forwards().is_empty(),
+        "the MCP operation was replayed"
+    );
+    assert!(h.events().contains(&Event::AlreadyFulfilled {
+        request_id: "a".into()
+    }));
     assert_eq!(h.engine.health().in_flight, 0);
 }
 
@@ -651,8 +836,12 @@ fn notification_post_failure_skips_later_notifications_but_delivers_terminal() {
     h.poll_with(json!([cmd_json("a", json!(1), "tools/call")]));
     let fwd = h.take_forwards().remove(0);
     let progress = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}"#;
-    h.engine.handle_forward_message(h.now, fwd.cmd, progress).unwrap();
-    h.engine.handle_forward_message(h.now, fwd.cmd, progress).unwrap();
+    h.engine
+        .handle_forward_message(h.now, fwd.cmd, progress)
+        .unwrap();
+    h.engine
+        .handle_forward_message(h.now, fwd.cmd, progress)
+        .unwrap();
     h.engine
         .handle_forward_message(h.now, fwd.cmd, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#)
         .unwrap();
@@ -663,10 +852,16 @@ fn notification_post_failure_skips_later_notifications_but_delivers_terminal() {
     h.engine.handle_post_failed(h.now, p1, true).unwrap();
     h.drain();
     let (p2, _, r2) = h.take_posts().remove(0);
-    assert_eq!(body(&r2)["resp_type"], "jsonrpc_response", "a later notification was not skipped");
+    assert_eq!(
+        body(&r2)["resp_type"],
+        "jsonrpc_response",
+        "a later notification was not skipped"
+    );
     h.post_status(p2, 200);
     let ev = h.events();
-    assert!(ev.iter().any(|e| matches!(e, Event::NotificationDropped { .. })));
+    assert!(ev
+        .iter()
+        .any(|e| matches!(e, Event::NotificationDropped { .. })));
     assert!(ev.iter().any(|e| matches!(e, Event::Completed { .. })));
 }
 
@@ -676,7 +871,9 @@ fn notification_post_retries_only_on_429_or_failure_before_write() {
     h.poll_with(json!([cmd_json("a", json!(1), "tools/call")]));
     let fwd = h.take_forwards().remove(0);
     let progress = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}"#;
-    h.engine.handle_forward_message(h.now, fwd.cmd, progress).unwrap();
+    h.engine
+        .handle_forward_message(h.now, fwd.cmd, progress)
+        .unwrap();
     h.drain();
     let (p1, _, r1) = h.take_posts().remove(0);
     h.engine.handle_post_failed(h.now, p1, false).unwrap();
@@ -689,20 +886,44 @@ fn notification_post_retries_only_on_429_or_failure_before_write() {
     let (p3, _, _) = h.take_posts().remove(0);
     h.post_status(p3, 503);
     h.run_until(h.now + Duration::from_secs(5));
-    assert!(h.take_posts().is_empty(), "a notification was retried on 503");
-    assert!(h.events().iter().any(|e| matches!(e, Event::NotificationDropped { status: Some(503), .. })));
+    assert!(
+        h.take_posts().is_empty(),
+        "a notification was retried on 503"
+    );
+    assert!(h.events().iter().any(|e| matches!(
+        e,
+        Event::NotificationDropped {
+            status: Some(503),
+            ..
+        }
+    )));
 }
 
 #[test]
 fn poll_retries_transport_errors_429_and_5xx_with_growing_backoff() {
     let mut h = Harness::new(config());
     let mut last_gap = Duration::ZERO;
-    for (i, status) in [None, Some(429), Some(500), Some(503)].into_iter().enumerate() {
+    for (i, status) in [None, Some(429), Some(500), Some(503)]
+        .into_iter()
+        .enumerate()
+    {
         let (id, _) = h.take_poll();
         let start = h.now;
         match status {
             None => h.engine.handle_poll_failed(h.now, id).unwrap(),
-            Some(s) => h.engine.handle_poll_response(h.now, h.wall(), id, &ResponseHead { status: s, headers: Headers::new() }, b"").unwrap(),
+            Some(s) => h
+                .engine
+                .handle_poll_response(
+                    h.now,
+                    h.wall(),
+                    id,
+                    &ResponseHead {
+                        status: s,
+                        headers: Headers::new(),
+                    },
+                    b"",
+                )
+                .unwrap(),
         }
         h.drain();
         assert!(!h.has_poll(), "poll {i} retried without backoff");
@@ -710,7 +931,10 @@ fn poll_retries_transport_errors_429_and_5xx_with_growing_backoff() {
         assert_eq!(t.reason, TimeoutReason::Poll);
         let gap = t.at - start;
         assert!(gap > Duration::ZERO);
-        assert!(i < 2 || gap >= last_gap / 2, "backoff shrank: {gap:?} after {last_gap:?}");
+        assert!(
+            i < 2 || gap >= last_gap / 2,
+            "backoff shrank: {gap:?} after {last_gap:?}"
+        );
         last_gap = gap;
         h.run_until(t.at);
     }
@@ -724,13 +948,34 @@ fn poll_401_surfaces_operator_action_and_backs_off_without_spinning() {
         let (id, _) = h.take_poll();
         let start = h.now;
         let body = br#"{"error":{"message":"bad key","type":"invalid_request_error","code":"invalid_api_key"}}"#;
-        h.engine.handle_poll_response(h.now, h.wall(), id, &ResponseHead { status: 401, headers: Headers::new() }, body).unwrap();
+        h.engine
+            .handle_poll_response(
+                h.now,
+                h.wall(),
+                id,
+                &ResponseHead {
+                    status: 401,
+                    headers: Headers::new(),
+                },
+                body,
+            )
+            .unwrap();
         h.drain();
         let ev = h.events();
-        assert!(ev.contains(&Event::OperatorActionRequired { status: 401, code: Some("invalid_api_key".into()) }));
-        assert_eq!(h.engine.health().readiness, Readiness::NotReady(NotReady::OperatorAction { status: 401 }));
+        assert!(ev.contains(&Event::OperatorActionRequired {
+            status: 401,
+            code: Some("invalid_api_key".into())
+        }));
+        assert_eq!(
+            h.engine.health().readiness,
+            Readiness::NotReady(NotReady::OperatorAction { status: 401 })
+        );
         let t = h.engine.poll_timeout().unwrap();
-        assert!(t.at - start >= Duration::from_secs(5), "tight loop after 401: {:?}", t.at - start);
+        assert!(
+            t.at - start >= Duration::from_secs(5),
+            "tight loop after 401: {:?}",
+            t.at - start
+        );
         h.run_until(t.at);
     }
     // Recovers once the key works again.
@@ -742,19 +987,39 @@ fn poll_401_surfaces_operator_action_and_backs_off_without_spinning() {
 #[test]
 fn readiness_is_not_ready_when_every_recent_forward_failed() {
     let mut h = Harness::new(config());
-    assert_eq!(h.engine.health().readiness, Readiness::NotReady(NotReady::NoSuccessfulPoll));
-    h.poll_with(json!([cmd_json("a", json!(1), "x"), cmd_json("b", json!(2), "x")]));
+    assert_eq!(
+        h.engine.health().readiness,
+        Readiness::NotReady(NotReady::NoSuccessfulPoll)
+    );
+    h.poll_with(json!([
+        cmd_json("a", json!(1), "x"),
+        cmd_json("b", json!(2), "x")
+    ]));
     assert_eq!(h.engine.health().readiness, Readiness::Ready);
     for f in h.take_forwards() {
         h.engine
-            .handle_forward_failed(h.now, f.cmd, TunnelFailure::before_response(FailureSource::Connect, Some(TransportErrorKind::ConnectionRefused)))
+            .handle_forward_failed(
+                h.now,
+                f.cmd,
+                TunnelFailure::before_response(
+                    FailureSource::Connect,
+                    Some(TransportErrorKind::ConnectionRefused),
+                ),
+            )
             .unwrap();
     }
     h.drain();
-    assert_eq!(h.engine.health().readiness, Readiness::NotReady(NotReady::ForwardsFailing { recent_failures: 2 }));
+    assert_eq!(
+        h.engine.health().readiness,
+        Readiness::NotReady(NotReady::ForwardsFailing { recent_failures: 2 })
+    );
     // One success among the recent forwards makes it ready again.
     let (id, _) = h.take_poll();
-    h.deliver_poll(id, 200, &json!({"commands": [cmd_json("c", json!(3), "x")]}));
+    h.deliver_poll(
+        id,
+        200,
+        &json!({"commands": [cmd_json("c", json!(3), "x")]}),
+    );
     let f = h.take_forwards().remove(0);
     h.reply_json(f.cmd, 200, r#"{"jsonrpc":"2.0","id":3,"result":{}}"#);
     assert_eq!(h.engine.health().readiness, Readiness::Ready);
@@ -770,11 +1035,21 @@ fn malformed_command_with_request_id_is_answered_not_lost() {
     assert!(h.take_forwards().is_empty());
     let posts = h.take_posts();
     assert_eq!(posts.len(), 1);
-    assert_eq!(posts[0].2.headers.get("X-Tunnel-Shard-Token"), Some("s-bad"));
+    assert_eq!(
+        posts[0].2.headers.get("X-Tunnel-Shard-Token"),
+        Some("s-bad")
+    );
     let b = body(&posts[0].2);
     assert_eq!(b["request_id"], "bad");
-    assert_eq!(b["resp_json"]["error"]["data"]["tunnel_failure"]["source"], "client_internal");
-    let malformed = h.events().into_iter().filter(|e| matches!(e, Event::MalformedCommand { .. })).count();
+    assert_eq!(
+        b["resp_json"]["error"]["data"]["tunnel_failure"]["source"],
+        "client_internal"
+    );
+    let malformed = h
+        .events()
+        .into_iter()
+        .filter(|e| matches!(e, Event::MalformedCommand { .. }))
+        .count();
     assert_eq!(malformed, 2);
 }
 
@@ -788,7 +1063,10 @@ fn command_for_an_unserved_channel_gets_a_client_internal_failure() {
     let b = body(&h.take_posts().remove(0).2);
     assert_eq!(b["channel"], "nowhere");
     assert_eq!(b["resp_json"]["id"], 5);
-    assert_eq!(b["resp_json"]["error"]["data"]["tunnel_failure"]["source"], "client_internal");
+    assert_eq!(
+        b["resp_json"]["error"]["data"]["tunnel_failure"]["source"],
+        "client_internal"
+    );
 }
 
 #[test]
@@ -812,13 +1090,27 @@ fn oversized_reply_body_is_a_response_body_too_large_failure() {
     let f = h.take_forwards().remove(0);
     let mut headers = Headers::new();
     headers.append("Content-Type", "application/json").unwrap();
-    h.engine.handle_forward_head(h.now, f.cmd, ResponseHead { status: 200, headers }).unwrap();
-    h.engine.handle_forward_body(h.now, f.cmd, &[b' '; 100]).unwrap();
+    h.engine
+        .handle_forward_head(
+            h.now,
+            f.cmd,
+            ResponseHead {
+                status: 200,
+                headers,
+            },
+        )
+        .unwrap();
+    h.engine
+        .handle_forward_body(h.now, f.cmd, &[b' '; 100])
+        .unwrap();
     h.drain();
     let (cancelled, _) = h.cancels();
     assert_eq!(cancelled, vec![f.cmd]);
     let b = body(&h.take_posts().remove(0).2);
-    assert_eq!(b["resp_json"]["error"]["data"]["tunnel_failure"]["transport_error_kind"], "response_body_too_large");
+    assert_eq!(
+        b["resp_json"]["error"]["data"]["tunnel_failure"]["transport_error_kind"],
+        "response_body_too_large"
+    );
 }
 
 #[test]

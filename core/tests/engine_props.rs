@@ -137,7 +137,17 @@ fn run(cmds: Vec<Cmd>, forwards: Vec<ForwardOutcome>, posts: Vec<PostOutcome>, s
                         *polled = true;
                         let body = json!({"commands": cmds.iter().enumerate().map(|(i, c)| command_json(i, c)).collect::<Vec<_>>()});
                         let bytes = serde_json::to_vec(&body).unwrap();
-                        e.handle_poll_response(now, wall, id, &ResponseHead { status: 200, headers: Headers::new() }, &bytes).unwrap();
+                        e.handle_poll_response(
+                            now,
+                            wall,
+                            id,
+                            &ResponseHead {
+                                status: 200,
+                                headers: Headers::new(),
+                            },
+                            &bytes,
+                        )
+                        .unwrap();
                         for (i, c) in cmds.iter().enumerate() {
                             if let Some(t) = c.timeout_ms {
                                 deadlines.insert(format!("r{i}"), now + Duration::from_millis(t));
@@ -186,72 +196,146 @@ fn run(cmds: Vec<Cmd>, forwards: Vec<ForwardOutcome>, posts: Vec<PostOutcome>, s
         }
     };
 
-    drain(&mut e, now, &mut open_forwards, &mut open_posts, &mut cancelled_f, &mut cancelled_p, &mut endings, &mut polled);
+    drain(
+        &mut e,
+        now,
+        &mut open_forwards,
+        &mut open_posts,
+        &mut cancelled_f,
+        &mut cancelled_p,
+        &mut endings,
+        &mut polled,
+    );
     for step in steps {
         // Act on one open forward, one open post, then let time pass.
         if !open_forwards.is_empty() {
             let (cmd, idx) = open_forwards.remove(usize::from(step) % open_forwards.len());
-            let outcome = forwards.get(fi % forwards.len().max(1)).cloned().unwrap_or(ForwardOutcome::Json(200));
+            let outcome = forwards
+                .get(fi % forwards.len().max(1))
+                .cloned()
+                .unwrap_or(ForwardOutcome::Json(200));
             fi += 1;
             let mut h = Headers::new();
             match outcome {
                 ForwardOutcome::Json(status) => {
                     h.append("Content-Type", "application/json").unwrap();
-                    e.handle_forward_head(now, cmd, ResponseHead { status, headers: h }).unwrap();
+                    e.handle_forward_head(now, cmd, ResponseHead { status, headers: h })
+                        .unwrap();
                     let b = format!(r#"{{"jsonrpc":"2.0","id":{idx},"result":{{}}}}"#);
-                    e.handle_forward_body(now, cmd, if status == 202 { b"" } else { b.as_bytes() }).unwrap();
+                    e.handle_forward_body(now, cmd, if status == 202 { b"" } else { b.as_bytes() })
+                        .unwrap();
                     e.handle_forward_end(now, cmd).unwrap();
                 }
                 ForwardOutcome::ErrorBody(status) => {
-                    e.handle_forward_head(now, cmd, ResponseHead { status, headers: h }).unwrap();
-                    let b = format!(r#"{{"jsonrpc":"2.0","id":{idx},"error":{{"code":-32602,"message":"m"}}}}"#);
+                    e.handle_forward_head(now, cmd, ResponseHead { status, headers: h })
+                        .unwrap();
+                    let b = format!(
+                        r#"{{"jsonrpc":"2.0","id":{idx},"error":{{"code":-32602,"message":"m"}}}}"#
+                    );
                     e.handle_forward_body(now, cmd, b.as_bytes()).unwrap();
                     e.handle_forward_end(now, cmd).unwrap();
                 }
                 ForwardOutcome::Garbage(status) => {
-                    e.handle_forward_head(now, cmd, ResponseHead { status, headers: h }).unwrap();
+                    e.handle_forward_head(now, cmd, ResponseHead { status, headers: h })
+                        .unwrap();
                     e.handle_forward_body(now, cmd, b"<html>").unwrap();
                     e.handle_forward_end(now, cmd).unwrap();
                 }
                 ForwardOutcome::Sse { notes } => {
                     h.append("Content-Type", "text/event-stream").unwrap();
-                    e.handle_forward_head(now, cmd, ResponseHead { status: 200, headers: h }).unwrap();
+                    e.handle_forward_head(
+                        now,
+                        cmd,
+                        ResponseHead {
+                            status: 200,
+                            headers: h,
+                        },
+                    )
+                    .unwrap();
                     for _ in 0..notes {
                         let n = "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n";
                         // The stream may already be finished (cancelled) by an earlier event.
                         let _ = e.handle_forward_body(now, cmd, n.as_bytes());
                     }
-                    let fin = format!("data: {{\"jsonrpc\":\"2.0\",\"id\":{idx},\"result\":{{}}}}\n\n");
+                    let fin =
+                        format!("data: {{\"jsonrpc\":\"2.0\",\"id\":{idx},\"result\":{{}}}}\n\n");
                     let _ = e.handle_forward_body(now, cmd, fin.as_bytes());
                     let _ = e.handle_forward_end(now, cmd);
                 }
                 ForwardOutcome::Failed => {
-                    e.handle_forward_failed(now, cmd, TunnelFailure::before_response(FailureSource::Connect, Some(TransportErrorKind::ConnectionRefused))).unwrap();
+                    e.handle_forward_failed(
+                        now,
+                        cmd,
+                        TunnelFailure::before_response(
+                            FailureSource::Connect,
+                            Some(TransportErrorKind::ConnectionRefused),
+                        ),
+                    )
+                    .unwrap();
                 }
                 ForwardOutcome::Hang => open_forwards.push((cmd, idx)),
             }
         }
-        drain(&mut e, now, &mut open_forwards, &mut open_posts, &mut cancelled_f, &mut cancelled_p, &mut endings, &mut polled);
+        drain(
+            &mut e,
+            now,
+            &mut open_forwards,
+            &mut open_posts,
+            &mut cancelled_f,
+            &mut cancelled_p,
+            &mut endings,
+            &mut polled,
+        );
         if !open_posts.is_empty() {
             let (id, rid, terminal) = open_posts.remove(usize::from(step / 7) % open_posts.len());
-            let outcome = posts.get(pi % posts.len().max(1)).cloned().unwrap_or(PostOutcome::Status(200));
+            let outcome = posts
+                .get(pi % posts.len().max(1))
+                .cloned()
+                .unwrap_or(PostOutcome::Status(200));
             pi += 1;
             match outcome {
                 PostOutcome::Status(s) => {
                     if terminal && (200..300).contains(&s) {
                         *acked_terminals.entry(rid).or_default() += 1;
                     }
-                    e.handle_post_response(now, wall, id, &ResponseHead { status: s, headers: Headers::new() }).unwrap();
+                    e.handle_post_response(
+                        now,
+                        wall,
+                        id,
+                        &ResponseHead {
+                            status: s,
+                            headers: Headers::new(),
+                        },
+                    )
+                    .unwrap();
                 }
                 PostOutcome::FailedWritten => e.handle_post_failed(now, id, true).unwrap(),
                 PostOutcome::FailedUnwritten => e.handle_post_failed(now, id, false).unwrap(),
                 PostOutcome::Hang => open_posts.push((id, rid, terminal)),
             }
         }
-        drain(&mut e, now, &mut open_forwards, &mut open_posts, &mut cancelled_f, &mut cancelled_p, &mut endings, &mut polled);
+        drain(
+            &mut e,
+            now,
+            &mut open_forwards,
+            &mut open_posts,
+            &mut cancelled_f,
+            &mut cancelled_p,
+            &mut endings,
+            &mut polled,
+        );
         now += Duration::from_millis(u64::from(step % 3000));
         e.handle_timeout(now);
-        drain(&mut e, now, &mut open_forwards, &mut open_posts, &mut cancelled_f, &mut cancelled_p, &mut endings, &mut polled);
+        drain(
+            &mut e,
+            now,
+            &mut open_forwards,
+            &mut open_posts,
+            &mut cancelled_f,
+            &mut cancelled_p,
+            &mut endings,
+            &mut polled,
+        );
     }
     // Settle: every forward hangs, every post succeeds, time runs far past every deadline.
     for _ in 0..200 {
@@ -259,21 +343,69 @@ fn run(cmds: Vec<Cmd>, forwards: Vec<ForwardOutcome>, posts: Vec<PostOutcome>, s
             if terminal {
                 *acked_terminals.entry(rid).or_default() += 1;
             }
-            e.handle_post_response(now, wall, id, &ResponseHead { status: 200, headers: Headers::new() }).unwrap();
+            e.handle_post_response(
+                now,
+                wall,
+                id,
+                &ResponseHead {
+                    status: 200,
+                    headers: Headers::new(),
+                },
+            )
+            .unwrap();
         }
         for (cmd, _) in std::mem::take(&mut open_forwards) {
-            e.handle_forward_failed(now, cmd, TunnelFailure::before_response(FailureSource::Timeout, Some(TransportErrorKind::Timeout))).unwrap();
+            e.handle_forward_failed(
+                now,
+                cmd,
+                TunnelFailure::before_response(
+                    FailureSource::Timeout,
+                    Some(TransportErrorKind::Timeout),
+                ),
+            )
+            .unwrap();
         }
+        drain(
+            &mut e,
+            now,
+            &mut open_forwards,
+            &mut open_posts,
+            &mut cancelled_f,
+            &mut cancelled_p,
+            &mut endings,
+            &mut polled,
+        );
         now += Duration::from_secs(5);
         e.handle_timeout(now);
-        drain(&mut e, now, &mut open_forwards, &mut open_posts, &mut cancelled_f, &mut cancelled_p, &mut endings, &mut polled);
+        drain(
+            &mut e,
+            now,
+            &mut open_forwards,
+            &mut open_posts,
+            &mut cancelled_f,
+            &mut cancelled_p,
+            &mut endings,
+            &mut polled,
+        );
     }
-    assert_eq!(e.health().in_flight, 0, "commands left in flight: {endings:?}");
+    assert_eq!(
+        e.health().in_flight,
+        0,
+        "commands left in flight: {endings:?}"
+    );
     for i in 0..cmds.len() {
         let rid = format!("r{i}");
         let ends = endings.get(&rid).cloned().unwrap_or_default();
-        assert_eq!(ends.len(), 1, "command {rid} ({:?}) ended {ends:?}", cmds[i]);
-        assert!(acked_terminals.get(&rid).copied().unwrap_or(0) <= 1, "{rid} answered twice");
+        assert_eq!(
+            ends.len(),
+            1,
+            "command {rid} ({:?}) ended {ends:?}",
+            cmds[i]
+        );
+        assert!(
+            acked_terminals.get(&rid).copied().unwrap_or(0) <= 1,
+            "{rid} answered twice"
+        );
         if ends[0] == "completed" {
             assert_eq!(acked_terminals.get(&rid).copied(), Some(1));
         }

@@ -191,8 +191,16 @@ impl PartialEq for ForwardKind {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (
-                ForwardKind::JsonRpc { payload: a, method: ma, id: ia },
-                ForwardKind::JsonRpc { payload: b, method: mb, id: ib },
+                ForwardKind::JsonRpc {
+                    payload: a,
+                    method: ma,
+                    id: ia,
+                },
+                ForwardKind::JsonRpc {
+                    payload: b,
+                    method: mb,
+                    id: ib,
+                },
             ) => a.get() == b.get() && ma == mb && ia == ib,
             (ForwardKind::SessionTermination, ForwardKind::SessionTermination) => true,
             _ => false,
@@ -572,7 +580,9 @@ impl Engine {
             return Err(ConfigError::Invalid("max_in_flight must be at least 1"));
         }
         if config.max_concurrent_forwards == 0 {
-            return Err(ConfigError::Invalid("max_concurrent_forwards must be at least 1"));
+            return Err(ConfigError::Invalid(
+                "max_concurrent_forwards must be at least 1",
+            ));
         }
         if config.max_post_attempts == 0 {
             return Err(ConfigError::Invalid("max_post_attempts must be at least 1"));
@@ -584,10 +594,16 @@ impl Engine {
             return Err(ConfigError::Invalid("poll_wait must be at least 1 ms"));
         }
         let mut common = Headers::new();
-        common.append("Authorization", format!("Bearer {}", config.api_key.expose()))?;
+        common.append(
+            "Authorization",
+            format!("Bearer {}", config.api_key.expose()),
+        )?;
         common.append("X-Tunnel-Client-Name", config.client_name.clone())?;
         common.append("X-Tunnel-Client-Version", config.client_version.clone())?;
-        common.append("X-Tunnel-Client-Wire-Protocol-Version", WIRE_PROTOCOL_VERSION)?;
+        common.append(
+            "X-Tunnel-Client-Wire-Protocol-Version",
+            WIRE_PROTOCOL_VERSION,
+        )?;
         common.append("X-Tunnel-Client-Instance-Id", config.instance_id.clone())?;
         if let Some(info) = &config.server_info {
             common.append("X-Tunnel-MCP-Server-Info", info.header_value())?;
@@ -719,7 +735,9 @@ impl Engine {
     }
 
     fn free_slots(&self) -> usize {
-        self.config.max_in_flight.saturating_sub(self.commands.len())
+        self.config
+            .max_in_flight
+            .saturating_sub(self.commands.len())
     }
 
     /// Emits whatever is due at `now`: the next poll, queued forwards, queued posts.
@@ -778,10 +796,11 @@ impl Engine {
                     }
                 }
                 Err(e) => {
-                    self.outputs.push_back(Output::Event(Event::MalformedCommand {
-                        request_id: None,
-                        reason: e.to_string(),
-                    }));
+                    self.outputs
+                        .push_back(Output::Event(Event::MalformedCommand {
+                            request_id: None,
+                            reason: e.to_string(),
+                        }));
                     self.poll_failed(now, Some(200), None, None);
                 }
             },
@@ -824,7 +843,8 @@ impl Engine {
         self.consecutive_poll_failures = 0;
         self.operator_action = None;
         self.poll = PollState::Due(now);
-        self.outputs.push_back(Output::Event(Event::Polled { commands }));
+        self.outputs
+            .push_back(Output::Event(Event::Polled { commands }));
     }
 
     fn poll_failed(
@@ -838,7 +858,9 @@ impl Engine {
         let operator = matches!(status, Some(s) if (400..500).contains(&s) && s != 408 && s != 429);
         let delay = if operator {
             // Operator action: no tight loop, the longest backoff (with jitter).
-            self.config.poll_backoff.delay(u32::MAX, self.jitter.next_u64())
+            self.config
+                .poll_backoff
+                .delay(u32::MAX, self.jitter.next_u64())
         } else {
             self.config
                 .poll_backoff
@@ -847,12 +869,17 @@ impl Engine {
         let delay = delay.max(retry_after.unwrap_or_default());
         if let (true, Some(s)) = (operator, status) {
             self.operator_action = Some(s);
-            self.outputs.push_back(Output::Event(Event::OperatorActionRequired {
-                status: s,
-                code: code.clone(),
-            }));
+            self.outputs
+                .push_back(Output::Event(Event::OperatorActionRequired {
+                    status: s,
+                    code: code.clone(),
+                }));
         }
-        self.outputs.push_back(Output::Event(Event::PollFailed { status, code, retry_in: delay }));
+        self.outputs.push_back(Output::Event(Event::PollFailed {
+            status,
+            code,
+            retry_in: delay,
+        }));
         self.poll = PollState::Due(now + delay);
     }
 
@@ -860,11 +887,17 @@ impl Engine {
     fn admit(&mut self, now: Instant, item: Result<PolledCommand, DecodeError>) {
         let cmd = match item {
             Ok(cmd) => cmd,
-            Err(DecodeError::Command { request_id, shard_token, channel, reason }) => {
-                self.outputs.push_back(Output::Event(Event::MalformedCommand {
-                    request_id: Some(request_id.clone()),
-                    reason,
-                }));
+            Err(DecodeError::Command {
+                request_id,
+                shard_token,
+                channel,
+                reason,
+            }) => {
+                self.outputs
+                    .push_back(Output::Event(Event::MalformedCommand {
+                        request_id: Some(request_id.clone()),
+                        reason,
+                    }));
                 // Answer it, so the caller is not left waiting: a synthesized client failure.
                 let id = CommandId(self.next());
                 let mut c = Command::new(request_id, shard_token, channel, None, Expect::Ack);
@@ -877,21 +910,26 @@ impl Engine {
                 return;
             }
             Err(e) => {
-                self.outputs.push_back(Output::Event(Event::MalformedCommand {
-                    request_id: None,
-                    reason: e.to_string(),
-                }));
+                self.outputs
+                    .push_back(Output::Event(Event::MalformedCommand {
+                        request_id: None,
+                        reason: e.to_string(),
+                    }));
                 return;
             }
         };
         if let CommandKind::Unknown(command_type) = &cmd.kind {
-            self.outputs.push_back(Output::Event(Event::UnknownCommandType {
-                request_id: cmd.request_id,
-                command_type: command_type.clone(),
-            }));
+            self.outputs
+                .push_back(Output::Event(Event::UnknownCommandType {
+                    request_id: cmd.request_id,
+                    command_type: command_type.clone(),
+                }));
             return;
         }
-        let deadline = cmd.response_timeout.duration().and_then(|d| now.checked_add(d));
+        let deadline = cmd
+            .response_timeout
+            .duration()
+            .and_then(|d| now.checked_add(d));
         if deadline.is_some_and(|d| d <= now) {
             self.outputs.push_back(Output::Event(Event::Expired {
                 request_id: cmd.request_id,
@@ -911,12 +949,27 @@ impl Engine {
                     // payload that is not JSON-RPC: forwarded verbatim, acknowledged.
                     _ => (Expect::Ack, None, None),
                 };
-                (expect, ForwardKind::JsonRpc { payload, method, id: rpc_id })
+                (
+                    expect,
+                    ForwardKind::JsonRpc {
+                        payload,
+                        method,
+                        id: rpc_id,
+                    },
+                )
             }
-            CommandKind::SessionTermination => (Expect::SessionClosed, ForwardKind::SessionTermination),
+            CommandKind::SessionTermination => {
+                (Expect::SessionClosed, ForwardKind::SessionTermination)
+            }
             CommandKind::Unknown(_) => return,
         };
-        let mut c = Command::new(cmd.request_id, cmd.shard_token, cmd.channel, deadline, expect);
+        let mut c = Command::new(
+            cmd.request_id,
+            cmd.shard_token,
+            cmd.channel,
+            deadline,
+            expect,
+        );
         if !self.config.channels.iter().any(|ch| *ch == c.channel) {
             let rpc_id = match &c.expect {
                 Expect::Reply(id) => Some(id.clone()),
@@ -944,9 +997,15 @@ impl Engine {
 
     fn start_forwards(&mut self, now: Instant) {
         while self.forwards_in_flight < self.config.max_concurrent_forwards {
-            let Some(id) = self.forward_queue.pop_front() else { break };
-            let Some(c) = self.commands.get_mut(&id) else { continue };
-            let Some(fwd) = c.to_forward.take() else { continue };
+            let Some(id) = self.forward_queue.pop_front() else {
+                break;
+            };
+            let Some(c) = self.commands.get_mut(&id) else {
+                continue;
+            };
+            let Some(fwd) = c.to_forward.take() else {
+                continue;
+            };
             if c.deadline.is_some_and(|d| d <= now) {
                 let request_id = c.request_id.clone();
                 self.commands.remove(&id);
@@ -956,7 +1015,10 @@ impl Engine {
                 }));
                 continue;
             }
-            c.forward = Some(ForwardState { head: None, body: Body::Pending });
+            c.forward = Some(ForwardState {
+                head: None,
+                body: Body::Pending,
+            });
             self.forwards_in_flight += 1;
             self.outputs.push_back(Output::Forward(fwd));
         }
@@ -981,7 +1043,9 @@ impl Engine {
     ) -> Result<(), UsageError> {
         let max = self.config.max_response_body;
         let c = self.forwarding(cmd)?;
-        let Some(state) = c.forward.as_mut() else { return Err(UsageError::UnknownHandle("forward")) };
+        let Some(state) = c.forward.as_mut() else {
+            return Err(UsageError::UnknownHandle("forward"));
+        };
         if state.head.is_some() {
             return Err(UsageError::OutOfOrder("a second response head"));
         }
@@ -1009,14 +1073,22 @@ impl Engine {
     ) -> Result<(), UsageError> {
         let max = self.config.max_response_body;
         let c = self.forwarding(cmd)?;
-        let Some(state) = c.forward.as_mut() else { return Err(UsageError::UnknownHandle("forward")) };
+        let Some(state) = c.forward.as_mut() else {
+            return Err(UsageError::UnknownHandle("forward"));
+        };
         let mut messages = Vec::new();
         let mut failure = None;
         match &mut state.body {
-            Body::Pending => return Err(UsageError::OutOfOrder("body bytes before the response head")),
+            Body::Pending => {
+                return Err(UsageError::OutOfOrder(
+                    "body bytes before the response head",
+                ))
+            }
             Body::Buffered(buf) => {
                 if buf.len().saturating_add(chunk.len()) > max {
-                    failure = Some(TunnelFailure::protocol(TransportErrorKind::ResponseBodyTooLarge));
+                    failure = Some(TunnelFailure::protocol(
+                        TransportErrorKind::ResponseBodyTooLarge,
+                    ));
                 } else {
                     buf.extend_from_slice(chunk);
                 }
@@ -1028,8 +1100,9 @@ impl Engine {
                         Ok(Some(ev)) => messages.push(ev.data),
                         Ok(None) => break,
                         Err(_) => {
-                            failure =
-                                Some(TunnelFailure::protocol(TransportErrorKind::ResponseBodyTooLarge));
+                            failure = Some(TunnelFailure::protocol(
+                                TransportErrorKind::ResponseBodyTooLarge,
+                            ));
                             break;
                         }
                     }
@@ -1040,7 +1113,7 @@ impl Engine {
             if data.is_empty() {
                 continue; // a priming event carries no message
             }
-            self.forward_message(now, cmd, &data);
+            self.forward_message(cmd, &data);
             if !self.commands.get(&cmd).is_some_and(|c| c.forward.is_some()) {
                 // The terminal response arrived; the rest of the stream is not needed.
                 self.outputs.push_back(Output::CancelForward { cmd });
@@ -1050,7 +1123,7 @@ impl Engine {
         }
         if let Some(f) = failure {
             self.outputs.push_back(Output::CancelForward { cmd });
-            self.forward_failed(now, cmd, f);
+            self.forward_failed(cmd, f);
         }
         self.drive(now);
         Ok(())
@@ -1059,26 +1132,57 @@ impl Engine {
     /// The MCP server's response body ended.
     pub fn handle_forward_end(&mut self, now: Instant, cmd: CommandId) -> Result<(), UsageError> {
         let c = self.forwarding(cmd)?;
-        let Some(state) = c.forward.take() else { return Err(UsageError::UnknownHandle("forward")) };
+        let Some(state) = c.forward.take() else {
+            return Err(UsageError::UnknownHandle("forward"));
+        };
         let Some(head) = state.head else {
             c.forward = Some(state);
-            return Err(UsageError::OutOfOrder("end of body before the response head"));
+            return Err(UsageError::OutOfOrder(
+                "end of body before the response head",
+            ));
         };
-        c.forward = Some(ForwardState { head: Some(head.clone()), body: Body::Pending });
+        c.forward = Some(ForwardState {
+            head: Some(head.clone()),
+            body: Body::Pending,
+        });
         let expect = c.expect.clone();
         let resp_headers = filter_response_headers(&head.headers);
         let status = head.status;
         match (expect, state.body) {
             (Expect::SessionClosed, _) => {
-                let code = if (200..300).contains(&status) { 204 } else { status };
-                self.finish_forward(cmd, true, RespType::SessionTerminationResponse, code, None, resp_headers);
+                let code = if (200..300).contains(&status) {
+                    204
+                } else {
+                    status
+                };
+                self.finish_forward(
+                    cmd,
+                    true,
+                    RespType::SessionTerminationResponse,
+                    code,
+                    None,
+                    resp_headers,
+                );
             }
             (Expect::Ack, Body::Buffered(buf)) => {
                 if status >= 400 {
                     if let Some(raw) = preserved_error(&buf) {
-                        self.finish_forward(cmd, true, RespType::JsonrpcResponse, status, Some(raw), resp_headers);
+                        self.finish_forward(
+                            cmd,
+                            true,
+                            RespType::JsonrpcResponse,
+                            status,
+                            Some(raw),
+                            resp_headers,
+                        );
                     } else {
-                        self.forward_failed(now, cmd, TunnelFailure::target_http(status, Some(TransportErrorKind::HttpStatus)));
+                        self.forward_failed(
+                            cmd,
+                            TunnelFailure::target_http(
+                                status,
+                                Some(TransportErrorKind::HttpStatus),
+                            ),
+                        );
                     }
                 } else {
                     self.finish_forward(cmd, true, RespType::NotifyAck, status, None, resp_headers);
@@ -1087,19 +1191,35 @@ impl Engine {
             (Expect::Reply(_), Body::Buffered(buf)) => {
                 let failure = match reply_from_body(&buf) {
                     Reply::Message(raw) => {
-                        self.finish_forward(cmd, true, RespType::JsonrpcResponse, status, Some(raw), resp_headers);
+                        self.finish_forward(
+                            cmd,
+                            true,
+                            RespType::JsonrpcResponse,
+                            status,
+                            Some(raw),
+                            resp_headers,
+                        );
                         None
                     }
-                    Reply::Empty if status >= 400 => Some(TunnelFailure::target_http(status, Some(TransportErrorKind::HttpStatus))),
-                    Reply::Empty => Some(TunnelFailure::protocol(TransportErrorKind::ResponseBodyMissing)),
-                    Reply::NotJson | Reply::NotJsonRpc if status >= 400 => {
-                        Some(TunnelFailure::target_http(status, Some(TransportErrorKind::HttpStatus)))
+                    Reply::Empty if status >= 400 => Some(TunnelFailure::target_http(
+                        status,
+                        Some(TransportErrorKind::HttpStatus),
+                    )),
+                    Reply::Empty => Some(TunnelFailure::protocol(
+                        TransportErrorKind::ResponseBodyMissing,
+                    )),
+                    Reply::NotJson | Reply::NotJsonRpc if status >= 400 => Some(
+                        TunnelFailure::target_http(status, Some(TransportErrorKind::HttpStatus)),
+                    ),
+                    Reply::NotJson => {
+                        Some(TunnelFailure::protocol(TransportErrorKind::MalformedJson))
                     }
-                    Reply::NotJson => Some(TunnelFailure::protocol(TransportErrorKind::MalformedJson)),
-                    Reply::NotJsonRpc => Some(TunnelFailure::protocol(TransportErrorKind::NonProtocolResponse)),
+                    Reply::NotJsonRpc => Some(TunnelFailure::protocol(
+                        TransportErrorKind::NonProtocolResponse,
+                    )),
                 };
                 if let Some(f) = failure {
-                    self.forward_failed(now, cmd, f);
+                    self.forward_failed(cmd, f);
                 }
             }
             (Expect::Ack, Body::Sse(_)) => {
@@ -1107,10 +1227,16 @@ impl Engine {
             }
             (Expect::Reply(_), Body::Sse(_)) => {
                 // The stream ended without the response to our request.
-                self.forward_failed(now, cmd, TunnelFailure::protocol(TransportErrorKind::UnexpectedEof));
+                self.forward_failed(
+                    cmd,
+                    TunnelFailure::protocol(TransportErrorKind::UnexpectedEof),
+                );
             }
             (_, Body::Pending) => {
-                self.forward_failed(now, cmd, TunnelFailure::protocol(TransportErrorKind::ResponseBodyMissing));
+                self.forward_failed(
+                    cmd,
+                    TunnelFailure::protocol(TransportErrorKind::ResponseBodyMissing),
+                );
             }
         }
         self.drive(now);
@@ -1126,13 +1252,17 @@ impl Engine {
         json: &str,
     ) -> Result<(), UsageError> {
         self.forwarding(cmd)?;
-        self.forward_message(now, cmd, json);
+        self.forward_message(cmd, json);
         self.drive(now);
         Ok(())
     }
 
     /// A framed transport wrote the forwarded notification: acknowledge it (`notify_ack`).
-    pub fn handle_forward_acknowledged(&mut self, now: Instant, cmd: CommandId) -> Result<(), UsageError> {
+    pub fn handle_forward_acknowledged(
+        &mut self,
+        now: Instant,
+        cmd: CommandId,
+    ) -> Result<(), UsageError> {
         self.forwarding(cmd)?;
         self.finish_forward(cmd, true, RespType::NotifyAck, 202, None, BTreeMap::new());
         self.drive(now);
@@ -1147,16 +1277,28 @@ impl Engine {
         failure: TunnelFailure,
     ) -> Result<(), UsageError> {
         self.forwarding(cmd)?;
-        self.forward_failed(now, cmd, failure);
+        self.forward_failed(cmd, failure);
         self.drive(now);
         Ok(())
     }
 
-    fn forward_message(&mut self, now: Instant, cmd: CommandId, json: &str) {
-        let Some(c) = self.commands.get(&cmd) else { return };
+    fn forward_message(&mut self, cmd: CommandId, json: &str) {
+        let Some(c) = self.commands.get(&cmd) else {
+            return;
+        };
         let head = c.forward.as_ref().and_then(|f| f.head.as_ref());
         let status = head.map_or(200, |h| h.status);
-        let resp_headers = head.map_or_else(json_content_type, |h| filter_response_headers(&h.headers));
+        // Each message posted carries one JSON-RPC message, even when it came from an SSE stream.
+        let resp_headers = head.map_or_else(json_content_type, |h| {
+            let mut kept = filter_response_headers(&h.headers);
+            if kept.contains_key("Content-Type") {
+                kept.insert(
+                    "Content-Type".to_owned(),
+                    vec!["application/json".to_owned()],
+                );
+            }
+            kept
+        });
         let skip_notify = c.notifications_failed || c.terminal_queued;
         let terminal = match (&c.expect, Message::parse(json)) {
             (Expect::Reply(want), Ok(Message::Response { id, .. })) => *want == id,
@@ -1174,29 +1316,59 @@ impl Engine {
             }
         };
         // `Message::parse` accepted it, so it is a JSON object.
-        let Ok(raw) = RawValue::from_string(json.to_owned()) else { return };
+        let Ok(raw) = RawValue::from_string(json.to_owned()) else {
+            return;
+        };
         if terminal {
-            self.finish_forward(cmd, true, RespType::JsonrpcResponse, status, Some(raw), resp_headers);
+            self.finish_forward(
+                cmd,
+                true,
+                RespType::JsonrpcResponse,
+                status,
+                Some(raw),
+                resp_headers,
+            );
         } else if !skip_notify {
-            let post =
-                self.build_post(cmd, PostKind::Notify, RespType::JsonrpcNotify, 200, Some(raw), resp_headers);
+            let post = self.build_post(
+                cmd,
+                PostKind::Notify,
+                RespType::JsonrpcNotify,
+                200,
+                Some(raw),
+                resp_headers,
+            );
             if let (Some(post), Some(c)) = (post, self.commands.get_mut(&cmd)) {
                 c.posts.push_back(post);
             }
         }
-        let _ = now;
     }
 
-    fn forward_failed(&mut self, now: Instant, cmd: CommandId, failure: TunnelFailure) {
-        let Some(c) = self.commands.get_mut(&cmd) else { return };
+    fn forward_failed(&mut self, cmd: CommandId, failure: TunnelFailure) {
+        let Some(c) = self.commands.get_mut(&cmd) else {
+            return;
+        };
         let expect = c.expect.clone();
         match expect {
             Expect::Reply(id) => {
                 let s = failure::synthesize(Some(&id), &failure);
-                self.finish_forward(cmd, false, RespType::JsonrpcResponse, s.resp_code, Some(s.resp_json), json_content_type());
+                self.finish_forward(
+                    cmd,
+                    false,
+                    RespType::JsonrpcResponse,
+                    s.resp_code,
+                    Some(s.resp_json),
+                    json_content_type(),
+                );
             }
             Expect::Ack => {
-                self.finish_forward(cmd, false, RespType::NotifyAck, failure::SYNTHESIZED_RESP_CODE, None, BTreeMap::new());
+                self.finish_forward(
+                    cmd,
+                    false,
+                    RespType::NotifyAck,
+                    failure::SYNTHESIZED_RESP_CODE,
+                    None,
+                    BTreeMap::new(),
+                );
             }
             Expect::SessionClosed => {
                 self.finish_forward(
@@ -1222,7 +1394,9 @@ impl Engine {
         resp_json: Option<Box<RawValue>>,
         resp_headers: BTreeMap<String, Vec<String>>,
     ) {
-        let Some(c) = self.commands.get_mut(&cmd) else { return };
+        let Some(c) = self.commands.get_mut(&cmd) else {
+            return;
+        };
         if c.forward.take().is_some() {
             self.forwards_in_flight = self.forwards_in_flight.saturating_sub(1);
             self.recent_forwards.push_back(ok);
@@ -1230,7 +1404,14 @@ impl Engine {
                 self.recent_forwards.pop_front();
             }
         }
-        let Some(post) = self.build_post(cmd, PostKind::Terminal, resp_type, resp_code, resp_json, resp_headers) else {
+        let Some(post) = self.build_post(
+            cmd,
+            PostKind::Terminal,
+            resp_type,
+            resp_code,
+            resp_json,
+            resp_headers,
+        ) else {
             return;
         };
         if let Some(c) = self.commands.get_mut(&cmd) {
@@ -1281,7 +1462,14 @@ impl Engine {
             resp_type,
         };
         let request = self.post_request(c, &payload)?;
-        Some(PendingPost { kind, resp_type, resp_code, request, attempts: 0, not_before: None })
+        Some(PendingPost {
+            kind,
+            resp_type,
+            resp_code,
+            request,
+            attempts: 0,
+            not_before: None,
+        })
     }
 
     fn post_request(&self, c: &Command, payload: &ResponsePayload) -> Option<http::Request> {
@@ -1304,19 +1492,27 @@ impl Engine {
     // Posts.
 
     fn start_next_post(&mut self, now: Instant, cmd: CommandId) {
-        let Some(c) = self.commands.get_mut(&cmd) else { return };
+        let Some(c) = self.commands.get_mut(&cmd) else {
+            return;
+        };
         if c.post_in_flight.is_some() {
             return;
         }
         // Skip notifications after one failed.
-        while c.notifications_failed && c.posts.front().is_some_and(|p| p.kind == PostKind::Notify) {
+        while c.notifications_failed && c.posts.front().is_some_and(|p| p.kind == PostKind::Notify)
+        {
             c.posts.pop_front();
         }
-        let due = c.posts.front().is_some_and(|p| p.not_before.is_none_or(|t| t <= now));
+        let due = c
+            .posts
+            .front()
+            .is_some_and(|p| p.not_before.is_none_or(|t| t <= now));
         if !due {
             return;
         }
-        let Some(mut post) = c.posts.pop_front() else { return };
+        let Some(mut post) = c.posts.pop_front() else {
+            return;
+        };
         post.attempts += 1;
         post.not_before = None;
         let id = PostId(self.next_id);
@@ -1325,11 +1521,19 @@ impl Engine {
         let deadline = c.deadline;
         c.post_in_flight = Some(PostInFlight { id, post });
         self.posts.insert(id, cmd);
-        self.outputs.push_back(Output::Post { id, cmd, request, deadline });
+        self.outputs.push_back(Output::Post {
+            id,
+            cmd,
+            request,
+            deadline,
+        });
     }
 
     fn take_post(&mut self, id: PostId) -> Result<(CommandId, PendingPost), UsageError> {
-        let cmd = self.posts.remove(&id).ok_or(UsageError::UnknownHandle("post"))?;
+        let cmd = self
+            .posts
+            .remove(&id)
+            .ok_or(UsageError::UnknownHandle("post"))?;
         let post = self
             .commands
             .get_mut(&cmd)
@@ -1351,11 +1555,20 @@ impl Engine {
         if (200..300).contains(&status) {
             self.post_delivered(cmd, &post);
         } else if status == 404 {
-            self.end_command(cmd, Some(Event::AlreadyFulfilled { request_id: self.request_id(cmd) }));
+            self.end_command(
+                cmd,
+                Some(Event::AlreadyFulfilled {
+                    request_id: self.request_id(cmd),
+                }),
+            );
         } else {
             if matches!(status, 401 | 403) {
                 self.operator_action = Some(status);
-                self.outputs.push_back(Output::Event(Event::OperatorActionRequired { status, code: None }));
+                self.outputs
+                    .push_back(Output::Event(Event::OperatorActionRequired {
+                        status,
+                        code: None,
+                    }));
             }
             let retryable = match post.kind {
                 PostKind::Terminal => matches!(status, 408 | 429 | 502 | 503 | 504),
@@ -1370,7 +1583,12 @@ impl Engine {
 
     /// A response POST failed without a response. `written` says whether the request may have
     /// reached the control plane (a notification is then not replayed: it could enqueue twice).
-    pub fn handle_post_failed(&mut self, now: Instant, id: PostId, written: bool) -> Result<(), UsageError> {
+    pub fn handle_post_failed(
+        &mut self,
+        now: Instant,
+        id: PostId,
+        written: bool,
+    ) -> Result<(), UsageError> {
         let (cmd, post) = self.take_post(id)?;
         let retryable = match post.kind {
             PostKind::Terminal => true,
@@ -1382,7 +1600,10 @@ impl Engine {
     }
 
     fn request_id(&self, cmd: CommandId) -> String {
-        self.commands.get(&cmd).map(|c| c.request_id.clone()).unwrap_or_default()
+        self.commands
+            .get(&cmd)
+            .map(|c| c.request_id.clone())
+            .unwrap_or_default()
     }
 
     fn post_delivered(&mut self, cmd: CommandId, post: &PendingPost) {
@@ -1405,7 +1626,9 @@ impl Engine {
         status: Option<u16>,
         retry_after: Option<Duration>,
     ) {
-        let Some(c) = self.commands.get(&cmd) else { return };
+        let Some(c) = self.commands.get(&cmd) else {
+            return;
+        };
         let deadline = c.deadline;
         let next = if retryable && post.attempts < self.config.max_post_attempts {
             backoff::next_attempt(
@@ -1431,10 +1654,17 @@ impl Engine {
                 if let Some(c) = self.commands.get_mut(&cmd) {
                     c.notifications_failed = true;
                 }
-                self.outputs.push_back(Output::Event(Event::NotificationDropped { request_id, status }));
+                self.outputs
+                    .push_back(Output::Event(Event::NotificationDropped {
+                        request_id,
+                        status,
+                    }));
             }
             (None, PostKind::Terminal) => {
-                let event = Event::DeliveryFailed { request_id: self.request_id(cmd), status };
+                let event = Event::DeliveryFailed {
+                    request_id: self.request_id(cmd),
+                    status,
+                };
                 self.end_command(cmd, Some(event));
             }
         }
@@ -1442,7 +1672,9 @@ impl Engine {
 
     /// Removes a command, canceling whatever of it still runs.
     fn end_command(&mut self, cmd: CommandId, event: Option<Event>) {
-        let Some(c) = self.commands.remove(&cmd) else { return };
+        let Some(c) = self.commands.remove(&cmd) else {
+            return;
+        };
         if c.forward.is_some() {
             self.forwards_in_flight = self.forwards_in_flight.saturating_sub(1);
             self.outputs.push_back(Output::CancelForward { cmd });
@@ -1472,7 +1704,9 @@ impl Engine {
             .map(|(&id, _)| id)
             .collect();
         for cmd in expired {
-            let Some(c) = self.commands.get(&cmd) else { continue };
+            let Some(c) = self.commands.get(&cmd) else {
+                continue;
+            };
             let stage = if c.to_forward.is_some() {
                 Stage::BeforeForward
             } else if c.forward.is_some() {
@@ -1480,7 +1714,10 @@ impl Engine {
             } else {
                 Stage::DuringDelivery
             };
-            let event = Event::Expired { request_id: c.request_id.clone(), stage };
+            let event = Event::Expired {
+                request_id: c.request_id.clone(),
+                stage,
+            };
             self.end_command(cmd, Some(event));
         }
         self.drive(now);
@@ -1512,7 +1749,10 @@ impl Command {
 }
 
 fn json_content_type() -> BTreeMap<String, Vec<String>> {
-    BTreeMap::from([("Content-Type".to_owned(), vec!["application/json".to_owned()])])
+    BTreeMap::from([(
+        "Content-Type".to_owned(),
+        vec!["application/json".to_owned()],
+    )])
 }
 
 /// What a buffered reply body holds.
@@ -1531,8 +1771,12 @@ fn reply_from_body(body: &[u8]) -> Reply {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Reply::Empty;
     }
-    let Ok(text) = std::str::from_utf8(body) else { return Reply::NotJson };
-    let Ok(raw) = serde_json::from_str::<&RawValue>(text) else { return Reply::NotJson };
+    let Ok(text) = std::str::from_utf8(body) else {
+        return Reply::NotJson;
+    };
+    let Ok(raw) = serde_json::from_str::<&RawValue>(text) else {
+        return Reply::NotJson;
+    };
     match Message::parse(raw.get()) {
         Ok(Message::Response { .. } | Message::Error { .. }) => Reply::Message(raw.to_owned()),
         _ => Reply::NotJsonRpc,
