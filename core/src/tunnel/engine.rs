@@ -834,8 +834,7 @@ impl Engine {
         if !matches!(head.status, 429 | 503) {
             return None;
         }
-        let value = head.headers.get("Retry-After")?;
-        backoff::parse_retry_after(value, wall, self.config.retry_after_cap)
+        backoff::retry_after_from_headers(&head.headers, wall, self.config.retry_after_cap)
     }
 
     fn poll_succeeded(&mut self, now: Instant, commands: usize) {
@@ -856,17 +855,18 @@ impl Engine {
     ) {
         self.consecutive_poll_failures = self.consecutive_poll_failures.saturating_add(1);
         let operator = matches!(status, Some(s) if (400..500).contains(&s) && s != 408 && s != 429);
-        let delay = if operator {
-            // Operator action: no tight loop, the longest backoff (with jitter).
-            self.config
-                .poll_backoff
-                .delay(u32::MAX, self.jitter.next_u64())
+        // Operator action: no tight loop, the longest backoff (with jitter).
+        let attempt = if operator {
+            u32::MAX
         } else {
-            self.config
-                .poll_backoff
-                .delay(self.consecutive_poll_failures, self.jitter.next_u64())
+            self.consecutive_poll_failures
         };
-        let delay = delay.max(retry_after.unwrap_or_default());
+        let delay = backoff::retry_delay(
+            &self.config.poll_backoff,
+            attempt,
+            self.jitter.next_u64(),
+            retry_after,
+        );
         if let (true, Some(s)) = (operator, status) {
             self.operator_action = Some(s);
             self.outputs
