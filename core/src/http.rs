@@ -257,6 +257,7 @@ pub fn status_text(status: u16) -> &'static str {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

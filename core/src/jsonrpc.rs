@@ -299,6 +299,7 @@ pub fn error_response(id: Option<&Id>, error: &ErrorObject) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -238,8 +238,9 @@ pub enum Output {
     },
     /// Perform this forward; report back with the `handle_forward_*` inputs.
     Forward(Forward),
-    /// The command's deadline passed: abort its MCP work (close that connection, or retire the
-    /// stdio id). Report nothing more for it.
+    /// Stop the command's MCP work and report nothing more for it: its deadline passed (close
+    /// that connection, or retire the stdio id), or the engine has what it needs (the terminal
+    /// response arrived on an SSE stream, or the body outgrew its bound: close the stream).
     CancelForward {
         /// The command.
         cmd: CommandId,
