@@ -75,9 +75,15 @@ fuzz_target!(|input: &[u8]| {
 
     let whole = run(limit, [stream]);
     let chunked = run(limit, chunks);
-    assert_eq!(chunked, whole, "chunked feed differs from single-chunk feed");
+    assert_eq!(
+        chunked, whole,
+        "chunked feed differs from single-chunk feed"
+    );
     let bytewise = run(limit, stream.chunks(1));
-    assert_eq!(bytewise, whole, "byte-by-byte feed differs from single-chunk feed");
+    assert_eq!(
+        bytewise, whole,
+        "byte-by-byte feed differs from single-chunk feed"
+    );
 
     for event in whole.iter().flatten() {
         assert!(event.data.len() <= limit, "data longer than the bound");
