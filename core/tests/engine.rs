@@ -1071,14 +1071,21 @@ fn command_for_an_unserved_channel_gets_a_client_internal_failure() {
 
 #[test]
 fn channel_defaults_to_main_and_is_echoed() {
-    let mut h = Harness::new(config());
-    let mut c = cmd_json("a", json!(1), "tools/list");
-    c.as_object_mut().unwrap().remove("channel");
-    h.poll_with(json!([c]));
-    let f = h.take_forwards().remove(0);
-    assert_eq!(f.channel, "main");
-    h.reply_json(f.cmd, 200, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
-    assert_eq!(body(&h.take_posts().remove(0).2)["channel"], "main");
+    for channel in [None, Some(Value::Null), Some(json!(""))] {
+        let mut h = Harness::new(config());
+        let mut c = cmd_json("a", json!(1), "tools/list");
+        match channel {
+            None => {
+                c.as_object_mut().unwrap().remove("channel");
+            }
+            Some(v) => c["channel"] = v,
+        }
+        h.poll_with(json!([c]));
+        let f = h.take_forwards().remove(0);
+        assert_eq!(f.channel, "main");
+        h.reply_json(f.cmd, 200, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+        assert_eq!(body(&h.take_posts().remove(0).2)["channel"], "main");
+    }
 }
 
 #[test]

@@ -393,15 +393,10 @@ fn run(cmds: Vec<Cmd>, forwards: Vec<ForwardOutcome>, posts: Vec<PostOutcome>, s
         0,
         "commands left in flight: {endings:?}"
     );
-    for i in 0..cmds.len() {
+    for (i, cmd) in cmds.iter().enumerate() {
         let rid = format!("r{i}");
         let ends = endings.get(&rid).cloned().unwrap_or_default();
-        assert_eq!(
-            ends.len(),
-            1,
-            "command {rid} ({:?}) ended {ends:?}",
-            cmds[i]
-        );
+        assert_eq!(ends.len(), 1, "command {rid} ({cmd:?}) ended {ends:?}");
         assert!(
             acked_terminals.get(&rid).copied().unwrap_or(0) <= 1,
             "{rid} answered twice"

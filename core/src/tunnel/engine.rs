@@ -971,7 +971,7 @@ impl Engine {
             deadline,
             expect,
         );
-        if !self.config.channels.iter().any(|ch| *ch == c.channel) {
+        if !self.config.channels.contains(&c.channel) {
             let rpc_id = match &c.expect {
                 Expect::Reply(id) => Some(id.clone()),
                 _ => None,
@@ -1115,7 +1115,7 @@ impl Engine {
                 continue; // a priming event carries no message
             }
             self.forward_message(cmd, &data);
-            if !self.commands.get(&cmd).is_some_and(|c| c.forward.is_some()) {
+            if self.commands.get(&cmd).is_none_or(|c| c.forward.is_none()) {
                 // The terminal response arrived; the rest of the stream is not needed.
                 self.outputs.push_back(Output::CancelForward { cmd });
                 self.drive(now);

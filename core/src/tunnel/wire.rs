@@ -89,7 +89,7 @@ pub struct PolledCommand {
     pub request_id: String,
     /// Opaque routing token, echoed only in the `X-Tunnel-Shard-Token` header.
     pub shard_token: Option<String>,
-    /// The logical MCP channel (`main` when absent or `null`).
+    /// The logical MCP channel (`main` when absent, `null` or empty).
     pub channel: String,
     /// The RFC 3339 enqueue time; informational only (never used for deadlines).
     pub created_at: Option<String>,
@@ -126,6 +126,14 @@ struct RawCommand<'a> {
     jsonrpc: Option<&'a RawValue>,
 }
 
+/// The channel of a command: `main` when absent, `null` or empty.
+fn channel_or_main(channel: Option<&str>) -> String {
+    match channel {
+        Some(c) if !c.is_empty() => c.to_owned(),
+        _ => DEFAULT_CHANNEL.to_owned(),
+    }
+}
+
 /// The correlation members alone, read leniently from a command that failed to decode.
 #[derive(Deserialize)]
 struct Correlation {
@@ -145,7 +153,7 @@ impl Correlation {
         DecodeError::Command {
             request_id: self.request_id,
             shard_token: text(self.shard_token),
-            channel: text(self.channel).unwrap_or_else(|| DEFAULT_CHANNEL.to_owned()),
+            channel: channel_or_main(text(self.channel).as_deref()),
             reason,
         }
     }
@@ -183,10 +191,7 @@ fn decode_command(index: usize, raw: &RawValue) -> Result<PolledCommand, DecodeE
     let bad = |reason: String| DecodeError::Command {
         request_id: cmd.request_id.clone(),
         shard_token: cmd.shard_token.clone(),
-        channel: cmd
-            .channel
-            .clone()
-            .unwrap_or_else(|| DEFAULT_CHANNEL.to_owned()),
+        channel: channel_or_main(cmd.channel.as_deref()),
         reason,
     };
     let headers = match &cmd.headers {
@@ -203,10 +208,7 @@ fn decode_command(index: usize, raw: &RawValue) -> Result<PolledCommand, DecodeE
         other => CommandKind::Unknown(other.chars().take(64).collect()),
     };
     Ok(PolledCommand {
-        channel: cmd
-            .channel
-            .clone()
-            .unwrap_or_else(|| DEFAULT_CHANNEL.to_owned()),
+        channel: channel_or_main(cmd.channel.as_deref()),
         request_id: cmd.request_id,
         shard_token: cmd.shard_token,
         created_at: cmd.created_at,
