@@ -1,3 +1,9 @@
 //! Drivers for mcpwire-core: they move bytes, spawn processes and read clocks, and make no
-//! protocol decisions. The blocking (ureq, std threads) and smol drivers land with the next issue.
+//! protocol decisions.
+//!
+//! Today this crate holds the in-memory driver behind `mcpwire tunnel demo` ([`demo`]); the
+//! blocking (ureq, std threads, `std::process`) and smol drivers come next.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod demo;

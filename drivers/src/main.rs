@@ -1,8 +1,47 @@
 //! The `mcpwire` command.
 
-fn main() {
-    println!(
-        "mcpwire {}: the tunnel and MCP client drivers are not built yet (see README.md).",
-        env!("CARGO_PKG_VERSION")
-    );
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// mcpwire: an MCP client core and a Secure MCP Tunnel client.
+#[derive(Parser, Debug)]
+#[command(name = "mcpwire", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// The Secure MCP Tunnel client.
+    Tunnel {
+        #[command(subcommand)]
+        command: TunnelCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum TunnelCommand {
+    /// Run the tunnel engine against an in-process control plane and MCP server (no network)
+    /// and print what it does: polls, forwards, notifications, responses, deadlines, retries.
+    Demo,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Tunnel {
+            command: TunnelCommand::Demo,
+        } => match mcpwire_drivers::demo::run() {
+            Ok((transcript, _)) => {
+                print!("{transcript}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("mcpwire: the demo failed: {e}");
+                ExitCode::FAILURE
+            }
+        },
+    }
 }
