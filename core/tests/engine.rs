@@ -270,6 +270,42 @@ fn poll_request_carries_auth_identity_wire_version_and_server_info() {
 }
 
 #[test]
+fn server_info_changes_reach_new_requests_but_not_retries() {
+    let mut h = Harness::new(config());
+    let (id, first) = h.take_poll();
+    assert!(first.headers.get("X-Tunnel-MCP-Server-Info").is_none());
+    h.deliver_poll(
+        id,
+        200,
+        &json!({"commands": [cmd_json("a", json!(1), "tools/call")]}),
+    );
+    let f = h.take_forwards().remove(0);
+    h.reply_json(f.cmd, 200, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+    let (p1, _, before) = h.take_posts().remove(0);
+    let info = ServerInfo::new(vec![
+        ChannelDeclaration::for_binding("main", ChannelBinding::RemoteHttp),
+        ChannelDeclaration::for_binding("harpoon", ChannelBinding::InMemoryStateless),
+    ])
+    .unwrap();
+    h.engine.set_server_info(Some(info)).unwrap();
+    h.post_status(p1, 502);
+    h.run_until(h.now + Duration::from_secs(5));
+    let (_, _, retry) = h.take_posts().remove(0);
+    assert_eq!(before, retry, "a retry must keep its exact headers");
+    // The poll in flight was built before the change; the one after it carries the new value.
+    let (in_flight, old) = h.take_poll();
+    assert!(old.headers.get("X-Tunnel-MCP-Server-Info").is_none());
+    h.deliver_poll(in_flight, 204, &Value::Null);
+    let (_, next_poll) = h.take_poll();
+    assert_eq!(
+        next_poll.headers.get("X-Tunnel-MCP-Server-Info"),
+        Some(
+            r#"{"version":2,"channels":[{"name":"main"},{"name":"harpoon","stateless":true,"proc_affinity":true}]}"#
+        )
+    );
+}
+
+#[test]
 fn poll_subscriptions_are_sorted_repeated_channel_params() {
     let mut c = config();
     c.poll_channels = Some(vec!["main".into(), "harpoon".into(), "beta".into()]);

@@ -650,6 +650,20 @@ impl Engine {
         &self.config
     }
 
+    /// Changes the `X-Tunnel-MCP-Server-Info` declaration (channels enabled or disabled at run
+    /// time). Requests built from now on carry the new value; a POST already built keeps its
+    /// exact headers across retries.
+    pub fn set_server_info(&mut self, info: Option<ServerInfo>) -> Result<(), ConfigError> {
+        let mut headers = self.common_headers.clone();
+        headers.remove("X-Tunnel-MCP-Server-Info");
+        if let Some(i) = &info {
+            headers.append("X-Tunnel-MCP-Server-Info", i.header_value())?;
+        }
+        self.common_headers = headers;
+        self.config.server_info = info;
+        Ok(())
+    }
+
     fn next(&mut self) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
