@@ -15,20 +15,33 @@ use mcpwire_core::tunnel::stdio::{StdioBinding, StdioConfig, StdioOutput, Token}
 #[derive(Arbitrary, Debug)]
 enum Op {
     /// A request with a small id (collisions exercise retired ids), maybe `initialize`.
-    Request { id: u8, initialize: bool, pretty: bool },
+    Request {
+        id: u8,
+        initialize: bool,
+        pretty: bool,
+    },
     /// A notification, maybe `notifications/initialized`.
-    Notify { initialized: bool },
+    Notify {
+        initialized: bool,
+    },
     /// A payload of arbitrary text.
     RawCommand(String),
     /// The deadline of the n-th admitted command (modulo their count), or of an unknown token.
     Deadline(u16),
     /// A response or error from the child.
-    Reply { id: u8, error: bool },
+    Reply {
+        id: u8,
+        error: bool,
+    },
     ServerNotification,
     ServerRequest(u8),
     NullIdError,
     /// A frame past the frame limit, a response or a server request.
-    Big { id: u8, reply: bool, len: u16 },
+    Big {
+        id: u8,
+        reply: bool,
+        len: u16,
+    },
     /// Raw bytes on stdout.
     Bytes(Vec<u8>),
     Exit,
@@ -65,7 +78,11 @@ fn check(records: &mut BTreeMap<Token, Record>, out: &[StdioOutput]) {
         let token = match o {
             StdioOutput::Write(bytes) => {
                 assert_eq!(bytes.last(), Some(&b'\n'), "a write ends its line");
-                assert_eq!(bytes.iter().filter(|&&c| c == b'\n').count(), 1, "one line per write");
+                assert_eq!(
+                    bytes.iter().filter(|&&c| c == b'\n').count(),
+                    1,
+                    "one line per write"
+                );
                 continue;
             }
             StdioOutput::Message { token, .. }
@@ -74,7 +91,9 @@ fn check(records: &mut BTreeMap<Token, Record>, out: &[StdioOutput]) {
             | StdioOutput::Failed { token, .. } => *token,
             _ => continue,
         };
-        let r = records.get_mut(&token).expect("output for a command that was not admitted");
+        let r = records
+            .get_mut(&token)
+            .expect("output for a command that was not admitted");
         assert!(!r.deadline_first, "output after the deadline of {token}");
         assert_eq!(r.terminals, 0, "output after the terminal of {token}");
         match o {
@@ -110,17 +129,34 @@ fuzz_target!(|run: Run| {
     for op in run.ops.iter().take(256) {
         let mut line = None;
         match op {
-            Op::Request { id, initialize, pretty } => {
+            Op::Request {
+                id,
+                initialize,
+                pretty,
+            } => {
                 next += 1;
-                let method = if *initialize { "initialize" } else { "tools/call" };
-                if b.handle_command(next, &request(*id, method, *pretty)).is_ok() {
-                    let r = Record { request_id: Some(Id::Number(i64::from(*id))), ..Record::default() };
+                let method = if *initialize {
+                    "initialize"
+                } else {
+                    "tools/call"
+                };
+                if b.handle_command(next, &request(*id, method, *pretty))
+                    .is_ok()
+                {
+                    let r = Record {
+                        request_id: Some(Id::Number(i64::from(*id))),
+                        ..Record::default()
+                    };
                     records.insert(next, r);
                 }
             }
             Op::Notify { initialized } => {
                 next += 1;
-                let method = if *initialized { "notifications/initialized" } else { "notifications/cancelled" };
+                let method = if *initialized {
+                    "notifications/initialized"
+                } else {
+                    "notifications/cancelled"
+                };
                 let json = format!(r#"{{"jsonrpc":"2.0","method":"{method}"}}"#);
                 if b.handle_command(next, &json).is_ok() {
                     records.insert(next, Record::default());
@@ -133,7 +169,13 @@ fuzz_target!(|run: Run| {
                         Ok(Message::Request { id, .. }) => Some(id),
                         _ => None,
                     };
-                    records.insert(next, Record { request_id, ..Record::default() });
+                    records.insert(
+                        next,
+                        Record {
+                            request_id,
+                            ..Record::default()
+                        },
+                    );
                 }
             }
             Op::Deadline(n) => {
@@ -162,14 +204,18 @@ fuzz_target!(|run: Run| {
             }
             Op::ServerRequest(id) => line = Some(request(*id, "roots/list", false)),
             Op::NullIdError => {
-                line = Some(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-1,"message":"m"}}"#.to_owned());
+                line = Some(
+                    r#"{"jsonrpc":"2.0","id":null,"error":{"code":-1,"message":"m"}}"#.to_owned(),
+                );
             }
             Op::Big { id, reply, len } => {
                 let pad = "x".repeat(usize::from(*len % 2048));
                 line = Some(if *reply {
                     format!(r#"{{"jsonrpc":"2.0","result":{{"id":99,"p":"{pad}"}},"id":{id}}}"#)
                 } else {
-                    format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"m","params":{{"p":"{pad}"}}}}"#)
+                    format!(
+                        r#"{{"jsonrpc":"2.0","id":{id},"method":"m","params":{{"p":"{pad}"}}}}"#
+                    )
                 });
             }
             Op::Bytes(bytes) => b.handle_stdout(bytes),
