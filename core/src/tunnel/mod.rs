@@ -3,7 +3,7 @@
 //! - [`wire`]: poll and response envelopes, command and response types;
 //! - [`response_timeout`]: the per-command lifetime grammar;
 //! - [`server_info`]: the `X-Tunnel-MCP-Server-Info` declaration;
-//! - [`headers`]: the control-plane request headers and the response-header allowlist;
+//! - [`headers`]: the response-header allowlist;
 //! - [`failure`]: synthesized `-32603` failures with `tunnel_failure` provenance;
 //! - [`engine`]: [`Engine`], the whole client's state machine;
 //! - [`stdio`]: the shared stdio binding (one child's JSON-RPC frames).
