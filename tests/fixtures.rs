@@ -188,8 +188,8 @@ fn summarize_command(c: &Result<PolledCommand, DecodeError>) -> Value {
         Err(DecodeError::NoRequestId { index, .. }) => {
             json!({ "error": "no_request_id", "index": index })
         }
-        Err(DecodeError::Command { request_id, .. }) => {
-            json!({ "error": "command", "request_id": request_id })
+        Err(DecodeError::Command(m)) => {
+            json!({ "error": "command", "request_id": m.request_id })
         }
         Err(other) => json!({ "error": other.to_string() }),
     }

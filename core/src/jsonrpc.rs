@@ -45,8 +45,8 @@ pub mod code {
 /// A JSON-RPC request id: a string or an integer (MCP forbids `null` and fractions).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Id {
-    /// An integer id.
-    Number(i64),
+    /// An integer id (any integer JSON gives exactly: the whole `i64` and `u64` ranges).
+    Number(i128),
     /// A string id.
     String(String),
 }
@@ -62,7 +62,7 @@ impl fmt::Display for Id {
 
 impl From<i64> for Id {
     fn from(n: i64) -> Self {
-        Id::Number(n)
+        Id::Number(i128::from(n))
     }
 }
 
@@ -81,7 +81,10 @@ impl From<String> for Id {
 impl Serialize for Id {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
-            Id::Number(n) => s.serialize_i64(*n),
+            Id::Number(n) => match i64::try_from(*n) {
+                Ok(small) => s.serialize_i64(small),
+                Err(_) => s.serialize_i128(*n),
+            },
             Id::String(v) => s.serialize_str(v),
         }
     }
@@ -102,12 +105,10 @@ impl<'de> Deserialize<'de> for Id {
                 Ok(Id::String(v))
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<Id, E> {
-                Ok(Id::Number(v))
+                Ok(Id::Number(i128::from(v)))
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Id, E> {
-                i64::try_from(v)
-                    .map(Id::Number)
-                    .map_err(|_| E::custom("JSON-RPC id is an integer too large for i64"))
+                Ok(Id::Number(i128::from(v)))
             }
             fn visit_f64<E: de::Error>(self, _: f64) -> Result<Id, E> {
                 Err(E::custom(
@@ -217,6 +218,12 @@ struct Members<'a> {
 impl<'a> Message<'a> {
     /// Classifies a JSON text as a JSON-RPC message, borrowing `params`/`result` from it.
     pub fn parse(json: &'a str) -> Result<Self, MessageError> {
+        // serde reads a struct from a JSON array too; a JSON-RPC message is an object only.
+        if !json.trim_start().starts_with('{') {
+            return Err(MessageError::Json(
+                "a JSON-RPC message must be a JSON object".to_owned(),
+            ));
+        }
         let m: Members<'a> =
             serde_json::from_str(json).map_err(|e| MessageError::Json(e.to_string()))?;
         match m.jsonrpc.map(RawValue::get) {
@@ -313,7 +320,13 @@ mod tests {
         assert!(serde_json::from_str::<Id>("null").is_err());
         assert!(serde_json::from_str::<Id>("1.5").is_err());
         assert!(serde_json::from_str::<Id>("true").is_err());
-        assert!(serde_json::from_str::<Id>("18446744073709551615").is_err());
+        // The whole u64 range is kept exactly, and written back the same.
+        let big = serde_json::from_str::<Id>("18446744073709551615").unwrap();
+        assert_eq!(big, Id::Number(18_446_744_073_709_551_615));
+        assert_eq!(serde_json::to_string(&big).unwrap(), "18446744073709551615");
+        assert_eq!(serde_json::to_string(&Id::Number(-7)).unwrap(), "-7");
+        // Beyond u64, JSON numbers are no longer exact integers here: refused, not rounded.
+        assert!(serde_json::from_str::<Id>("18446744073709551616").is_err());
     }
 
     #[test]
@@ -375,6 +388,8 @@ mod tests {
         assert!(Message::parse(r#"{"jsonrpc":"2.0","id":1,"result":1,"error":{}}"#).is_err());
         assert!(Message::parse(r#"{"jsonrpc":"2.0","id":1}"#).is_err());
         assert!(Message::parse(r#"[1]"#).is_err());
+        // serde would read the members of a struct from an array; an array is never a message.
+        assert!(Message::parse(r#"["2.0", 1, "tools/list"]"#).is_err());
         assert!(Message::parse(r#"{"jsonrpc":"2.0","id":1,"error":{"code":"x"}}"#).is_err());
     }
 

@@ -173,7 +173,7 @@ impl Harness {
             serde_json::to_vec(body).unwrap()
         };
         self.engine
-            .handle_poll_response(self.now, self.wall(), id, &head, &bytes)
+            .handle_poll_response(self.now, self.now, self.wall(), id, &head, &bytes)
             .unwrap();
         self.drain();
     }
@@ -463,7 +463,7 @@ fn forwarded_payload_and_target_reply_are_byte_exact() {
     };
     let wall = h.wall();
     h.engine
-        .handle_poll_response(h.now, wall, id, &head, poll.as_bytes())
+        .handle_poll_response(h.now, h.now, wall, id, &head, poll.as_bytes())
         .unwrap();
     h.drain();
     let f = h.take_forwards().remove(0);
@@ -606,13 +606,12 @@ fn thirty_commands_in_a_25_limit_poll_are_all_processed() {
     c.max_in_flight = 64;
     c.max_concurrent_forwards = 8;
     let mut h = Harness::new(c);
-    let (_, req) = h.take_poll();
+    let (first, req) = h.take_poll();
     assert!(req.url.contains("limit=25&"));
     let cmds: Vec<Value> = (0..30)
         .map(|i| cmd_json(&format!("r{i}"), json!(i), "tools/list"))
         .collect();
-    let id = PollId(1);
-    h.deliver_poll(id, 200, &json!({ "commands": cmds }));
+    h.deliver_poll(first, 200, &json!({ "commands": cmds }));
     let mut answered = std::collections::BTreeSet::new();
     for _ in 0..10 {
         for f in h.take_forwards() {
@@ -951,6 +950,7 @@ fn poll_retries_transport_errors_429_and_5xx_with_growing_backoff() {
                 .engine
                 .handle_poll_response(
                     h.now,
+                    h.now,
                     h.wall(),
                     id,
                     &ResponseHead {
@@ -967,9 +967,10 @@ fn poll_retries_transport_errors_429_and_5xx_with_growing_backoff() {
         assert_eq!(t.reason, TimeoutReason::Poll);
         let gap = t.at - start;
         assert!(gap > Duration::ZERO);
+        // Equal jitter keeps attempt n+1 in [d, 2d] when attempt n is in [d/2, d]: never shorter.
         assert!(
-            i < 2 || gap >= last_gap / 2,
-            "backoff shrank: {gap:?} after {last_gap:?}"
+            gap >= last_gap,
+            "poll {i}: backoff did not grow: {gap:?} after {last_gap:?}"
         );
         last_gap = gap;
         h.run_until(t.at);
@@ -986,6 +987,7 @@ fn poll_401_surfaces_operator_action_and_backs_off_without_spinning() {
         let body = br#"{"error":{"message":"bad key","type":"invalid_request_error","code":"invalid_api_key"}}"#;
         h.engine
             .handle_poll_response(
+                h.now,
                 h.now,
                 h.wall(),
                 id,
@@ -1163,4 +1165,369 @@ fn api_key_never_appears_in_debug_output() {
     assert!(!format!("{req:?}").contains("sk-test-key"));
     assert!(!format!("{:?}", h.engine.config()).contains("sk-test-key"));
     assert!(!format!("{:?}", h.engine).contains("sk-test-key"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rules found in review: each test failed before its fix.
+
+#[test]
+fn forward_result_reported_at_or_after_the_deadline_is_never_posted() {
+    // A driver that applies `Forward.deadline` to its own I/O reports a timeout at the deadline.
+    let mut h = Harness::new(config());
+    h.poll_with(json!([with_timeout(
+        cmd_json("a", json!(1), "tools/call"),
+        "2s"
+    )]));
+    let f = h.take_forwards().remove(0);
+    h.now += Duration::from_secs(2);
+    let timeout =
+        TunnelFailure::before_response(FailureSource::Timeout, Some(TransportErrorKind::Timeout));
+    assert!(
+        h.engine
+            .handle_forward_failed(h.now, f.cmd, timeout)
+            .is_err(),
+        "a late report is refused"
+    );
+    h.drain();
+    assert!(h.take_posts().is_empty(), "a late error was synthesized");
+    assert!(h.events().contains(&Event::Expired {
+        request_id: "a".into(),
+        stage: Stage::DuringForward
+    }));
+    // A real reply that arrives after the deadline is not posted either.
+    h.poll_with(json!([with_timeout(
+        cmd_json("b", json!(2), "tools/call"),
+        "2s"
+    )]));
+    let f = h.take_forwards().remove(0);
+    h.now += Duration::from_secs(3);
+    let mut headers = Headers::new();
+    headers.append("Content-Type", "application/json").unwrap();
+    assert!(h
+        .engine
+        .handle_forward_head(
+            h.now,
+            f.cmd,
+            ResponseHead {
+                status: 200,
+                headers
+            }
+        )
+        .is_err());
+    h.drain();
+    assert!(
+        h.take_posts().is_empty(),
+        "a reply was posted after the deadline"
+    );
+}
+
+#[test]
+fn command_that_expired_while_the_poll_body_was_read_is_dropped() {
+    let mut h = Harness::new(config());
+    let (id, _) = h.take_poll();
+    let received_at = h.now;
+    h.now += Duration::from_secs(5); // a slow body download
+    let body = serde_json::to_vec(&json!({"commands": [
+        with_timeout(cmd_json("a", json!(1), "tools/list"), "1s"),
+        with_timeout(cmd_json("b", json!(2), "tools/list"), "10s")
+    ]}))
+    .unwrap();
+    let wall = h.wall();
+    let head = ResponseHead {
+        status: 200,
+        headers: Headers::new(),
+    };
+    h.engine
+        .handle_poll_response(h.now, received_at, wall, id, &head, &body)
+        .unwrap();
+    h.drain();
+    let fwds = h.take_forwards();
+    assert_eq!(fwds.len(), 1);
+    assert_eq!(fwds[0].request_id, "b");
+    assert_eq!(
+        fwds[0].deadline,
+        Some(received_at + Duration::from_secs(10)),
+        "anchored at receipt"
+    );
+    assert!(h.events().contains(&Event::Expired {
+        request_id: "a".into(),
+        stage: Stage::BeforeForward
+    }));
+}
+
+#[test]
+fn excessive_retry_after_and_backoff_settings_never_overflow_the_clock() {
+    let mut c = config();
+    c.retry_after_cap = Duration::MAX;
+    c.poll_backoff.max = Duration::MAX;
+    let mut h = Harness::new(c);
+    let (id, _) = h.take_poll();
+    let mut headers = Headers::new();
+    headers
+        .append("Retry-After", "99999999999999999999999")
+        .unwrap();
+    let wall = h.wall();
+    h.engine
+        .handle_poll_response(
+            h.now,
+            h.now,
+            wall,
+            id,
+            &ResponseHead {
+                status: 429,
+                headers,
+            },
+            b"",
+        )
+        .unwrap();
+    let t = h.engine.poll_timeout().unwrap();
+    assert!(t.at - h.now <= mcpwire_core::tunnel::engine::MAX_POLL_DELAY);
+    h.run_until(t.at);
+    let (id, _) = h.take_poll();
+    h.engine
+        .handle_poll_response(
+            h.now,
+            h.now,
+            wall,
+            id,
+            &ResponseHead {
+                status: 401,
+                headers: Headers::new(),
+            },
+            b"",
+        )
+        .unwrap();
+    assert!(h.engine.poll_timeout().is_some());
+}
+
+#[test]
+fn malformed_command_that_is_expired_or_of_unknown_type_is_not_answered() {
+    let mut h = Harness::new(config());
+    h.poll_with(json!([
+        {"request_id": "expired", "shard_token": "s", "response_timeout": "0s", "jsonrpc": [1]},
+        {"request_id": "future", "shard_token": "s", "command_type": "future_thing",
+         "headers": {"X-Bad": "not an array"}},
+        {"request_id": "odd-type", "shard_token": "s", "command_type": 7}
+    ]));
+    assert!(h.take_forwards().is_empty());
+    assert!(
+        h.take_posts().is_empty(),
+        "an expired or unknown command was answered"
+    );
+    let ev = h.events();
+    assert!(ev.contains(&Event::Expired {
+        request_id: "expired".into(),
+        stage: Stage::BeforeForward
+    }));
+    assert!(ev.iter().any(
+        |e| matches!(e, Event::UnknownCommandType { request_id, .. } if request_id == "future")
+    ));
+    assert!(ev.iter().any(
+        |e| matches!(e, Event::UnknownCommandType { request_id, .. } if request_id == "odd-type")
+    ));
+}
+
+#[test]
+fn malformed_command_is_answered_by_its_kind() {
+    let mut h = Harness::new(config());
+    h.poll_with(json!([
+        // A usable payload, bad headers: answered as the request it is, with its id.
+        {"request_id": "req", "shard_token": "s1", "headers": {"X": [1]},
+         "jsonrpc": {"jsonrpc": "2.0", "id": 41, "method": "tools/call"}},
+        {"request_id": "note", "shard_token": "s2", "headers": {"X": "v"},
+         "jsonrpc": {"jsonrpc": "2.0", "method": "notifications/cancelled"}},
+        {"request_id": "end", "shard_token": "s3", "command_type": "session_termination", "headers": 5}
+    ]));
+    assert!(h.take_forwards().is_empty());
+    let by_id: std::collections::BTreeMap<String, Value> = h
+        .take_posts()
+        .into_iter()
+        .map(|(_, _, r)| {
+            let b = body(&r);
+            (b["request_id"].as_str().unwrap().to_owned(), b)
+        })
+        .collect();
+    assert_eq!(by_id["req"]["resp_type"], "jsonrpc_response");
+    assert_eq!(by_id["req"]["resp_json"]["id"], 41);
+    assert_eq!(by_id["note"]["resp_type"], "notify_ack");
+    assert_eq!(by_id["end"]["resp_type"], "session_termination_response");
+}
+
+#[test]
+fn unused_wrong_typed_created_at_does_not_reject_a_command() {
+    let mut h = Harness::new(config());
+    h.poll_with(
+        json!([{"request_id": "end", "shard_token": "s", "command_type": "session_termination",
+        "created_at": 5, "headers": {"Mcp-Session-Id": ["x"]}}]),
+    );
+    let f = h.take_forwards().remove(0);
+    assert_eq!(f.kind, ForwardKind::SessionTermination);
+}
+
+#[test]
+fn malformed_reasons_never_quote_header_values() {
+    let mut h = Harness::new(config());
+    h.poll_with(json!([
+        {"request_id": "a", "shard_token": "s", "headers": {"Authorization": "Bearer sk-live-SECRET"},
+         "jsonrpc": {"jsonrpc": "2.0", "id": 1, "method": "m"}},
+        {"request_id": "b", "shard_token": "s", "headers": {"Authorization": ["Bearer sk-live-SECRET\r\nX: y"]},
+         "jsonrpc": {"jsonrpc": "2.0", "id": 2, "method": "m"}}
+    ]));
+    let ev = h.events();
+    let shown = format!("{ev:?}");
+    assert_eq!(
+        ev.iter()
+            .filter(|e| matches!(e, Event::MalformedCommand { .. }))
+            .count(),
+        2
+    );
+    assert!(!shown.contains("sk-live-SECRET"), "{shown}");
+}
+
+#[test]
+fn acknowledging_a_request_is_refused_and_a_session_close_is_a_204() {
+    let mut h = Harness::new(config());
+    h.poll_with(json!([
+        cmd_json("req", json!(1), "tools/call"),
+        {"request_id": "end", "shard_token": "s", "command_type": "session_termination", "created_at": "x"}
+    ]));
+    let fwds = h.take_forwards();
+    let req = fwds.iter().find(|f| f.request_id == "req").unwrap();
+    let end = fwds.iter().find(|f| f.request_id == "end").unwrap();
+    assert!(matches!(
+        h.engine.handle_forward_acknowledged(h.now, req.cmd),
+        Err(mcpwire_core::tunnel::engine::UsageError::OutOfOrder(_))
+    ));
+    h.engine
+        .handle_forward_acknowledged(h.now, end.cmd)
+        .unwrap();
+    h.drain();
+    let posts = h.take_posts();
+    assert_eq!(
+        posts.len(),
+        1,
+        "the request's result was replaced by an acknowledgement"
+    );
+    let b = body(&posts[0].2);
+    assert_eq!(b["resp_type"], "session_termination_response");
+    assert_eq!(b["resp_code"], 204);
+}
+
+#[test]
+fn unserved_channel_answers_notifications_and_session_closes_by_their_kind() {
+    let mut h = Harness::new(config());
+    h.poll_with(json!([
+        {"request_id": "note", "shard_token": "s", "channel": "elsewhere", "created_at": "x",
+         "jsonrpc": {"jsonrpc": "2.0", "method": "notifications/initialized"}},
+        {"request_id": "end", "shard_token": "s", "channel": "elsewhere", "created_at": "x",
+         "command_type": "session_termination"}
+    ]));
+    let types: Vec<Value> = h
+        .take_posts()
+        .iter()
+        .map(|(_, _, r)| body(r)["resp_type"].clone())
+        .collect();
+    assert_eq!(
+        types,
+        vec![json!("notify_ack"), json!("session_termination_response")]
+    );
+}
+
+#[test]
+fn readiness_is_not_ready_when_every_recent_forward_timed_out() {
+    let mut h = Harness::new(config());
+    h.poll_with(json!([
+        with_timeout(cmd_json("a", json!(1), "tools/call"), "1s"),
+        with_timeout(cmd_json("b", json!(2), "tools/call"), "1s")
+    ]));
+    assert_eq!(h.take_forwards().len(), 2);
+    h.advance(Duration::from_secs(1));
+    // The control plane is healthy: answer the poll in flight.
+    let (id, _) = h.take_poll();
+    h.deliver_poll(id, 204, &Value::Null);
+    assert_eq!(
+        h.engine.health().readiness,
+        Readiness::NotReady(NotReady::ForwardsFailing { recent_failures: 2 })
+    );
+}
+
+#[test]
+fn u64_request_ids_are_kept_exactly() {
+    let mut h = Harness::new(config());
+    h.poll_with(json!([cmd_json(
+        "a",
+        json!(18446744073709551615u64),
+        "tools/call"
+    )]));
+    let f = h.take_forwards().remove(0);
+    let mut headers = Headers::new();
+    headers.append("Content-Type", "text/event-stream").unwrap();
+    h.engine
+        .handle_forward_head(
+            h.now,
+            f.cmd,
+            ResponseHead {
+                status: 200,
+                headers,
+            },
+        )
+        .unwrap();
+    let sse = "data: {\"jsonrpc\":\"2.0\",\"id\":18446744073709551615,\"result\":{}}\n\n";
+    h.engine
+        .handle_forward_body(h.now, f.cmd, sse.as_bytes())
+        .unwrap();
+    h.drain();
+    let (_, _, r) = h.take_posts().remove(0);
+    let text = String::from_utf8(r.body).unwrap();
+    assert!(text.contains(r#""resp_type":"jsonrpc_response""#), "{text}");
+    assert!(text.contains(r#""id":18446744073709551615"#), "{text}");
+}
+
+#[test]
+fn notification_error_status_is_acknowledged_with_the_real_status_and_headers() {
+    let mut h = Harness::new(config());
+    h.poll_with(
+        json!([{"request_id": "n", "shard_token": "s", "created_at": "x",
+        "jsonrpc": {"jsonrpc": "2.0", "method": "notifications/initialized"}}]),
+    );
+    let f = h.take_forwards().remove(0);
+    let mut headers = Headers::new();
+    headers
+        .append(
+            "WWW-Authenticate",
+            "Bearer resource_metadata=\"https://m.test\"",
+        )
+        .unwrap();
+    h.engine
+        .handle_forward_head(
+            h.now,
+            f.cmd,
+            ResponseHead {
+                status: 401,
+                headers,
+            },
+        )
+        .unwrap();
+    h.engine.handle_forward_end(h.now, f.cmd).unwrap();
+    h.drain();
+    let b = body(&h.take_posts().remove(0).2);
+    assert_eq!(b["resp_type"], "notify_ack");
+    assert_eq!(b["resp_code"], 401);
+    assert_eq!(
+        b["resp_headers"]["WWW-Authenticate"][0],
+        "Bearer resource_metadata=\"https://m.test\""
+    );
+}
+
+#[test]
+fn outputs_and_events_never_show_payloads_or_keys_in_debug() {
+    let mut h = Harness::new(config());
+    let (id, req) = h.take_poll();
+    let mut c = cmd_json("a", json!(1), "tools/call");
+    c["jsonrpc"]["params"] = json!({"password": "hunter2"});
+    h.deliver_poll(id, 200, &json!({"commands": [c]}));
+    let shown = format!("{:?} {:?}", h.out, req);
+    assert!(shown.contains("Forward"), "{shown}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+    assert!(!shown.contains("sk-test-key"), "{shown}");
 }

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use mcpwire_core::http::{Headers, ResponseHead};
-use mcpwire_core::tunnel::engine::{CommandId, Config, Event, Output, PostId, Secret};
+use mcpwire_core::tunnel::engine::{CommandId, Config, Event, Output, PostId, Secret, UsageError};
 use mcpwire_core::tunnel::failure::{FailureSource, TransportErrorKind, TunnelFailure};
 use mcpwire_core::tunnel::Engine;
 use proptest::prelude::*;
@@ -101,6 +101,15 @@ fn command_json(i: usize, c: &Cmd) -> Value {
     v
 }
 
+/// A report about a handle the engine already let go (its deadline passed) is refused with
+/// `UnknownHandle`, which a driver ignores; any other error is a bug.
+fn gone(e: UsageError) -> Result<(), UsageError> {
+    match e {
+        UsageError::UnknownHandle(_) => Ok(()),
+        other => Err(other),
+    }
+}
+
 fn run(cmds: Vec<Cmd>, forwards: Vec<ForwardOutcome>, posts: Vec<PostOutcome>, steps: Vec<u16>) {
     let t0 = Instant::now();
     let mut now = t0;
@@ -138,6 +147,7 @@ fn run(cmds: Vec<Cmd>, forwards: Vec<ForwardOutcome>, posts: Vec<PostOutcome>, s
                         let body = json!({"commands": cmds.iter().enumerate().map(|(i, c)| command_json(i, c)).collect::<Vec<_>>()});
                         let bytes = serde_json::to_vec(&body).unwrap();
                         e.handle_poll_response(
+                            now,
                             now,
                             wall,
                             id,
@@ -194,6 +204,14 @@ fn run(cmds: Vec<Cmd>, forwards: Vec<ForwardOutcome>, posts: Vec<PostOutcome>, s
                 }
             }
         }
+        // The engine's counts agree with what it handed out and has not taken back.
+        let h = e.health();
+        assert_eq!(h.posts_in_flight, open_posts.len(), "post count drifted");
+        assert_eq!(
+            h.forwards_in_flight,
+            open_forwards.len(),
+            "forward count drifted"
+        );
     };
 
     drain(
@@ -207,6 +225,12 @@ fn run(cmds: Vec<Cmd>, forwards: Vec<ForwardOutcome>, posts: Vec<PostOutcome>, s
         &mut polled,
     );
     for step in steps {
+        // Half the steps let time pass *before* outcomes are reported, with no timer call in
+        // between: a result may then arrive at or after its deadline, as it can from a driver.
+        let late = step % 2 == 0;
+        if late {
+            now += Duration::from_millis(u64::from(step % 3000));
+        }
         // Act on one open forward, one open post, then let time pass.
         if !open_forwards.is_empty() {
             let (cmd, idx) = open_forwards.remove(usize::from(step) % open_forwards.len());
@@ -220,26 +244,45 @@ fn run(cmds: Vec<Cmd>, forwards: Vec<ForwardOutcome>, posts: Vec<PostOutcome>, s
                 ForwardOutcome::Json(status) => {
                     h.append("Content-Type", "application/json").unwrap();
                     e.handle_forward_head(now, cmd, ResponseHead { status, headers: h })
+                        .or_else(gone)
                         .unwrap();
                     let b = format!(r#"{{"jsonrpc":"2.0","id":{idx},"result":{{}}}}"#);
                     e.handle_forward_body(now, cmd, if status == 202 { b"" } else { b.as_bytes() })
+                        .or_else(gone)
                         .unwrap();
-                    e.handle_forward_end(now, cmd).unwrap();
+                    e.handle_forward_end(now, cmd)
+                        .or_else(gone)
+                        .or_else(gone)
+                        .unwrap();
                 }
                 ForwardOutcome::ErrorBody(status) => {
                     e.handle_forward_head(now, cmd, ResponseHead { status, headers: h })
+                        .or_else(gone)
                         .unwrap();
                     let b = format!(
                         r#"{{"jsonrpc":"2.0","id":{idx},"error":{{"code":-32602,"message":"m"}}}}"#
                     );
-                    e.handle_forward_body(now, cmd, b.as_bytes()).unwrap();
-                    e.handle_forward_end(now, cmd).unwrap();
+                    e.handle_forward_body(now, cmd, b.as_bytes())
+                        .or_else(gone)
+                        .or_else(gone)
+                        .unwrap();
+                    e.handle_forward_end(now, cmd)
+                        .or_else(gone)
+                        .or_else(gone)
+                        .unwrap();
                 }
                 ForwardOutcome::Garbage(status) => {
                     e.handle_forward_head(now, cmd, ResponseHead { status, headers: h })
+                        .or_else(gone)
                         .unwrap();
-                    e.handle_forward_body(now, cmd, b"<html>").unwrap();
-                    e.handle_forward_end(now, cmd).unwrap();
+                    e.handle_forward_body(now, cmd, b"<html>")
+                        .or_else(gone)
+                        .or_else(gone)
+                        .unwrap();
+                    e.handle_forward_end(now, cmd)
+                        .or_else(gone)
+                        .or_else(gone)
+                        .unwrap();
                 }
                 ForwardOutcome::Sse { notes } => {
                     h.append("Content-Type", "text/event-stream").unwrap();
@@ -251,6 +294,7 @@ fn run(cmds: Vec<Cmd>, forwards: Vec<ForwardOutcome>, posts: Vec<PostOutcome>, s
                             headers: h,
                         },
                     )
+                    .or_else(gone)
                     .unwrap();
                     for _ in 0..notes {
                         let n = "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n";
@@ -271,6 +315,7 @@ fn run(cmds: Vec<Cmd>, forwards: Vec<ForwardOutcome>, posts: Vec<PostOutcome>, s
                             Some(TransportErrorKind::ConnectionRefused),
                         ),
                     )
+                    .or_else(gone)
                     .unwrap();
                 }
                 ForwardOutcome::Hang => open_forwards.push((cmd, idx)),
@@ -295,22 +340,25 @@ fn run(cmds: Vec<Cmd>, forwards: Vec<ForwardOutcome>, posts: Vec<PostOutcome>, s
             pi += 1;
             match outcome {
                 PostOutcome::Status(s) => {
-                    if terminal && (200..300).contains(&s) {
-                        *acked_terminals.entry(rid).or_default() += 1;
+                    let head = ResponseHead {
+                        status: s,
+                        headers: Headers::new(),
+                    };
+                    match e.handle_post_response(now, wall, id, &head) {
+                        Ok(()) if terminal && (200..300).contains(&s) => {
+                            *acked_terminals.entry(rid).or_default() += 1;
+                        }
+                        Ok(()) => {}
+                        // The command expired before this report: nothing was delivered.
+                        Err(err) => gone(err).unwrap(),
                     }
-                    e.handle_post_response(
-                        now,
-                        wall,
-                        id,
-                        &ResponseHead {
-                            status: s,
-                            headers: Headers::new(),
-                        },
-                    )
-                    .unwrap();
                 }
-                PostOutcome::FailedWritten => e.handle_post_failed(now, id, true).unwrap(),
-                PostOutcome::FailedUnwritten => e.handle_post_failed(now, id, false).unwrap(),
+                PostOutcome::FailedWritten => {
+                    e.handle_post_failed(now, id, true).or_else(gone).unwrap()
+                }
+                PostOutcome::FailedUnwritten => {
+                    e.handle_post_failed(now, id, false).or_else(gone).unwrap()
+                }
                 PostOutcome::Hang => open_posts.push((id, rid, terminal)),
             }
         }
@@ -324,7 +372,9 @@ fn run(cmds: Vec<Cmd>, forwards: Vec<ForwardOutcome>, posts: Vec<PostOutcome>, s
             &mut endings,
             &mut polled,
         );
-        now += Duration::from_millis(u64::from(step % 3000));
+        if !late {
+            now += Duration::from_millis(u64::from(step % 3000));
+        }
         e.handle_timeout(now);
         drain(
             &mut e,

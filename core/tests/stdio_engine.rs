@@ -128,6 +128,7 @@ fn stdio_deadline_retires_the_id_and_the_client_keeps_serving() {
     engine
         .handle_poll_response(
             now,
+            now,
             UNIX_EPOCH,
             poll,
             &head,

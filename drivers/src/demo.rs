@@ -180,7 +180,7 @@ impl Demo {
                 let wall = SystemTime::now();
                 let _ = self
                     .engine
-                    .handle_poll_response(self.now, wall, id, &head, &body);
+                    .handle_poll_response(self.now, self.now, wall, id, &head, &body);
             }
             Output::Forward(f) => {
                 let what = match &f.kind {

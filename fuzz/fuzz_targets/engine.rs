@@ -186,6 +186,7 @@ fuzz_target!(|ops: Vec<Op>| {
                     let status = if status % 4 == 0 { status % 600 } else { 200 };
                     let _ = e.handle_poll_response(
                         now,
+                        now,
                         wall,
                         id,
                         &ResponseHead {
@@ -199,6 +200,7 @@ fuzz_target!(|ops: Vec<Op>| {
             Op::PollRaw { body } => {
                 if let Some(id) = poll.take() {
                     let _ = e.handle_poll_response(
+                        now,
                         now,
                         wall,
                         id,

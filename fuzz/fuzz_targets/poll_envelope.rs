@@ -48,7 +48,7 @@ fuzz_target!(|data: &[u8]| {
                     "command {i} decoded with an empty channel"
                 );
                 match m.get("channel").map(|c| c.get()) {
-                    None | Some("null") => assert_eq!(cmd.channel, DEFAULT_CHANNEL),
+                    None | Some("null") | Some("\"\"") => assert_eq!(cmd.channel, DEFAULT_CHANNEL),
                     Some(_) => assert_eq!(Some(&cmd.channel), string(&m, "channel").as_ref()),
                 }
                 assert_eq!(Some(&cmd.request_id), string(&m, "request_id").as_ref());
@@ -80,8 +80,11 @@ fuzz_target!(|data: &[u8]| {
                             t.chars().count() <= 64,
                             "unknown command types are truncated"
                         );
-                        let wire = command_type.expect("Unknown comes from a string command_type");
-                        assert!(wire.starts_with(t.as_str()));
+                        match command_type {
+                            Some(wire) => assert!(wire.starts_with(t.as_str())),
+                            // A command_type that is not a string is unknown, never JSON-RPC.
+                            None => assert!(m.contains_key("command_type")),
+                        }
                     }
                 }
                 for (_, v) in cmd.headers.iter() {
@@ -89,9 +92,13 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             Err(DecodeError::NoRequestId { index, .. }) => assert_eq!(*index, i),
-            Err(DecodeError::Command { request_id, .. }) => {
+            Err(DecodeError::Command(bad)) => {
                 let m = members.expect("a command named by its request_id is an object");
-                assert_eq!(Some(request_id), string(&m, "request_id").as_ref());
+                assert_eq!(Some(&bad.request_id), string(&m, "request_id").as_ref());
+                assert!(
+                    !bad.channel.is_empty(),
+                    "a malformed command's channel defaults to main"
+                );
             }
             Err(e) => panic!("command {i}: a per-command error of the envelope kind: {e}"),
         }

@@ -47,6 +47,9 @@ use crate::sse::SseParser;
 /// The most commands a poll may ask for (`limit` is 1 through 25).
 pub const MAX_POLL_LIMIT: usize = 25;
 
+/// The longest wait between polls, whatever the backoff or `Retry-After` say.
+pub const MAX_POLL_DELAY: Duration = Duration::from_secs(3600);
+
 /// A secret string (the tunnel API key): never shown by `Debug` or `Display`.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -172,7 +175,7 @@ pub struct PollId(pub u64);
 pub struct PostId(pub u64);
 
 /// What a forward asks the driver to do.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub enum ForwardKind {
     /// Send this raw JSON-RPC payload (request or notification) to the channel's MCP server.
     JsonRpc {
@@ -185,6 +188,25 @@ pub enum ForwardKind {
     },
     /// Close the Streamable HTTP session named by the `Mcp-Session-Id` header (`DELETE`).
     SessionTermination,
+}
+
+impl fmt::Debug for ForwardKind {
+    /// Shows the payload's size only: its arguments may be private to the user.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ForwardKind::JsonRpc {
+                payload,
+                method,
+                id,
+            } => f
+                .debug_struct("JsonRpc")
+                .field("payload_bytes", &payload.get().len())
+                .field("method", method)
+                .field("id", id)
+                .finish(),
+            ForwardKind::SessionTermination => f.write_str("SessionTermination"),
+        }
+    }
 }
 
 impl PartialEq for ForwardKind {
@@ -459,8 +481,9 @@ pub enum UsageError {
 /// What reply a forward expects.
 #[derive(Clone, Debug, PartialEq)]
 enum Expect {
-    /// A JSON-RPC response with this id.
-    Reply(Id),
+    /// A JSON-RPC response with this id (`None`: the payload's id could not be read, so any
+    /// response is the reply, and a synthesized failure carries `id: null`).
+    Reply(Option<Id>),
     /// An acknowledgement only (a notification, or a payload with no request id).
     Ack,
     /// A session termination.
@@ -757,6 +780,7 @@ impl Engine {
 
     /// Emits whatever is due at `now`: the next poll, queued forwards, queued posts.
     fn drive(&mut self, now: Instant) {
+        self.expire(now);
         self.start_forwards(now);
         let cmds: Vec<CommandId> = self.commands.keys().copied().collect();
         for cmd in cmds {
@@ -788,11 +812,13 @@ impl Engine {
     // -----------------------------------------------------------------------------------------
     // Polls.
 
-    /// A poll's response arrived. `received_at` is the instant its headers arrived, taken before
-    /// the body was read or decoded; it anchors every command's deadline. `wall` is the wall clock
-    /// at the same moment (for `Retry-After` HTTP-dates). `body` is the whole body.
+    /// A poll's response arrived and its body was read. `received_at` is the instant its headers
+    /// arrived, taken before the body was read or decoded: it anchors every command's deadline.
+    /// `now` is the instant of this call (after the body was read): a command whose deadline is
+    /// already behind it is dropped. `wall` is the wall clock (for `Retry-After` HTTP-dates).
     pub fn handle_poll_response(
         &mut self,
+        now: Instant,
         received_at: Instant,
         wall: SystemTime,
         id: PollId,
@@ -800,14 +826,14 @@ impl Engine {
         body: &[u8],
     ) -> Result<(), UsageError> {
         self.take_poll(id)?;
-        let now = received_at;
+        self.expire(now);
         match head.status {
-            204 => self.poll_succeeded(now, 0),
+            204 => self.poll_succeeded(received_at, 0),
             200 => match wire::decode_poll_body(body) {
                 Ok(items) => {
-                    self.poll_succeeded(now, items.len());
+                    self.poll_succeeded(received_at, items.len());
                     for item in items {
-                        self.admit(now, item);
+                        self.admit(now, received_at, item);
                     }
                 }
                 Err(e) => {
@@ -832,6 +858,7 @@ impl Engine {
     /// A poll failed before a response arrived (connect, TLS, reset, timeout...).
     pub fn handle_poll_failed(&mut self, now: Instant, id: PollId) -> Result<(), UsageError> {
         self.take_poll(id)?;
+        self.expire(now);
         self.poll_failed(now, None, None, None);
         self.drive(now);
         Ok(())
@@ -895,34 +922,55 @@ impl Engine {
             code,
             retry_in: delay,
         }));
-        self.poll = PollState::Due(now + delay);
+        let delay = delay.min(MAX_POLL_DELAY);
+        // `Instant + Duration` panics on overflow: fall back to the largest representable wait.
+        let at = now
+            .checked_add(delay)
+            .or_else(|| now.checked_add(Duration::from_secs(1)))
+            .unwrap_or(now);
+        self.poll = PollState::Due(at);
     }
 
-    /// Admits one decoded poll item.
-    fn admit(&mut self, now: Instant, item: Result<PolledCommand, DecodeError>) {
-        let cmd = match item {
-            Ok(cmd) => cmd,
-            Err(DecodeError::Command {
-                request_id,
-                shard_token,
-                channel,
-                reason,
-            }) => {
+    /// Admits one decoded poll item. `received_at` anchors its deadline; `now` judges expiry.
+    fn admit(
+        &mut self,
+        now: Instant,
+        received_at: Instant,
+        item: Result<PolledCommand, DecodeError>,
+    ) {
+        let (cmd, malformed) = match item {
+            Ok(cmd) => (cmd, None),
+            Err(DecodeError::Command(m)) => {
+                let wire::MalformedCommand {
+                    request_id,
+                    shard_token,
+                    channel,
+                    response_timeout,
+                    kind,
+                    reason,
+                } = *m;
                 self.outputs
                     .push_back(Output::Event(Event::MalformedCommand {
                         request_id: Some(request_id.clone()),
                         reason,
                     }));
-                // Answer it, so the caller is not left waiting: a synthesized client failure.
-                let id = CommandId(self.next());
-                let mut c = Command::new(request_id, shard_token, channel, None, Expect::Ack);
-                self.queue_failure(
-                    &mut c,
-                    None,
-                    TunnelFailure::before_response(FailureSource::ClientInternal, None),
-                );
-                self.commands.insert(id, c);
-                return;
+                let cmd = PolledCommand {
+                    request_id,
+                    shard_token,
+                    channel,
+                    created_at: None,
+                    response_timeout,
+                    headers: Headers::new(),
+                    // A payload that could not be read is answered as a request with an unknown id.
+                    kind: kind.unwrap_or(CommandKind::Unknown(String::new())),
+                };
+                (
+                    cmd,
+                    Some(TunnelFailure::before_response(
+                        FailureSource::ClientInternal,
+                        None,
+                    )),
+                )
             }
             Err(e) => {
                 self.outputs
@@ -933,18 +981,20 @@ impl Engine {
                 return;
             }
         };
-        if let CommandKind::Unknown(command_type) = &cmd.kind {
-            self.outputs
-                .push_back(Output::Event(Event::UnknownCommandType {
-                    request_id: cmd.request_id,
-                    command_type: command_type.clone(),
-                }));
-            return;
+        if malformed.is_none() {
+            if let CommandKind::Unknown(command_type) = &cmd.kind {
+                self.outputs
+                    .push_back(Output::Event(Event::UnknownCommandType {
+                        request_id: cmd.request_id,
+                        command_type: command_type.clone(),
+                    }));
+                return;
+            }
         }
         let deadline = cmd
             .response_timeout
             .duration()
-            .and_then(|d| now.checked_add(d));
+            .and_then(|d| received_at.checked_add(d));
         if deadline.is_some_and(|d| d <= now) {
             self.outputs.push_back(Output::Event(Event::Expired {
                 request_id: cmd.request_id,
@@ -957,12 +1007,17 @@ impl Engine {
             CommandKind::JsonRpc(payload) => {
                 let (expect, method, rpc_id) = match Message::parse(payload.get()) {
                     Ok(Message::Request { id, method, .. }) => {
-                        (Expect::Reply(id.clone()), Some(method), Some(id))
+                        (Expect::Reply(Some(id.clone())), Some(method), Some(id))
                     }
                     Ok(Message::Notification { method, .. }) => (Expect::Ack, Some(method), None),
-                    // A response or error sent by the caller (answering a server request), or a
-                    // payload that is not JSON-RPC: forwarded verbatim, acknowledged.
-                    _ => (Expect::Ack, None, None),
+                    // A response or error sent by the caller (answering a server request):
+                    // forwarded verbatim, acknowledged.
+                    Ok(Message::Response { .. } | Message::Error { .. }) => {
+                        (Expect::Ack, None, None)
+                    }
+                    // Not JSON-RPC the engine can read (an id it cannot represent, no version...):
+                    // forwarded verbatim; whatever JSON-RPC reply comes back is posted.
+                    Err(_) => (Expect::Reply(None), None, None),
                 };
                 (
                     expect,
@@ -976,7 +1031,8 @@ impl Engine {
             CommandKind::SessionTermination => {
                 (Expect::SessionClosed, ForwardKind::SessionTermination)
             }
-            CommandKind::Unknown(_) => return,
+            // Only a malformed command whose payload could not be read gets here.
+            CommandKind::Unknown(_) => (Expect::Reply(None), ForwardKind::SessionTermination),
         };
         let mut c = Command::new(
             cmd.request_id,
@@ -985,17 +1041,17 @@ impl Engine {
             deadline,
             expect,
         );
-        if !self.config.channels.contains(&c.channel) {
-            let rpc_id = match &c.expect {
-                Expect::Reply(id) => Some(id.clone()),
-                _ => None,
-            };
-            self.queue_failure(
-                &mut c,
-                rpc_id.as_ref(),
-                TunnelFailure::before_response(FailureSource::ClientInternal, None),
-            );
+        let unserved = !self.config.channels.contains(&c.channel);
+        if malformed.is_some() || unserved {
+            // Answer it by its kind without contacting MCP: the caller is not left waiting.
+            c.to_forward = None;
             self.commands.insert(id, c);
+            self.fail_command(
+                id,
+                malformed.unwrap_or_else(|| {
+                    TunnelFailure::before_response(FailureSource::ClientInternal, None)
+                }),
+            );
             return;
         }
         c.to_forward = Some(Forward {
@@ -1056,6 +1112,7 @@ impl Engine {
         cmd: CommandId,
         head: ResponseHead,
     ) -> Result<(), UsageError> {
+        self.expire(now);
         let max = self.config.max_response_body;
         let c = self.forwarding(cmd)?;
         let Some(state) = c.forward.as_mut() else {
@@ -1086,6 +1143,7 @@ impl Engine {
         cmd: CommandId,
         chunk: &[u8],
     ) -> Result<(), UsageError> {
+        self.expire(now);
         let max = self.config.max_response_body;
         let c = self.forwarding(cmd)?;
         let Some(state) = c.forward.as_mut() else {
@@ -1138,7 +1196,7 @@ impl Engine {
         }
         if let Some(f) = failure {
             self.outputs.push_back(Output::CancelForward { cmd });
-            self.forward_failed(cmd, f);
+            self.fail_command(cmd, f);
         }
         self.drive(now);
         Ok(())
@@ -1146,6 +1204,7 @@ impl Engine {
 
     /// The MCP server's response body ended.
     pub fn handle_forward_end(&mut self, now: Instant, cmd: CommandId) -> Result<(), UsageError> {
+        self.expire(now);
         let c = self.forwarding(cmd)?;
         let Some(state) = c.forward.take() else {
             return Err(UsageError::UnknownHandle("forward"));
@@ -1163,6 +1222,8 @@ impl Engine {
         let expect = c.expect.clone();
         let resp_headers = filter_response_headers(&head.headers);
         let status = head.status;
+        let http_failure =
+            || TunnelFailure::target_http(status, Some(TransportErrorKind::HttpStatus));
         match (expect, state.body) {
             (Expect::SessionClosed, _) => {
                 let code = if (200..300).contains(&status) {
@@ -1179,76 +1240,54 @@ impl Engine {
                     resp_headers,
                 );
             }
-            (Expect::Ack, Body::Buffered(buf)) => {
-                if status >= 400 {
-                    if let Some(raw) = preserved_error(&buf) {
-                        self.finish_forward(
-                            cmd,
-                            true,
-                            RespType::JsonrpcResponse,
-                            status,
-                            Some(raw),
-                            resp_headers,
-                        );
-                    } else {
-                        self.forward_failed(
-                            cmd,
-                            TunnelFailure::target_http(
-                                status,
-                                Some(TransportErrorKind::HttpStatus),
-                            ),
-                        );
-                    }
-                } else {
-                    self.finish_forward(cmd, true, RespType::NotifyAck, status, None, resp_headers);
-                }
+            // A notification has no result: acknowledge it with the target's own status and
+            // headers, even an error status (nothing is synthesized, so nothing is hidden).
+            (Expect::Ack, _) => {
+                let ok = status < 400;
+                self.finish_forward(cmd, ok, RespType::NotifyAck, status, None, resp_headers);
             }
-            (Expect::Reply(_), Body::Buffered(buf)) => {
-                let failure = match reply_from_body(&buf) {
-                    Reply::Message(raw) => {
-                        self.finish_forward(
-                            cmd,
-                            true,
-                            RespType::JsonrpcResponse,
-                            status,
-                            Some(raw),
-                            resp_headers,
-                        );
-                        None
-                    }
-                    Reply::Empty if status >= 400 => Some(TunnelFailure::target_http(
+            (Expect::Reply(_), Body::Buffered(buf)) => match reply_from_body(&buf) {
+                Reply::Message(raw) => {
+                    self.finish_forward(
+                        cmd,
+                        true,
+                        RespType::JsonrpcResponse,
                         status,
-                        Some(TransportErrorKind::HttpStatus),
-                    )),
-                    Reply::Empty => Some(TunnelFailure::protocol(
-                        TransportErrorKind::ResponseBodyMissing,
-                    )),
-                    Reply::NotJson | Reply::NotJsonRpc if status >= 400 => Some(
-                        TunnelFailure::target_http(status, Some(TransportErrorKind::HttpStatus)),
-                    ),
-                    Reply::NotJson => {
-                        Some(TunnelFailure::protocol(TransportErrorKind::MalformedJson))
-                    }
-                    Reply::NotJsonRpc => Some(TunnelFailure::protocol(
-                        TransportErrorKind::NonProtocolResponse,
-                    )),
-                };
-                if let Some(f) = failure {
-                    self.forward_failed(cmd, f);
+                        Some(raw),
+                        resp_headers,
+                    );
                 }
-            }
-            (Expect::Ack, Body::Sse(_)) => {
-                self.finish_forward(cmd, true, RespType::NotifyAck, status, None, resp_headers);
-            }
+                Reply::Empty | Reply::NotJson | Reply::NotJsonRpc if status >= 400 => {
+                    self.fail_command(cmd, http_failure());
+                }
+                Reply::Empty => {
+                    self.fail_command(
+                        cmd,
+                        TunnelFailure::protocol(TransportErrorKind::ResponseBodyMissing),
+                    );
+                }
+                Reply::NotJson => {
+                    self.fail_command(
+                        cmd,
+                        TunnelFailure::protocol(TransportErrorKind::MalformedJson),
+                    );
+                }
+                Reply::NotJsonRpc => {
+                    self.fail_command(
+                        cmd,
+                        TunnelFailure::protocol(TransportErrorKind::NonProtocolResponse),
+                    );
+                }
+            },
             (Expect::Reply(_), Body::Sse(_)) => {
                 // The stream ended without the response to our request.
-                self.forward_failed(
+                self.fail_command(
                     cmd,
                     TunnelFailure::protocol(TransportErrorKind::UnexpectedEof),
                 );
             }
-            (_, Body::Pending) => {
-                self.forward_failed(
+            (Expect::Reply(_), Body::Pending) => {
+                self.fail_command(
                     cmd,
                     TunnelFailure::protocol(TransportErrorKind::ResponseBodyMissing),
                 );
@@ -1266,20 +1305,32 @@ impl Engine {
         cmd: CommandId,
         json: &str,
     ) -> Result<(), UsageError> {
+        self.expire(now);
         self.forwarding(cmd)?;
         self.forward_message(cmd, json);
         self.drive(now);
         Ok(())
     }
 
-    /// A framed transport wrote the forwarded notification: acknowledge it (`notify_ack`).
+    /// A framed transport wrote the forwarded notification (or closed the session): acknowledge
+    /// it (`notify_ack` 202, or `session_termination_response` 204). A request expects a
+    /// response, not an acknowledgement: that is refused with [`UsageError::OutOfOrder`].
     pub fn handle_forward_acknowledged(
         &mut self,
         now: Instant,
         cmd: CommandId,
     ) -> Result<(), UsageError> {
-        self.forwarding(cmd)?;
-        self.finish_forward(cmd, true, RespType::NotifyAck, 202, None, BTreeMap::new());
+        self.expire(now);
+        let (resp_type, code) = match self.forwarding(cmd)?.expect {
+            Expect::Ack => (RespType::NotifyAck, 202),
+            Expect::SessionClosed => (RespType::SessionTerminationResponse, 204),
+            Expect::Reply(_) => {
+                return Err(UsageError::OutOfOrder(
+                    "a request expects a response, not an acknowledgement",
+                ))
+            }
+        };
+        self.finish_forward(cmd, true, resp_type, code, None, BTreeMap::new());
         self.drive(now);
         Ok(())
     }
@@ -1291,8 +1342,9 @@ impl Engine {
         cmd: CommandId,
         failure: TunnelFailure,
     ) -> Result<(), UsageError> {
+        self.expire(now);
         self.forwarding(cmd)?;
-        self.forward_failed(cmd, failure);
+        self.fail_command(cmd, failure);
         self.drive(now);
         Ok(())
     }
@@ -1316,8 +1368,9 @@ impl Engine {
         });
         let skip_notify = c.notifications_failed || c.terminal_queued;
         let terminal = match (&c.expect, Message::parse(json)) {
-            (Expect::Reply(want), Ok(Message::Response { id, .. })) => *want == id,
-            (Expect::Reply(want), Ok(Message::Error { id, .. })) => {
+            (Expect::Reply(None), Ok(Message::Response { .. } | Message::Error { .. })) => true,
+            (Expect::Reply(Some(want)), Ok(Message::Response { id, .. })) => *want == id,
+            (Expect::Reply(Some(want)), Ok(Message::Error { id, .. })) => {
                 id.as_ref().is_none_or(|id| id == want)
             }
             (_, Ok(_)) => false,
@@ -1358,14 +1411,18 @@ impl Engine {
         }
     }
 
-    fn forward_failed(&mut self, cmd: CommandId, failure: TunnelFailure) {
-        let Some(c) = self.commands.get_mut(&cmd) else {
+    /// Ends a command with a synthesized failure, answered by its kind: a request gets a
+    /// `-32603` with `tunnel_failure` provenance (`id: null` when its id is unknown), a
+    /// notification a `notify_ack`, a session termination a `session_termination_response`, all
+    /// with `resp_code` 502.
+    fn fail_command(&mut self, cmd: CommandId, failure: TunnelFailure) {
+        let Some(c) = self.commands.get(&cmd) else {
             return;
         };
-        let expect = c.expect.clone();
-        match expect {
+        let code = failure::SYNTHESIZED_RESP_CODE;
+        match c.expect.clone() {
             Expect::Reply(id) => {
-                let s = failure::synthesize(Some(&id), &failure);
+                let s = failure::synthesize(id.as_ref(), &failure);
                 self.finish_forward(
                     cmd,
                     false,
@@ -1376,21 +1433,14 @@ impl Engine {
                 );
             }
             Expect::Ack => {
-                self.finish_forward(
-                    cmd,
-                    false,
-                    RespType::NotifyAck,
-                    failure::SYNTHESIZED_RESP_CODE,
-                    None,
-                    BTreeMap::new(),
-                );
+                self.finish_forward(cmd, false, RespType::NotifyAck, code, None, BTreeMap::new())
             }
             Expect::SessionClosed => {
                 self.finish_forward(
                     cmd,
                     false,
                     RespType::SessionTerminationResponse,
-                    failure::SYNTHESIZED_RESP_CODE,
+                    code,
                     None,
                     BTreeMap::new(),
                 );
@@ -1414,10 +1464,7 @@ impl Engine {
         };
         if c.forward.take().is_some() {
             self.forwards_in_flight = self.forwards_in_flight.saturating_sub(1);
-            self.recent_forwards.push_back(ok);
-            while self.recent_forwards.len() > self.config.readiness_window.max(1) {
-                self.recent_forwards.pop_front();
-            }
+            self.record_forward(ok);
         }
         let Some(post) = self.build_post(
             cmd,
@@ -1432,29 +1479,6 @@ impl Engine {
         if let Some(c) = self.commands.get_mut(&cmd) {
             c.terminal_queued = true;
             c.posts.push_back(post);
-        }
-    }
-
-    fn queue_failure(&mut self, c: &mut Command, id: Option<&Id>, failure: TunnelFailure) {
-        let s = failure::synthesize(id, &failure);
-        let payload = ResponsePayload {
-            request_id: c.request_id.clone(),
-            channel: c.channel.clone(),
-            resp_json: Some(s.resp_json),
-            resp_headers: json_content_type(),
-            resp_code: s.resp_code,
-            resp_type: RespType::JsonrpcResponse,
-        };
-        if let Some(request) = self.post_request(c, &payload) {
-            c.terminal_queued = true;
-            c.posts.push_back(PendingPost {
-                kind: PostKind::Terminal,
-                resp_type: RespType::JsonrpcResponse,
-                resp_code: s.resp_code,
-                request,
-                attempts: 0,
-                not_before: None,
-            });
         }
     }
 
@@ -1565,6 +1589,7 @@ impl Engine {
         id: PostId,
         head: &ResponseHead,
     ) -> Result<(), UsageError> {
+        self.expire(now);
         let (cmd, post) = self.take_post(id)?;
         let status = head.status;
         if (200..300).contains(&status) {
@@ -1604,6 +1629,7 @@ impl Engine {
         id: PostId,
         written: bool,
     ) -> Result<(), UsageError> {
+        self.expire(now);
         let (cmd, post) = self.take_post(id)?;
         let retryable = match post.kind {
             PostKind::Terminal => true,
@@ -1712,6 +1738,13 @@ impl Engine {
     /// Time passed: expire commands whose deadline passed, start due retries and polls.
     /// Calling it early or twice is harmless.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.drive(now);
+    }
+
+    /// Drops every command whose deadline is at or before `now`: cancels its forward or POST,
+    /// posts nothing (a late error is never synthesized). Runs before every input is applied
+    /// and before anything is emitted, so no output is ever built for an expired command.
+    fn expire(&mut self, now: Instant) {
         let expired: Vec<CommandId> = self
             .commands
             .iter()
@@ -1733,9 +1766,19 @@ impl Engine {
                 request_id: c.request_id.clone(),
                 stage,
             };
+            if stage == Stage::DuringForward {
+                // The MCP server did not answer in time: that counts against readiness.
+                self.record_forward(false);
+            }
             self.end_command(cmd, Some(event));
         }
-        self.drive(now);
+    }
+
+    fn record_forward(&mut self, ok: bool) {
+        self.recent_forwards.push_back(ok);
+        while self.recent_forwards.len() > self.config.readiness_window.max(1) {
+            self.recent_forwards.pop_front();
+        }
     }
 }
 
@@ -1795,16 +1838,5 @@ fn reply_from_body(body: &[u8]) -> Reply {
     match Message::parse(raw.get()) {
         Ok(Message::Response { .. } | Message::Error { .. }) => Reply::Message(raw.to_owned()),
         _ => Reply::NotJsonRpc,
-    }
-}
-
-/// A valid JSON-RPC error in a body, preserved exactly.
-fn preserved_error(body: &[u8]) -> Option<Box<RawValue>> {
-    match reply_from_body(body) {
-        Reply::Message(raw) => match Message::parse(raw.get()) {
-            Ok(Message::Error { .. }) => Some(raw),
-            _ => None,
-        },
-        _ => None,
     }
 }

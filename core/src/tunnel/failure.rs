@@ -699,7 +699,7 @@ mod tests {
 
         #[test]
         fn synthesized_response_round_trips_its_failure(f in any_failure(), n in any::<i64>()) {
-            let s = synthesize(Some(&Id::Number(n)), &f);
+            let s = synthesize(Some(&Id::from(n)), &f);
             let v = parse(&s);
             prop_assert_eq!(&v["id"], &json!(n));
             prop_assert_eq!(&v["error"]["data"]["tunnel_failure"], &f.to_json());

@@ -904,7 +904,7 @@ mod tests {
     fn discarded(reason: DiscardReason, id: Option<i64>) -> StdioOutput {
         StdioOutput::Discarded {
             reason,
-            id: id.map(Id::Number),
+            id: id.map(Id::from),
         }
     }
 
@@ -1883,7 +1883,7 @@ mod tests {
                         next += 1;
                         let method = if *initialize { "initialize" } else { "tools/call" };
                         if b.handle_command(next, &req(*id, method)).is_ok() {
-                            records.insert(next, Record { request_id: Some(Id::Number(*id)), ..Record::default() });
+                            records.insert(next, Record { request_id: Some(Id::from(*id)), ..Record::default() });
                         }
                     }
                     Op::Notify { initialized } => {

@@ -35,18 +35,28 @@ pub enum DecodeError {
         /// What was wrong.
         reason: String,
     },
-    /// A command with a request id is malformed in another member.
-    #[error("polled command {request_id:?} is malformed: {reason}")]
-    Command {
-        /// The opaque request id, so the failure can be correlated and answered.
-        request_id: String,
-        /// The shard token, when it could be read (needed to answer the command).
-        shard_token: Option<String>,
-        /// The channel, when it could be read (`main` otherwise).
-        channel: String,
-        /// What was wrong (names the member, never echoes header values).
-        reason: String,
-    },
+    /// A command with a request id is malformed in another member. It carries what could be
+    /// read, so the command can be answered by its kind, or dropped when already expired.
+    #[error("polled command {:?} is malformed: {}", .0.request_id, .0.reason)]
+    Command(Box<MalformedCommand>),
+}
+
+/// What could be read of a malformed command (see [`DecodeError::Command`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MalformedCommand {
+    /// The opaque request id, so the failure can be correlated and answered.
+    pub request_id: String,
+    /// The shard token, when it could be read (needed to answer the command).
+    pub shard_token: Option<String>,
+    /// The channel, when it could be read (`main` otherwise).
+    pub channel: String,
+    /// The command's `response_timeout`, read like any command's.
+    pub response_timeout: ResponseTimeout,
+    /// The kind, when it could be read: a `jsonrpc` command whose payload is usable (so the
+    /// answer can carry its id), or a `session_termination`; `None` when the payload is not.
+    pub kind: Option<CommandKind>,
+    /// What was wrong: a fixed text naming the member, never a value from the input.
+    pub reason: String,
 }
 
 /// The `command_type` discriminator and what it carries.
@@ -70,6 +80,8 @@ impl PartialEq for CommandKind {
         }
     }
 }
+
+impl Eq for CommandKind {}
 
 impl fmt::Debug for CommandKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -107,21 +119,23 @@ struct Envelope<'a> {
     commands: Vec<&'a RawValue>,
 }
 
+/// A command's members, each kept as raw JSON so each is judged on its own.
 #[derive(Deserialize)]
 struct RawCommand<'a> {
-    request_id: String,
-    #[serde(default)]
-    shard_token: Option<String>,
-    #[serde(default)]
-    channel: Option<String>,
-    #[serde(default)]
-    created_at: Option<String>,
+    #[serde(default, borrow)]
+    request_id: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    shard_token: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    channel: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    created_at: Option<&'a RawValue>,
     #[serde(default, borrow)]
     response_timeout: Option<&'a RawValue>,
-    #[serde(default)]
-    headers: Option<BTreeMap<String, Vec<String>>>,
-    #[serde(default)]
-    command_type: Option<String>,
+    #[serde(default, borrow)]
+    headers: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    command_type: Option<&'a RawValue>,
     #[serde(default, borrow)]
     jsonrpc: Option<&'a RawValue>,
 }
@@ -134,27 +148,23 @@ fn channel_or_main(channel: Option<&str>) -> String {
     }
 }
 
-/// The correlation members alone, read leniently from a command that failed to decode.
-#[derive(Deserialize)]
-struct Correlation {
-    request_id: String,
-    #[serde(default)]
-    shard_token: Option<serde_json::Value>,
-    #[serde(default)]
-    channel: Option<serde_json::Value>,
+/// A member that must be a string when present: `Ok(None)` when absent or `null`.
+fn text(raw: Option<&RawValue>) -> Result<Option<String>, ()> {
+    match raw {
+        None => Ok(None),
+        Some(r) => serde_json::from_str::<Option<String>>(r.get()).map_err(|_| ()),
+    }
 }
 
-impl Correlation {
-    fn error(self, reason: String) -> DecodeError {
-        let text = |v: Option<serde_json::Value>| match v {
-            Some(serde_json::Value::String(s)) => Some(s),
-            _ => None,
-        };
-        DecodeError::Command {
-            request_id: self.request_id,
-            shard_token: text(self.shard_token),
-            channel: channel_or_main(text(self.channel).as_deref()),
-            reason,
+/// Describes a JSON error without quoting the input (serde's messages can quote values).
+fn describe(e: &serde_json::Error) -> String {
+    match e.classify() {
+        serde_json::error::Category::Syntax => {
+            format!("not valid JSON (line {}, column {})", e.line(), e.column())
+        }
+        serde_json::error::Category::Eof => "truncated JSON".to_owned(),
+        serde_json::error::Category::Io | serde_json::error::Category::Data => {
+            "not an object with a \"commands\" array".to_owned()
         }
     }
 }
@@ -165,8 +175,12 @@ impl Correlation {
 pub fn decode_poll_body(
     body: &[u8],
 ) -> Result<Vec<Result<PolledCommand, DecodeError>>, DecodeError> {
+    // serde reads a struct from a JSON array too; the contract's envelope is an object only.
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(DecodeError::Envelope("not a JSON object".to_owned()));
+    }
     let env: Envelope<'_> =
-        serde_json::from_slice(body).map_err(|e| DecodeError::Envelope(e.to_string()))?;
+        serde_json::from_slice(body).map_err(|e| DecodeError::Envelope(describe(&e)))?;
     Ok(env
         .commands
         .iter()
@@ -176,43 +190,92 @@ pub fn decode_poll_body(
 }
 
 fn decode_command(index: usize, raw: &RawValue) -> Result<PolledCommand, DecodeError> {
-    let cmd: RawCommand<'_> = match serde_json::from_str(raw.get()) {
-        Ok(c) => c,
-        Err(e) => {
-            return Err(match serde_json::from_str::<Correlation>(raw.get()) {
-                Ok(c) => c.error(e.to_string()),
-                Err(_) => DecodeError::NoRequestId {
-                    index,
-                    reason: e.to_string(),
-                },
-            })
-        }
+    let no_id = |reason: &str| DecodeError::NoRequestId {
+        index,
+        reason: reason.to_owned(),
     };
-    let bad = |reason: String| DecodeError::Command {
-        request_id: cmd.request_id.clone(),
-        shard_token: cmd.shard_token.clone(),
-        channel: channel_or_main(cmd.channel.as_deref()),
-        reason,
+    if !raw.get().starts_with('{') {
+        return Err(no_id("a command must be a JSON object"));
+    }
+    let cmd: RawCommand<'_> = serde_json::from_str(raw.get())
+        .map_err(|_| no_id("a command must be a JSON object without repeated members"))?;
+    let request_id = match text(cmd.request_id) {
+        Ok(Some(id)) => id,
+        Ok(None) => return Err(no_id("a command needs a \"request_id\"")),
+        Err(()) => return Err(no_id("\"request_id\" must be a string")),
     };
-    let headers = match &cmd.headers {
-        Some(map) => Headers::from_multimap(map).map_err(|e: HeaderError| bad(e.to_string()))?,
+    let response_timeout = ResponseTimeout::from_json(cmd.response_timeout);
+    let channel = text(cmd.channel);
+    let shard_token = text(cmd.shard_token);
+    // Dispatch on the discriminator first: an unknown type is skipped whatever else it holds.
+    let command_type = match text(cmd.command_type) {
+        Ok(t) => t.unwrap_or_else(|| "jsonrpc".to_owned()),
+        Err(()) => "(not a string)".to_owned(),
+    };
+    let known = matches!(command_type.as_str(), "jsonrpc" | "session_termination");
+    if !known {
+        return Ok(PolledCommand {
+            request_id,
+            shard_token: shard_token.ok().flatten(),
+            channel: channel_or_main(channel.ok().flatten().as_deref()),
+            created_at: text(cmd.created_at).ok().flatten(),
+            response_timeout,
+            headers: Headers::new(),
+            kind: CommandKind::Unknown(command_type.chars().take(64).collect()),
+        });
+    }
+    let payload = match (command_type.as_str(), cmd.jsonrpc) {
+        ("jsonrpc", Some(p)) if p.get().starts_with('{') => Ok(Some(p.to_owned())),
+        ("jsonrpc", Some(_)) => Err("\"jsonrpc\" must be a JSON object"),
+        ("jsonrpc", None) => Err("a jsonrpc command needs a \"jsonrpc\" member"),
+        _ => Ok(None),
+    };
+    let kind_read = match &payload {
+        Ok(Some(p)) => Some(CommandKind::JsonRpc(p.clone())),
+        Ok(None) => Some(CommandKind::SessionTermination),
+        Err(_) => None,
+    };
+    let malformed = |reason: &str| {
+        DecodeError::Command(Box::new(MalformedCommand {
+            request_id: request_id.clone(),
+            shard_token: shard_token.clone().ok().flatten(),
+            channel: channel_or_main(channel.clone().ok().flatten().as_deref()),
+            response_timeout,
+            kind: kind_read.clone(),
+            reason: reason.to_owned(),
+        }))
+    };
+    let headers = match cmd.headers {
         None => Headers::new(),
-    };
-    let kind = match cmd.command_type.as_deref().unwrap_or("jsonrpc") {
-        "jsonrpc" => match cmd.jsonrpc {
-            Some(p) if p.get().starts_with('{') => CommandKind::JsonRpc(p.to_owned()),
-            Some(_) => return Err(bad("\"jsonrpc\" must be a JSON object".into())),
-            None => return Err(bad("a jsonrpc command needs a \"jsonrpc\" member".into())),
+        Some(raw) => match serde_json::from_str::<Option<BTreeMap<String, Vec<String>>>>(raw.get())
+        {
+            Ok(map) => Headers::from_multimap(map.iter().flatten())
+                .map_err(|e: HeaderError| malformed(&e.to_string()))?,
+            Err(_) => {
+                return Err(malformed(
+                    "\"headers\" must map header names to arrays of strings",
+                ))
+            }
         },
-        "session_termination" => CommandKind::SessionTermination,
-        other => CommandKind::Unknown(other.chars().take(64).collect()),
+    };
+    if shard_token.is_err() {
+        return Err(malformed("\"shard_token\" must be a string"));
+    }
+    if channel.is_err() {
+        return Err(malformed("\"channel\" must be a string"));
+    }
+    let kind = match payload {
+        Ok(Some(p)) => CommandKind::JsonRpc(p),
+        Ok(None) => CommandKind::SessionTermination,
+        Err(reason) => return Err(malformed(reason)),
     };
     Ok(PolledCommand {
-        channel: channel_or_main(cmd.channel.as_deref()),
-        request_id: cmd.request_id,
-        shard_token: cmd.shard_token,
-        created_at: cmd.created_at,
-        response_timeout: ResponseTimeout::from_json(cmd.response_timeout),
+        request_id,
+        shard_token: shard_token.ok().flatten(),
+        channel: channel_or_main(channel.ok().flatten().as_deref()),
+        // Informational only: a wrong type is ignored, never grounds to reject the command.
+        created_at: text(cmd.created_at).ok().flatten(),
+        response_timeout,
         headers,
         kind,
     })
@@ -315,5 +378,40 @@ impl ApiErrorResponse {
     /// Reads an error body; `None` when the bytes are not one.
     pub fn parse(body: &[u8]) -> Option<Self> {
         serde_json::from_slice(body).ok()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod object_only_tests {
+    use super::*;
+
+    #[test]
+    fn an_envelope_written_as_an_array_is_rejected() {
+        // serde would read `{commands}` from `[[...]]`; the contract's envelope is an object.
+        assert!(matches!(
+            decode_poll_body(b"[[ 3e9 ]]"),
+            Err(DecodeError::Envelope(_))
+        ));
+        assert!(matches!(
+            decode_poll_body(b" [[]]"),
+            Err(DecodeError::Envelope(_))
+        ));
+        assert!(decode_poll_body(b" {\"commands\":[]}").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_command_written_as_an_array_has_no_request_id() {
+        let out = decode_poll_body(br#"{"commands":[["r1","s1"]]}"#).unwrap();
+        assert!(matches!(
+            out[0],
+            Err(DecodeError::NoRequestId { index: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn envelope_errors_never_quote_the_body() {
+        let err = decode_poll_body(br#"{"commands":"sk-secret"}"#).unwrap_err();
+        assert!(!err.to_string().contains("sk-secret"), "{err}");
     }
 }
