@@ -58,9 +58,9 @@ fn check_invariants(info: &ServerInfo) {
     assert_eq!(again.header_value(), header);
 }
 
-/// The first byte picks the mode: even, the rest is a header value for the strict reader
-/// (so seeds such as `\0{"version":1,...}` are plain text); odd, the rest is decoded as a
-/// declaration list.
+// The first byte picks the mode: even, the rest is a header value for the strict reader
+// (so seeds such as `\0{"version":1,...}` are plain text); odd, the rest is decoded as a
+// declaration list.
 fuzz_target!(|data: &[u8]| {
     let Some((mode, rest)) = data.split_first() else {
         return;

@@ -144,7 +144,7 @@ fuzz_target!(|run: Run| {
                     .is_ok()
                 {
                     let r = Record {
-                        request_id: Some(Id::Number(i64::from(*id))),
+                        request_id: Some(Id::from(i64::from(*id))),
                         ..Record::default()
                     };
                     records.insert(next, r);
