@@ -11,6 +11,7 @@
 //! - [`http`]: request/response values with multi-valued, case-insensitive headers;
 //! - [`sse`]: a push parser for `text/event-stream`;
 //! - [`backoff`]: exponential backoff with injected jitter, and `Retry-After`;
+//! - [`mcp`]: the MCP client's pieces (request building, eras, MRTR, caching, subscriptions);
 //! - [`tunnel`]: the Secure MCP Tunnel client (wire types, `response_timeout`, server info,
 //!   failure provenance, the [`tunnel::Engine`] and the shared stdio binding).
 #![forbid(unsafe_code)]
@@ -19,5 +20,6 @@
 pub mod backoff;
 pub mod http;
 pub mod jsonrpc;
+pub mod mcp;
 pub mod sse;
 pub mod tunnel;

@@ -1,0 +1,31 @@
+//! The Model Context Protocol client (`shared/spec/mcp-2026-07-28/`, with fallback to the
+//! `2025-11-25` era), as sans-IO pieces the `mcp::Client` state machine is built from.
+//!
+//! - [`meta`]: the per-request `_meta` (protocol version, client capabilities and info) and ids;
+//! - [`headers`]: Streamable HTTP headers mirrored from the body (`Mcp-Method`, `Mcp-Name`,
+//!   `Mcp-Param-*` from `x-mcp-header`), shared with the tunnel;
+//! - [`discover`]: `server/discover` and its typed result;
+//! - [`era`]: which era a server speaks, and version negotiation;
+//! - [`legacy`]: the `2025-11-25` era's `initialize` handshake and session;
+//! - [`mrtr`]: multi round-trip requests (`input_required`);
+//! - [`elicitation`]: validating a host's answers against `requestedSchema`;
+//! - [`cache`]: `ttlMs` / `cacheScope` freshness;
+//! - [`subscription`]: `subscriptions/listen`;
+//! - [`request`]: timeouts, cancellation and resends.
+
+pub mod cache;
+pub mod discover;
+pub mod elicitation;
+pub mod era;
+pub mod headers;
+pub mod legacy;
+pub mod meta;
+pub mod mrtr;
+pub mod request;
+pub mod subscription;
+
+/// The protocol version of the stateless era this client speaks first.
+pub const LATEST_PROTOCOL_VERSION: &str = "2026-07-28";
+
+/// The newest version of the legacy (`initialize`) era this client falls back to.
+pub const LEGACY_PROTOCOL_VERSION: &str = "2025-11-25";
