@@ -10,7 +10,7 @@
 //! - [`mrtr`]: multi round-trip requests (`input_required`);
 //! - [`elicitation`]: validating a host's answers against `requestedSchema`;
 //! - [`cache`]: `ttlMs` / `cacheScope` freshness;
-//! - [`subscription`]: `subscriptions/listen`;
+//! - [`subscription`]: the `subscriptions/listen` pattern;
 //! - [`request`]: timeouts, cancellation and resends.
 
 pub mod cache;
