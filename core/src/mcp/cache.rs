@@ -784,7 +784,9 @@ impl ResultCache {
     /// the fetch `ticket`, made in authorization context `auth`.
     ///
     /// Refuses `input_required` and unrecognized result types, non-objects, and entries larger
-    /// than the byte bound; evicts least recently used entries to stay within the bounds.
+    /// than the byte bound (an oversized answer still removes the entries it supersedes: the
+    /// public one and the caller's private one for that key); evicts least recently used entries
+    /// to stay within the bounds.
     pub fn insert(
         &mut self,
         received_at: Instant,
@@ -801,6 +803,13 @@ impl ResultCache {
                 CacheScope::Private => auth.as_str().len(),
             };
         if self.config.max_entries == 0 || bytes > self.config.max_bytes {
+            // The newer answer cannot be kept, but it supersedes what this context had.
+            for auth in [None, Some(auth.clone())] {
+                self.remove_slot(&SlotKey {
+                    key: key.clone(),
+                    auth,
+                });
+            }
             return Err(CacheError::TooLarge {
                 bytes,
                 limit: if self.config.max_entries == 0 {
@@ -1021,14 +1030,18 @@ mod tests {
     const INPUT_REQUIRED: &str = include_str!(
         "../../../fixtures/mcp/examples/InputRequiredResult/input-required-result-with-request-state-only.json"
     );
-    const READ_REQUEST: &str =
-        include_str!("../../../fixtures/mcp/examples/ReadResourceRequest/read-resource-request.json");
+    const READ_REQUEST: &str = include_str!(
+        "../../../fixtures/mcp/examples/ReadResourceRequest/read-resource-request.json"
+    );
     const LIST_TOOLS_REQUEST: &str =
         include_str!("../../../fixtures/mcp/examples/ListToolsRequest/list-tools-request.json");
 
     fn request(text: &str) -> (String, Value) {
         let v: Value = serde_json::from_str(text).unwrap();
-        (v["method"].as_str().unwrap().to_owned(), v["params"].clone())
+        (
+            v["method"].as_str().unwrap().to_owned(),
+            v["params"].clone(),
+        )
     }
 
     /// caching.mdx, "Cache Key": requests carrying `inputResponses` MUST NOT be cached.
@@ -1054,7 +1067,12 @@ mod tests {
     /// caching.mdx, "Cacheable Results": only six methods carry caching hints.
     #[test]
     fn key_builder_refuses_methods_without_caching_hints() {
-        for m in ["tools/call", "prompts/get", "completion/complete", "subscriptions/listen"] {
+        for m in [
+            "tools/call",
+            "prompts/get",
+            "completion/complete",
+            "subscriptions/listen",
+        ] {
             assert!(matches!(
                 RequestKey::from_request(m, None),
                 Err(CacheError::UncacheableMethod { .. })
@@ -1067,7 +1085,10 @@ mod tests {
             "resources/list",
             "resources/templates/list",
         ] {
-            assert_eq!(RequestKey::from_request(m, None).unwrap().method().method(), m);
+            assert_eq!(
+                RequestKey::from_request(m, None).unwrap().method().method(),
+                m
+            );
         }
     }
 
@@ -1076,7 +1097,10 @@ mod tests {
     fn cache_key_is_method_plus_uri_for_resources_read_ignoring_meta() {
         let (method, params) = request(READ_REQUEST);
         let key = RequestKey::from_request(&method, Some(&params)).unwrap();
-        assert_eq!(key, RequestKey::read_resource("file:///project/src/main.rs"));
+        assert_eq!(
+            key,
+            RequestKey::read_resource("file:///project/src/main.rs")
+        );
         assert_eq!(key.uri(), Some("file:///project/src/main.rs"));
         assert_ne!(key, RequestKey::read_resource("file:///project/src/lib.rs"));
         let (method, params) = request(LIST_TOOLS_REQUEST);
@@ -1154,21 +1178,45 @@ mod tests {
     /// bound; values beyond u64 saturate instead of wrapping.
     #[test]
     fn ttl_integer_is_milliseconds_and_huge_values_saturate() {
-        assert_eq!(ttl_from_hint(Some(&json!(60000))), Duration::from_millis(60000));
-        assert_eq!(ttl_from_hint(Some(&json!(60000.0))), Duration::from_millis(60000));
-        assert_eq!(ttl_from_hint(Some(&json!(u64::MAX))), Duration::from_millis(u64::MAX));
-        assert_eq!(ttl_from_hint(Some(&json!(1e30))), Duration::from_millis(u64::MAX));
+        assert_eq!(
+            ttl_from_hint(Some(&json!(60000))),
+            Duration::from_millis(60000)
+        );
+        assert_eq!(
+            ttl_from_hint(Some(&json!(60000.0))),
+            Duration::from_millis(60000)
+        );
+        assert_eq!(
+            ttl_from_hint(Some(&json!(u64::MAX))),
+            Duration::from_millis(u64::MAX)
+        );
+        assert_eq!(
+            ttl_from_hint(Some(&json!(1e30))),
+            Duration::from_millis(u64::MAX)
+        );
     }
 
     /// caching.mdx, "Cache Scope Field"; SEP-2549 gives "no safe default" for an absent scope,
     /// so an absent or unknown scope is treated as private.
     #[test]
     fn absent_or_unknown_scope_is_treated_as_private() {
-        assert_eq!(scope_from_hint(Some(&json!("public"))), (CacheScope::Public, true));
-        assert_eq!(scope_from_hint(Some(&json!("private"))), (CacheScope::Private, true));
+        assert_eq!(
+            scope_from_hint(Some(&json!("public"))),
+            (CacheScope::Public, true)
+        );
+        assert_eq!(
+            scope_from_hint(Some(&json!("private"))),
+            (CacheScope::Private, true)
+        );
         assert_eq!(scope_from_hint(None), (CacheScope::Private, false));
-        assert_eq!(scope_from_hint(Some(&json!("PUBLIC"))), (CacheScope::Private, false));
-        assert_eq!(scope_from_hint(Some(&json!("shared"))), (CacheScope::Private, false));
+        assert_eq!(
+            scope_from_hint(Some(&json!("PUBLIC"))),
+            (CacheScope::Private, false)
+        );
+        assert_eq!(
+            scope_from_hint(Some(&json!("shared"))),
+            (CacheScope::Private, false)
+        );
     }
 
     /// caching.mdx, "Cacheable Results": interim `input_required` results "are not cacheable".
