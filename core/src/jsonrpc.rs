@@ -258,10 +258,12 @@ impl<'a> Message<'a> {
                 let error: ErrorObject = serde_json::from_str(error.get()).map_err(|_| {
                     MessageError::Shape("error member is not {code, message, data?}")
                 })?;
-                match id {
-                    Some(id) => Ok(Message::Error { id, error }),
-                    None => Err(MessageError::Shape("an error response needs an id member")),
-                }
+                // `JSONRPCErrorResponse` requires only `jsonrpc` and `error`: a missing id is read
+                // like `id: null` (a request the server could not identify).
+                Ok(Message::Error {
+                    id: id.flatten(),
+                    error,
+                })
             }
             (None, None, None) => Err(MessageError::Shape("no method, result or error")),
             _ => Err(MessageError::Shape(
@@ -373,6 +375,15 @@ mod tests {
             Some(MessageError::BadId)
         );
         assert!(Message::parse(r#"{"jsonrpc":"2.0","id":null,"result":{}}"#).is_err());
+    }
+
+    /// schema.json `JSONRPCErrorResponse`: `required: ["error", "jsonrpc"]`; server-everything
+    /// answers an unknown session this way (fixtures/mcp/server-everything).
+    #[test]
+    fn error_response_without_an_id_member_is_an_error_with_no_id() {
+        let m =
+            Message::parse(r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request"}}"#);
+        assert!(matches!(m, Ok(Message::Error { id: None, .. })), "{m:?}");
     }
 
     #[test]
