@@ -832,11 +832,11 @@ impl Subscriptions {
             return Ok(());
         };
         // On HTTP the stream names the subscription; a subscription id, when present, must agree.
-        if parsed
-            .subscription_id
-            .as_ref()
-            .is_some_and(|sid| *sid != cur)
-        {
+        if let Some(sid) = parsed.subscription_id.as_ref().filter(|sid| **sid != cur) {
+            if self.retired.iter().any(|(old, h)| old == sid && *h == sub) {
+                // A straggler of this subscription's previous stream.
+                return Ok(());
+            }
             if matches!(s.state, State::AwaitingAck { .. }) {
                 let got = "a message of another subscription".to_owned();
                 self.protocol_error(sub, ProtocolError::NotAcknowledgedFirst { id: cur, got });
