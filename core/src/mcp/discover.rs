@@ -356,7 +356,11 @@ mod tests {
         assert!(r.capabilities.prompts.is_none());
         assert_eq!(r.ttl(), Duration::from_millis(3_600_000));
         assert_eq!(r.cache_scope, Some(CacheScope::Public));
-        assert!(r.instructions.as_deref().unwrap().starts_with("This server"));
+        assert!(r
+            .instructions
+            .as_deref()
+            .unwrap()
+            .starts_with("This server"));
         assert_eq!(
             r.server_info(),
             Some(Implementation::new("ExampleServer", "1.0.0"))
@@ -443,10 +447,7 @@ mod tests {
                 expected: "an object"
             })
         );
-        assert_eq!(
-            DiscoverResult::parse("[]"),
-            Err(DiscoverError::NotAnObject)
-        );
+        assert_eq!(DiscoverResult::parse("[]"), Err(DiscoverError::NotAnObject));
         assert!(matches!(
             DiscoverResult::parse("{"),
             Err(DiscoverError::NotJson(_))
@@ -457,7 +458,10 @@ mod tests {
     #[test]
     fn absent_or_negative_ttl_means_zero() {
         let mut v = json!({"supportedVersions": [], "capabilities": {}});
-        assert_eq!(DiscoverResult::from_value(v.clone()).unwrap().ttl(), Duration::ZERO);
+        assert_eq!(
+            DiscoverResult::from_value(v.clone()).unwrap().ttl(),
+            Duration::ZERO
+        );
         v["ttlMs"] = json!(-5);
         let r = DiscoverResult::from_value(v.clone()).unwrap();
         assert_eq!(r.ttl(), Duration::ZERO);

@@ -53,9 +53,13 @@ pub enum Era {
 pub fn era_of_version(version: &str) -> Option<Era> {
     let b = version.as_bytes();
     let date_shaped = b.len() == 10
-        && b.iter()
-            .enumerate()
-            .all(|(i, c)| if i == 4 || i == 7 { *c == b'-' } else { c.is_ascii_digit() });
+        && b.iter().enumerate().all(|(i, c)| {
+            if i == 4 || i == 7 {
+                *c == b'-'
+            } else {
+                c.is_ascii_digit()
+            }
+        });
     if !date_shaped {
         None
     } else if version < LATEST_PROTOCOL_VERSION {
@@ -198,7 +202,7 @@ pub enum LegacyEvidence {
 #[derive(Clone, Debug, PartialEq)]
 pub enum ProbeVerdict {
     /// A `DiscoverResult`: modern; pick a version from `supportedVersions`.
-    Modern(DiscoverResult),
+    Modern(Box<DiscoverResult>),
     /// A result that is not a valid `DiscoverResult`. Only a modern server answers
     /// `server/discover` with a result, so the server is treated as modern (negotiating
     /// inline); the error says what was wrong, for the host's log.
@@ -224,7 +228,7 @@ impl ProbeVerdict {
 pub fn classify_probe(outcome: ProbeOutcome<'_>) -> ProbeVerdict {
     match outcome {
         ProbeOutcome::Result(raw) => match DiscoverResult::from_raw(raw) {
-            Ok(r) => ProbeVerdict::Modern(r),
+            Ok(r) => ProbeVerdict::Modern(Box::new(r)),
             Err(e) => ProbeVerdict::ModernMalformed(e),
         },
         ProbeOutcome::Error(error) => match ModernError::from_error(error) {
@@ -630,7 +634,11 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32021,"message":"x","data":{}}}"#,
             r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32021,"message":"x","data":{"requiredCapabilities":[]}}}"#,
         ] {
-            assert_eq!(classify_http_400(body.as_bytes()), Http400Verdict::Legacy, "{body}");
+            assert_eq!(
+                classify_http_400(body.as_bytes()),
+                Http400Verdict::Legacy,
+                "{body}"
+            );
         }
     }
 

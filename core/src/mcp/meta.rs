@@ -300,7 +300,10 @@ pub struct RequestMeta {
 
 impl RequestMeta {
     /// The required members only: the version and the capabilities.
-    pub fn new(protocol_version: impl Into<String>, client_capabilities: ClientCapabilities) -> Self {
+    pub fn new(
+        protocol_version: impl Into<String>,
+        client_capabilities: ClientCapabilities,
+    ) -> Self {
         RequestMeta {
             protocol_version: protocol_version.into(),
             client_capabilities,
@@ -837,7 +840,10 @@ mod tests {
     /// schema.json `ClientCapabilities`: absent members are omitted, `{}` means none.
     #[test]
     fn absent_capabilities_are_omitted_on_the_wire() {
-        assert_eq!(serde_json::to_string(&ClientCapabilities::none()).unwrap(), "{}");
+        assert_eq!(
+            serde_json::to_string(&ClientCapabilities::none()).unwrap(),
+            "{}"
+        );
         let caps = ClientCapabilities::none()
             .with_elicitation_form()
             .with_elicitation_url();
