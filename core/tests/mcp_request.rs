@@ -890,3 +890,16 @@ proptest! {
         }
     }
 }
+
+/// basic/index.mdx, "Request ids": the client's `IdAllocator` serves as the requests' id source,
+/// so a resend gets an id no outstanding request holds.
+#[test]
+fn the_id_allocator_is_an_id_source_with_unique_ids() {
+    use mcpwire_core::mcp::meta::IdAllocator;
+    use mcpwire_core::mcp::request::IdSource;
+    let mut ids = IdAllocator::new();
+    let a = ids.next_id();
+    let b = ids.next_id();
+    assert_ne!(a, b);
+    assert!(ids.is_outstanding(&a) && ids.is_outstanding(&b));
+}

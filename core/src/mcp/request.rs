@@ -78,6 +78,13 @@ impl<F: FnMut() -> Id> IdSource for F {
     }
 }
 
+/// The client's own allocator: ids never reused while outstanding, a new one per attempt.
+impl IdSource for crate::mcp::meta::IdAllocator {
+    fn next_id(&mut self) -> Id {
+        self.allocate()
+    }
+}
+
 /// The JSON-RPC transport a request travels on; it decides how a cancellation is signalled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {
