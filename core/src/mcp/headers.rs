@@ -25,6 +25,8 @@
 //! Error messages name the tool, the annotation and the offending schema location, never an
 //! argument value: mirrored arguments may be credentials.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use crate::http::{HeaderError, Headers};
@@ -416,9 +418,16 @@ fn clip(s: &str) -> String {
     s.chars().take(64).collect()
 }
 
-/// Appends one JSON Pointer reference token (RFC 6901 escaping).
-fn pointer_push(pointer: &str, token: &str) -> String {
-    format!("{pointer}/{}", token.replace('~', "~0").replace('/', "~1"))
+/// Appends `/` and one JSON Pointer reference token (RFC 6901 escaping) to `pointer`.
+fn pointer_push(pointer: &mut String, token: &str) {
+    pointer.push('/');
+    for c in token.chars() {
+        match c {
+            '~' => pointer.push_str("~0"),
+            '/' => pointer.push_str("~1"),
+            c => pointer.push(c),
+        }
+    }
 }
 
 /// Whether `name` is an RFC 9110 token.
@@ -493,48 +502,91 @@ fn check_annotation(
     }
 }
 
-/// Walks `schema` for `x-mcp-header` annotations; without recursion, so no depth of nesting
-/// can exhaust the stack.
+/// One step of the walk's breadcrumb trail: a JSON Pointer token and the step before it.
+struct Crumb<'a> {
+    parent: Option<usize>,
+    token: Cow<'a, str>,
+}
+
+/// The tokens from the root to `at`, in order.
+fn trail<'a>(crumbs: &'a [Crumb<'_>], at: Option<usize>) -> Vec<&'a str> {
+    let mut tokens = Vec::new();
+    let mut next = at;
+    while let Some(crumb) = next.and_then(|i| crumbs.get(i)) {
+        tokens.push(crumb.token.as_ref());
+        next = crumb.parent;
+    }
+    tokens.reverse();
+    tokens
+}
+
+/// Records a step and returns its index.
+fn step<'a>(
+    crumbs: &mut Vec<Crumb<'a>>,
+    parent: Option<usize>,
+    token: Cow<'a, str>,
+) -> Option<usize> {
+    crumbs.push(Crumb { parent, token });
+    Some(crumbs.len() - 1)
+}
+
+/// `#/a/b` for the tokens `a`, `b` (RFC 6901 escaping, written as a URI fragment).
+fn fragment(tokens: &[&str]) -> String {
+    let mut out = String::from("#");
+    for t in tokens {
+        pointer_push(&mut out, t);
+    }
+    out
+}
+
+/// Walks `schema` for `x-mcp-header` annotations, in time and memory linear in its size and
+/// without recursion, so no depth of nesting can exhaust the stack.
 fn walk(schema: &Value) -> Result<Vec<(ParamHeader, String)>, ToolHeaderReason> {
-    // (node, property chain if statically reachable, JSON Pointer)
-    let mut stack: Vec<(&Value, Option<Vec<String>>, String)> =
-        vec![(schema, Some(Vec::new()), String::new())];
+    let mut crumbs: Vec<Crumb<'_>> = Vec::new();
+    // (node, whether it is the root or a property reached through `properties` alone, crumb)
+    let mut stack: Vec<(&Value, bool, Option<usize>)> = vec![(schema, true, None)];
     let mut found: Vec<(ParamHeader, String)> = Vec::new();
-    while let Some((node, path, pointer)) = stack.pop() {
+    while let Some((node, reachable, at)) = stack.pop() {
         match node {
             Value::Object(map) => {
                 if let Some(annotation) = map.get(X_MCP_HEADER) {
-                    let location = format!("#{}", pointer_push(&pointer, X_MCP_HEADER));
+                    let tokens = trail(&crumbs, at);
+                    let mut with_key = tokens.clone();
+                    with_key.push(X_MCP_HEADER);
+                    let location = fragment(&with_key);
+                    // On a reachable node the tokens alternate `properties`, name, ...
+                    let path: Option<Vec<String>> = reachable.then(|| {
+                        tokens
+                            .iter()
+                            .skip(1)
+                            .step_by(2)
+                            .map(|t| (*t).to_owned())
+                            .collect()
+                    });
                     let param = check_annotation(map, annotation, path.as_deref(), &location)?;
                     found.push((param, location));
                 }
                 for (key, value) in map {
-                    let here = pointer_push(&pointer, key);
                     if key == X_MCP_HEADER || DATA_KEYWORDS.contains(&key.as_str()) {
                         continue;
                     }
-                    if let (true, Value::Object(named)) =
-                        (SCHEMA_MAP_KEYWORDS.contains(&key.as_str()), value)
-                    {
-                        for (name, sub) in named {
-                            let sub_path = match (&path, key.as_str()) {
-                                (Some(p), "properties") => {
-                                    let mut p = p.clone();
-                                    p.push(name.clone());
-                                    Some(p)
-                                }
-                                _ => None,
-                            };
-                            stack.push((sub, sub_path, pointer_push(&here, name)));
+                    let here = step(&mut crumbs, at, Cow::Borrowed(key.as_str()));
+                    match value {
+                        Value::Object(named) if SCHEMA_MAP_KEYWORDS.contains(&key.as_str()) => {
+                            let keeps_reach = reachable && key == "properties";
+                            for (name, sub) in named {
+                                let there = step(&mut crumbs, here, Cow::Borrowed(name.as_str()));
+                                stack.push((sub, keeps_reach, there));
+                            }
                         }
-                    } else {
-                        stack.push((value, None, here));
+                        _ => stack.push((value, false, here)),
                     }
                 }
             }
             Value::Array(items) => {
                 for (i, item) in items.iter().enumerate() {
-                    stack.push((item, None, pointer_push(&pointer, &i.to_string())));
+                    let here = step(&mut crumbs, at, Cow::Owned(i.to_string()));
+                    stack.push((item, false, here));
                 }
             }
             _ => {}
@@ -953,7 +1005,7 @@ mod tests {
         assert_eq!(encode_argument(&json!(null)), Ok(None));
         assert_eq!(enc(json!({"a": 1})), None);
         assert_eq!(enc(json!([1])), None);
-        assert_eq!(enc(json!(3.14159)), None);
+        assert_eq!(enc(json!(2.5)), None);
     }
 
     /// streamable-http.mdx, "Value Encoding": Base64 is the standard alphabet (`+`, `/`) with
