@@ -346,8 +346,8 @@ pub enum ToolHeaderReason {
         /// Where the annotation sits.
         location: String,
     },
-    /// The annotated property's `type` is not `string`, `integer` or `boolean` (optionally
-    /// together with `null`).
+    /// The annotated property's `type` (or its `anyOf`/`oneOf` branch types) is not `string`,
+    /// `integer` or `boolean` (optionally together with `null`).
     #[error(
         "x-mcp-header {name:?} at {location} is on a property of type {found}; only string, \
          integer and boolean are allowed"
@@ -357,7 +357,8 @@ pub enum ToolHeaderReason {
         name: String,
         /// Where the annotation sits.
         location: String,
-        /// The property's `type`, as compact JSON (at most 64 characters of it).
+        /// The property's `type` (or its `anyOf`/`oneOf`), as compact JSON (at most 64
+        /// characters of it).
         found: String,
     },
     /// The annotated property declares no `type`, so it is not known to be a primitive.
@@ -435,14 +436,11 @@ fn is_token(name: &str) -> bool {
     crate::http::validate_name(name).is_ok()
 }
 
-/// The `type` check of an annotated property: `Ok` for string/integer/boolean, or an array of
-/// those with optional `"null"`.
-fn check_type(schema: &Map<String, Value>) -> Result<(), Option<String>> {
+/// Whether a `type` value names only string/integer/boolean, optionally with `null`, and at
+/// least one of the three.
+fn primitive_type(declared: &Value) -> bool {
     const ALLOWED: [&str; 3] = ["string", "integer", "boolean"];
-    let Some(declared) = schema.get("type") else {
-        return Err(None);
-    };
-    let ok = match declared {
+    match declared {
         Value::String(t) => ALLOWED.contains(&t.as_str()),
         Value::Array(types) => {
             let names: Option<Vec<&str>> = types.iter().map(Value::as_str).collect();
@@ -452,11 +450,41 @@ fn check_type(schema: &Map<String, Value>) -> Result<(), Option<String>> {
             })
         }
         _ => false,
+    }
+}
+
+/// The `type` check of an annotated property: `Ok` for string/integer/boolean, a type array of
+/// those with optional `"null"`, or, with no `type` at all, an `anyOf`/`oneOf` whose every
+/// branch is `{"type": ...}` of those or `null` (how generators write a nullable primitive,
+/// e.g. pydantic's `str | None`). `Err(None)` when no type is declared anywhere.
+fn check_type(schema: &Map<String, Value>) -> Result<(), Option<String>> {
+    if let Some(declared) = schema.get("type") {
+        return if primitive_type(declared) {
+            Ok(())
+        } else {
+            Err(Some(clip(&declared.to_string())))
+        };
+    }
+    let Some(branches) = ["anyOf", "oneOf"].iter().find_map(|k| schema.get(*k)) else {
+        return Err(None);
     };
-    if ok {
+    let types: Option<Vec<&Value>> = branches
+        .as_array()
+        .map(|bs| bs.iter().map(|b| b.get("type")).collect::<Option<Vec<_>>>())
+        .unwrap_or_default();
+    let merged: Vec<Value> = types
+        .unwrap_or_default()
+        .into_iter()
+        .flat_map(|t| match t {
+            Value::Array(ts) => ts.clone(),
+            other => vec![other.clone()],
+        })
+        .collect();
+    let merged = Value::Array(merged);
+    if primitive_type(&merged) {
         Ok(())
     } else {
-        Err(Some(clip(&declared.to_string())))
+        Err(Some(clip(&branches.to_string())))
     }
 }
 
@@ -599,8 +627,9 @@ fn walk(schema: &Value) -> Result<Vec<(ParamHeader, String)>, ToolHeaderReason> 
 /// The `x-mcp-header` annotations of a tool (`basic/transports/streamable-http.mdx`, "Schema
 /// Extension"; `server/tools.mdx`, "x-mcp-header"). Any annotation that breaks a rule makes the
 /// whole tool invalid: a non-string, empty or non-token value, a value repeated ignoring case,
-/// a property whose `type` is not string/integer/boolean (a type array of one or more of those
-/// plus `"null"` is accepted; a missing `type` is not), or a location that is not a property
+/// a property whose `type` is not string/integer/boolean (a type array of those plus `"null"`
+/// is accepted, and so is an untyped property whose `anyOf`/`oneOf` branches are typed that
+/// way; a property with no type at all is not), or a location that is not a property
 /// reached from the root through `properties` keys alone. `$ref` is never followed, so an
 /// annotation in `$defs` is refused like any other unreachable one. Values of `const`, `enum`,
 /// `default` and `examples` are data and are not searched.
@@ -1226,6 +1255,28 @@ mod tests {
     fn property_without_type_is_rejected() {
         let r = reason("t", one("X", json!({"enum": ["a", "b"]})));
         assert!(matches!(r, ToolHeaderReason::MissingType { .. }), "{r}");
+    }
+
+    /// tools.mdx, "x-mcp-header" (primitive types): a nullable primitive written as
+    /// `anyOf`/`oneOf` of `{"type": ...}` branches on the annotated property itself (pydantic's
+    /// `str | None`) is a primitive; any other branch makes it not one.
+    #[test]
+    fn nullable_primitive_written_as_any_of_is_accepted() {
+        let nullable = json!({"anyOf": [{"type": "string"}, {"type": "null"}], "default": null});
+        assert!(tool_headers("t", &one("X", nullable)).is_ok());
+        assert!(tool_headers("t", &one("X", json!({"oneOf": [{"type": "integer"}]}))).is_ok());
+        for bad in [
+            json!({"anyOf": [{"type": "number"}, {"type": "null"}]}),
+            json!({"anyOf": [{"type": "string"}, {"minLength": 1}]}),
+            json!({"anyOf": [{"type": "null"}]}),
+            json!({"anyOf": "string"}),
+        ] {
+            let r = reason("t", one("X", bad.clone()));
+            assert!(
+                matches!(r, ToolHeaderReason::DisallowedType { .. }),
+                "{bad}: {r}"
+            );
+        }
     }
 
     /// streamable-http.mdx, "Schema Extension": the chain must not pass through `items`, other
