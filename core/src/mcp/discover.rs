@@ -94,9 +94,11 @@ pub struct ServerCapabilities {
     pub other: JsonObject,
 }
 
-/// `cacheScope`: who may reuse a cached result.
+/// `cacheScope` as the server sent it: who may reuse a cached result. Unknown values are kept
+/// so a result re-serializes as received; [`crate::mcp::cache::CacheScope`] is the scope the
+/// cache acts on (see the `From` conversion: anything but `public` is private).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum CacheScope {
+pub enum CacheScopeHint {
     /// No user-specific data: shareable across authorization contexts.
     Public,
     /// Reusable only within the same authorization context.
@@ -105,21 +107,22 @@ pub enum CacheScope {
     Other(String),
 }
 
-impl CacheScope {
+impl CacheScopeHint {
     /// The wire spelling.
     pub fn as_str(&self) -> &str {
         match self {
-            CacheScope::Public => "public",
-            CacheScope::Private => "private",
-            CacheScope::Other(s) => s,
+            CacheScopeHint::Public => "public",
+            CacheScopeHint::Private => "private",
+            CacheScopeHint::Other(s) => s,
         }
     }
 
-    fn from_wire(s: &str) -> Self {
+    /// Reads the wire spelling.
+    pub fn from_wire(s: &str) -> Self {
         match s {
-            "public" => CacheScope::Public,
-            "private" => CacheScope::Private,
-            other => CacheScope::Other(other.to_owned()),
+            "public" => CacheScopeHint::Public,
+            "private" => CacheScopeHint::Private,
+            other => CacheScopeHint::Other(other.to_owned()),
         }
     }
 }
@@ -136,7 +139,7 @@ pub struct DiscoverResult {
     /// `ttlMs` as sent (an integral number; see [`DiscoverResult::ttl`]).
     pub ttl_ms: Option<i64>,
     /// `cacheScope` as sent.
-    pub cache_scope: Option<CacheScope>,
+    pub cache_scope: Option<CacheScopeHint>,
     /// The result's `_meta`, verbatim.
     pub meta: Option<JsonObject>,
     /// Every other member, verbatim (an older top-level `serverInfo` lands here).
@@ -239,7 +242,7 @@ impl DiscoverResult {
         };
         let cache_scope = match take(&mut m, "cacheScope") {
             None => None,
-            Some(Value::String(s)) => Some(CacheScope::from_wire(&s)),
+            Some(Value::String(s)) => Some(CacheScopeHint::from_wire(&s)),
             Some(_) => return Err(wrong("cacheScope", "a string")),
         };
         let meta = match take(&mut m, "_meta") {
@@ -355,7 +358,7 @@ mod tests {
         assert!(r.capabilities.resources.is_some());
         assert!(r.capabilities.prompts.is_none());
         assert_eq!(r.ttl(), Duration::from_millis(3_600_000));
-        assert_eq!(r.cache_scope, Some(CacheScope::Public));
+        assert_eq!(r.cache_scope, Some(CacheScopeHint::Public));
         assert!(r
             .instructions
             .as_deref()
@@ -482,7 +485,43 @@ mod tests {
         v["ttlMs"] = json!(null);
         v["cacheScope"] = json!("shared");
         let r = DiscoverResult::from_value(v).unwrap();
-        assert_eq!(r.cache_scope, Some(CacheScope::Other("shared".into())));
+        assert_eq!(r.cache_scope, Some(CacheScopeHint::Other("shared".into())));
         assert_eq!(r.ttl_ms, None);
+    }
+}
+
+impl From<&CacheScopeHint> for crate::mcp::cache::CacheScope {
+    /// Only `public` is shared; `private` and unknown values stay in their authorization context.
+    fn from(hint: &CacheScopeHint) -> Self {
+        match hint {
+            CacheScopeHint::Public => crate::mcp::cache::CacheScope::Public,
+            CacheScopeHint::Private | CacheScopeHint::Other(_) => {
+                crate::mcp::cache::CacheScope::Private
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod scope_conversion_tests {
+    use super::CacheScopeHint;
+    use crate::mcp::cache::CacheScope;
+
+    /// The caching-hints spec (SEP-2549, digest §10): only `public` results are shared across
+    /// authorization contexts; an unknown scope is treated as `private`.
+    #[test]
+    fn only_public_hint_is_a_shared_scope() {
+        assert_eq!(
+            CacheScope::from(&CacheScopeHint::Public),
+            CacheScope::Public
+        );
+        assert_eq!(
+            CacheScope::from(&CacheScopeHint::Private),
+            CacheScope::Private
+        );
+        assert_eq!(
+            CacheScope::from(&CacheScopeHint::from_wire("team")),
+            CacheScope::Private
+        );
     }
 }
