@@ -145,3 +145,13 @@ proptest! {
         }
     }
 }
+
+/// A "no limit" duration saturates far in the future instead of wrapping to `now`.
+#[test]
+fn saturating_add_never_falls_back_to_now() {
+    let now = std::time::Instant::now();
+    let far = mcpwire_core::backoff::saturating_add(now, std::time::Duration::MAX);
+    assert!(far > now + std::time::Duration::from_secs(100 * 365 * 24 * 3600));
+    let d = std::time::Duration::from_secs(5);
+    assert_eq!(mcpwire_core::backoff::saturating_add(now, d), now + d);
+}

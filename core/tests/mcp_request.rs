@@ -901,5 +901,37 @@ fn the_id_allocator_is_an_id_source_with_unique_ids() {
     let a = ids.next_id();
     let b = ids.next_id();
     assert_ne!(a, b);
-    assert!(ids.is_outstanding(&a) && ids.is_outstanding(&b));
+    // Used as a source, the allocator keeps nothing: `Requests` tracks its own outstanding ids.
+    let mut h = Harness::new(Transport::Http);
+    for _ in 0..1000 {
+        let req = h
+            .reqs
+            .start(
+                h.now,
+                "tools/list",
+                Some(&list_params()),
+                options(),
+                &mut ids,
+            )
+            .unwrap();
+        h.reqs.cancel(h.now, req, None);
+        h.drain();
+    }
+    assert_eq!(ids.outstanding(), 0, "ids leaked into the allocator");
+    assert_eq!(h.reqs.in_flight(), 0);
+}
+
+/// basic/patterns/cancellation.mdx, "Timeouts": a "no limit" maximum total (`Duration::MAX`)
+/// means no cap, not an immediate timeout.
+#[test]
+fn unlimited_max_total_does_not_time_out_at_once() {
+    let mut h = Harness::new(Transport::Http);
+    let opts = CallOptions {
+        max_total: Duration::MAX,
+        ..options()
+    };
+    let _ = h.start("tools/list", &list_params(), opts);
+    h.reqs.handle_timeout(h.now, &mut || Id::from(999));
+    assert!(h.drain().is_empty(), "timed out at t=0");
+    assert_eq!(h.reqs.in_flight(), 1);
 }

@@ -846,3 +846,20 @@ fn inputs_for_the_wrong_transport_or_unknown_handles_are_refused() {
         Err(UsageError::UnknownHandle)
     );
 }
+
+/// basic/patterns/subscriptions.mdx: an unlimited acknowledgement timeout (`Duration::MAX`)
+/// waits for the acknowledgement instead of disconnecting at once.
+#[test]
+fn unlimited_ack_timeout_does_not_disconnect_at_once() {
+    let mut c = config(Transport::Http);
+    c.ack_timeout = Duration::MAX;
+    let mut h = Harness::new(c);
+    let _ = h.listen(example_filter());
+    let out = h.advance(Duration::from_secs(3600));
+    assert!(
+        !events(&out)
+            .iter()
+            .any(|e| matches!(e, Event::Disconnected { .. })),
+        "disconnected while waiting for the acknowledgement"
+    );
+}

@@ -78,10 +78,14 @@ impl<F: FnMut() -> Id> IdSource for F {
     }
 }
 
-/// The client's own allocator: ids never reused while outstanding, a new one per attempt.
+/// The client's own allocator as an id source. Its counter only moves forward, and `Requests`
+/// and `Subscriptions` track which of their ids are outstanding themselves (and skip any id still
+/// in use), so the id is released at once: nothing accumulates for the client's lifetime.
 impl IdSource for crate::mcp::meta::IdAllocator {
     fn next_id(&mut self) -> Id {
-        self.allocate()
+        let id = self.allocate();
+        self.release(&id);
+        id
     }
 }
 
@@ -597,9 +601,7 @@ struct Tracked {
 
 impl Tracked {
     fn cap(&self) -> Instant {
-        self.first_sent
-            .checked_add(self.options.max_total)
-            .unwrap_or(self.first_sent)
+        crate::backoff::saturating_add(self.first_sent, self.options.max_total)
     }
 
     fn resendable(&self) -> bool {

@@ -1002,7 +1002,7 @@ impl Subscriptions {
             id: id.clone(),
             body,
         });
-        let deadline = now.checked_add(self.config.ack_timeout).unwrap_or(now);
+        let deadline = crate::backoff::saturating_add(now, self.config.ack_timeout);
         s.state = State::AwaitingAck { id, deadline };
     }
 
