@@ -29,6 +29,8 @@ struct Harness {
     reqs: Requests,
     now: Instant,
     next: i64,
+    /// Ids repeat with this period (a non-repeating counter unless a test sets it).
+    cycle: i64,
 }
 
 fn options() -> CallOptions {
@@ -68,6 +70,7 @@ impl Harness {
             }),
             now: Instant::now(),
             next: 0,
+            cycle: i64::MAX,
         }
     }
 
@@ -103,9 +106,10 @@ impl Harness {
     fn advance(&mut self, d: Duration) -> Vec<Output> {
         self.now += d;
         let counter = &mut self.next;
+        let cycle = self.cycle;
         let mut ids = || {
             *counter += 1;
-            Id::from(*counter)
+            Id::from(*counter % cycle)
         };
         self.reqs.handle_timeout(self.now, &mut ids);
         self.drain()
@@ -821,22 +825,33 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 proptest! {
-    /// Digest section 2 and the client guide ("Use a new ID ... for a resend after a
-    /// failure"): across any sequence of starts, breaks, responses, cancellations and time,
-    /// every attempt gets an id never used before, and every request ends exactly once.
+    /// Digest section 2 and the client guide ("Do not use the same ID as another request that
+    /// has not received a response"; "Use a new ID ... for a resend after a failure"): with an id
+    /// source that REPEATS (a cycle of 7), across any sequence of starts, breaks, responses,
+    /// cancellations and time, no attempt is sent with an id another live request holds, a
+    /// resend never reuses its own previous id, and every request ends exactly once.
     #[test]
     fn prop_ids_are_unique_across_any_sequence_of_retries(steps in proptest::collection::vec(step(), 1..60)) {
         let mut h = Harness::new(Transport::Http);
+        h.cycle = 7;
         let mut handles: Vec<RequestHandle> = Vec::new();
-        let mut sent: HashSet<Id> = HashSet::new();
+        // The id each live request's current attempt holds.
+        let mut sent: std::collections::HashMap<RequestHandle, Id> = Default::default();
         let mut finals: std::collections::HashMap<RequestHandle, u32> = Default::default();
-        let check = |out: &[Output], sent: &mut HashSet<Id>, finals: &mut std::collections::HashMap<RequestHandle, u32>| -> Result<(), TestCaseError> {
+        let check = |out: &[Output], sent: &mut std::collections::HashMap<RequestHandle, Id>, finals: &mut std::collections::HashMap<RequestHandle, u32>| -> Result<(), TestCaseError> {
             for o in out {
                 match o {
-                    Output::Send { id, .. } => prop_assert!(sent.insert(id.clone()), "id {id} reused"),
+                    Output::Send { req, id, .. } => {
+                        for (other, held) in sent.iter() {
+                            prop_assert!(!(held == id && other != req), "id {id} sent for {req:?} while {other:?} holds it");
+                        }
+                        let previous = sent.insert(*req, id.clone());
+                        prop_assert!(previous.as_ref() != Some(id), "a resend reused its own id {id}");
+                    }
                     Output::Event(Event::Response { req, .. } | Event::TimedOut { req, .. }
                         | Event::Cancelled { req, .. } | Event::Failed { req, .. }) => {
                         *finals.entry(*req).or_default() += 1;
+                        sent.remove(req);
                     }
                     _ => {}
                 }
@@ -848,10 +863,14 @@ proptest! {
                 Step::Start { read_only, idempotent } => {
                     let method = if read_only { "tools/list" } else { "tools/call" };
                     let counter = &mut h.next;
-                    let mut ids = || { *counter += 1; Id::from(*counter) };
+                    let cycle = h.cycle;
+                    let mut ids = || { *counter += 1; Id::from(*counter % cycle) };
                     let opts = CallOptions { idempotent, timeout: SECS(10), ..options() };
-                    let req = h.reqs.start(h.now, method, Some("{}"), opts, &mut ids).unwrap();
-                    handles.push(req);
+                    match h.reqs.start(h.now, method, Some("{}"), opts, &mut ids) {
+                        Ok(req) => handles.push(req),
+                        // Every id the source offers is held by a live request: refused, typed.
+                        Err(e) => prop_assert_eq!(e, UsageError::IdInUse),
+                    }
                     h.drain()
                 }
                 Step::Break(i) => {
@@ -934,4 +953,24 @@ fn unlimited_max_total_does_not_time_out_at_once() {
     h.reqs.handle_timeout(h.now, &mut || Id::from(999));
     assert!(h.drain().is_empty(), "timed out at t=0");
     assert_eq!(h.reqs.in_flight(), 1);
+}
+
+/// basic/patterns/mrtr.mdx: `input_required` is only for `tools/call`, `prompts/get` and
+/// `resources/read`; "Servers MUST NOT return it for anything else" — a server fault, reported
+/// as a protocol failure, not handed on as an input request.
+#[test]
+fn input_required_for_a_list_is_a_protocol_failure() {
+    let mut h = Harness::new(Transport::Http);
+    let (req, id) = h.start("tools/list", &list_params(), options());
+    let body = json!({"jsonrpc": "2.0", "id": id, "result": {"resultType": "input_required",
+        "inputRequests": {}, "requestState": "s"}})
+    .to_string();
+    h.reqs.handle_stream_message(h.now, req, &body);
+    let out = h.drain();
+    assert!(
+        out.iter().any(|o| matches!(o, Output::Event(Event::Failed {
+            reason: FailReason::Protocol(mcpwire_core::mcp::request::ClassifyError::InputRequiredNotAllowed(m)), ..
+        }) if m == "tools/list")),
+        "{out:?}"
+    );
 }

@@ -777,10 +777,14 @@ fn check_value(field: &str, kind: &PropertyKind, value: &Value) -> Result<(), An
                 expected: if *integer { "an integer" } else { "a number" },
             })?;
             let x = number_value(n);
-            if *integer && !(n.is_i64() || n.is_u64() || x.fract() == 0.0) {
+            // schema.json `ElicitResult.content` allows string, integer, boolean and string
+            // arrays only: even a `type: "number"` field is answered with a whole number (the
+            // TypeScript signature in schema.mdx says `number`; the machine schema is stricter).
+            let _ = integer;
+            if !(n.is_i64() || n.is_u64() || x.fract() == 0.0) {
                 return Err(AnswerError::WrongType {
                     field: f(),
-                    expected: "an integer",
+                    expected: "an integer (ElicitResult content allows no fractions)",
                 });
             }
             if let Some(min) = *minimum {
@@ -867,7 +871,7 @@ fn is_email(s: &str) -> bool {
     !local.is_empty()
         && !domain.is_empty()
         && !domain.contains('@')
-        && domain.contains('.')
+        // RFC 5321 Mailbox (JSON Schema `email`) allows single-label domains: `root@localhost`.
         && !domain.starts_with('.')
         && !domain.ends_with('.')
         && !s.chars().any(|c| c.is_whitespace() || c.is_control())
@@ -1306,17 +1310,19 @@ mod tests {
         assert!(is_date_time("1990-12-31t15:59:60.123-08:00"));
     }
 
-    /// client/elicitation.mdx, "Requested Schema" 2: number/integer with minimum/maximum.
+    /// client/elicitation.mdx, "Requested Schema" 2: number/integer with minimum/maximum; and
+    /// schema.json `ElicitResult.content`: values are string, integer, boolean or string arrays,
+    /// so an answer is a whole number even for a `type: "number"` field.
     #[test]
     fn number_bounds_and_integer_type_are_checked() {
         let s = schema(
             json!({"n":{"type":"number","minimum":18,"maximum":99.5},"i":{"type":"integer"}}),
             json!([]),
         );
-        assert!(s.validate(&content(json!({"n":99.5,"i":3}))).is_ok());
+        assert!(s.validate(&content(json!({"n":99,"i":3}))).is_ok());
         assert!(s.validate(&content(json!({"i":3.0}))).is_ok());
         assert_eq!(
-            s.validate(&content(json!({"n":17.9}))).unwrap_err(),
+            s.validate(&content(json!({"n":17}))).unwrap_err(),
             AnswerError::BelowMinimum {
                 field: "n".into(),
                 minimum: 18.0
@@ -1329,20 +1335,28 @@ mod tests {
                 maximum: 99.5
             }
         );
+        let fraction = AnswerError::WrongType {
+            field: "n".into(),
+            expected: "an integer (ElicitResult content allows no fractions)",
+        };
         assert_eq!(
-            s.validate(&content(json!({"i":1.5}))).unwrap_err(),
-            AnswerError::WrongType {
-                field: "i".into(),
-                expected: "an integer"
-            }
+            s.validate(&content(json!({"n":99.5}))).unwrap_err(),
+            fraction
         );
         assert!(matches!(
-            s.validate(&content(json!({"n":"18"}))).unwrap_err(),
-            AnswerError::WrongType { .. }
+            s.validate(&content(json!({"i":1.5}))).unwrap_err(),
+            AnswerError::WrongType { ref field, .. } if field == "i"
         ));
     }
 
-    /// client/elicitation.mdx, "Requested Schema" 3: booleans are JSON booleans.
+    /// JSON Schema `email` is an RFC 5321 Mailbox: a single-label domain is valid.
+    #[test]
+    fn single_label_email_domain_is_valid() {
+        assert!(is_email("root@localhost"));
+        assert!(!is_email("root@"));
+        assert!(!is_email("@localhost"));
+    }
+
     #[test]
     fn boolean_must_be_a_json_boolean() {
         let s = schema(json!({"b":{"type":"boolean"}}), json!(["b"]));

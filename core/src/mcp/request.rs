@@ -207,6 +207,11 @@ pub enum ClassifyError {
     /// invalid (`basic/index.mdx`).
     #[error("unknown resultType {0:?}")]
     UnknownResultType(String),
+    /// `input_required` for a method that may not carry it (`basic/patterns/mrtr.mdx`: only
+    /// `tools/call`, `prompts/get` and `resources/read`; "Servers MUST NOT return it for anything
+    /// else"). The server is at fault.
+    #[error("input_required is not allowed for {0}")]
+    InputRequiredNotAllowed(String),
 }
 
 #[derive(Deserialize)]
@@ -1217,7 +1222,21 @@ impl Requests {
     }
 
     fn finish_with_response(&mut self, req: RequestHandle, id: Id, message: &str) {
+        let method = self
+            .active
+            .get(&req)
+            .map(|t| t.method.clone())
+            .unwrap_or_default();
         let event = match classify_response(message) {
+            Ok(c)
+                if c.kind == ResponseKind::InputRequired
+                    && !crate::mcp::mrtr::input_required_allowed(&method) =>
+            {
+                Event::Failed {
+                    req,
+                    reason: FailReason::Protocol(ClassifyError::InputRequiredNotAllowed(method)),
+                }
+            }
             Ok(c) => Event::Response {
                 req,
                 id,
