@@ -266,6 +266,24 @@ pub fn next_attempt(
     }
 }
 
+/// `at + d`, or the latest instant this platform can represent past `at` when the sum overflows:
+/// a "no limit" duration such as `Duration::MAX` must mean "far in the future", never "now".
+pub fn saturating_add(at: Instant, d: Duration) -> Instant {
+    if let Some(t) = at.checked_add(d) {
+        return t;
+    }
+    // Halve the step until it fits, then keep adding what still fits (at most ~128 rounds).
+    let mut t = at;
+    let mut step = d;
+    while !step.is_zero() {
+        match t.checked_add(step) {
+            Some(next) => t = next,
+            None => step /= 2,
+        }
+    }
+    t
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -802,22 +820,4 @@ mod tests {
             prop_assert!(wait >= b.delay(attempt, random));
         }
     }
-}
-
-/// `at + d`, or the latest instant this platform can represent past `at` when the sum overflows:
-/// a "no limit" duration such as `Duration::MAX` must mean "far in the future", never "now".
-pub fn saturating_add(at: Instant, d: Duration) -> Instant {
-    if let Some(t) = at.checked_add(d) {
-        return t;
-    }
-    // Halve the step until it fits, then keep adding what still fits (at most ~128 rounds).
-    let mut t = at;
-    let mut step = d;
-    while !step.is_zero() {
-        match t.checked_add(step) {
-            Some(next) => t = next,
-            None => step /= 2,
-        }
-    }
-    t
 }

@@ -933,7 +933,7 @@ fn the_id_allocator_is_an_id_source_with_unique_ids() {
                 &mut ids,
             )
             .unwrap();
-        h.reqs.cancel(h.now, req, None);
+        h.reqs.cancel(h.now, req, None).unwrap();
         h.drain();
     }
     assert_eq!(ids.outstanding(), 0, "ids leaked into the allocator");
@@ -965,7 +965,7 @@ fn input_required_for_a_list_is_a_protocol_failure() {
     let body = json!({"jsonrpc": "2.0", "id": id, "result": {"resultType": "input_required",
         "inputRequests": {}, "requestState": "s"}})
     .to_string();
-    h.reqs.handle_stream_message(h.now, req, &body);
+    h.reqs.handle_stream_message(h.now, req, &body).unwrap();
     let out = h.drain();
     assert!(
         out.iter().any(|o| matches!(o, Output::Event(Event::Failed {

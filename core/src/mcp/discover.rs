@@ -313,6 +313,18 @@ impl DiscoverResult {
     }
 }
 
+impl From<&CacheScopeHint> for crate::mcp::cache::CacheScope {
+    /// Only `public` is shared; `private` and unknown values stay in their authorization context.
+    fn from(hint: &CacheScopeHint) -> Self {
+        match hint {
+            CacheScopeHint::Public => crate::mcp::cache::CacheScope::Public,
+            CacheScopeHint::Private | CacheScopeHint::Other(_) => {
+                crate::mcp::cache::CacheScope::Private
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -487,18 +499,6 @@ mod tests {
         let r = DiscoverResult::from_value(v).unwrap();
         assert_eq!(r.cache_scope, Some(CacheScopeHint::Other("shared".into())));
         assert_eq!(r.ttl_ms, None);
-    }
-}
-
-impl From<&CacheScopeHint> for crate::mcp::cache::CacheScope {
-    /// Only `public` is shared; `private` and unknown values stay in their authorization context.
-    fn from(hint: &CacheScopeHint) -> Self {
-        match hint {
-            CacheScopeHint::Public => crate::mcp::cache::CacheScope::Public,
-            CacheScopeHint::Private | CacheScopeHint::Other(_) => {
-                crate::mcp::cache::CacheScope::Private
-            }
-        }
     }
 }
 
