@@ -808,3 +808,25 @@ proptest! {
         }
     }
 }
+
+/// A cached result may be a private resource: its `Debug` shows the size, not the text.
+#[test]
+fn cached_result_debug_hides_the_result_text() {
+    let mut cache = ResultCache::default();
+    let key = RequestKey::read_resource("file:///secret.txt");
+    let ticket = cache.begin_fetch(key.clone());
+    let auth = AuthContext::new("ctx");
+    let now = Instant::now();
+    cache
+        .insert(
+            now,
+            ticket,
+            &auth,
+            r#"{"contents":[{"text":"top secret"}],"ttlMs":60000}"#,
+        )
+        .unwrap();
+    match cache.lookup(now, &key, &auth) {
+        Lookup::Fresh(e) => assert!(!format!("{e:?}").contains("top secret")),
+        other => panic!("{other:?}"),
+    }
+}

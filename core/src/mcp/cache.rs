@@ -574,13 +574,26 @@ impl Default for CacheConfig {
 }
 
 /// A cached result, as handed out by a lookup (cheap to clone).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct CachedResult {
     result: Arc<str>,
     received_at: Instant,
     ttl: Duration,
     scope: CacheScope,
     invalidated: bool,
+}
+
+impl std::fmt::Debug for CachedResult {
+    /// Shows the result's size, not its text: a private resource may be in it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedResult")
+            .field("result_bytes", &self.result.len())
+            .field("received_at", &self.received_at)
+            .field("ttl", &self.ttl)
+            .field("scope", &self.scope)
+            .field("invalidated", &self.invalidated)
+            .finish()
+    }
 }
 
 impl CachedResult {

@@ -275,9 +275,11 @@ impl DiscoverResult {
             })
     }
 
-    /// How long the result stays fresh after receipt: `ttlMs`, with absent or negative as 0.
+    /// How long the result stays fresh after receipt: `ttlMs` read by the cache's one rule
+    /// ([`crate::mcp::cache::ttl_from_hint`]: absent or negative is 0). The value can be huge:
+    /// add it to an `Instant` with [`crate::backoff::saturating_add`], never with `+`.
     pub fn ttl(&self) -> Duration {
-        Duration::from_millis(self.ttl_ms.map_or(0, |t| u64::try_from(t).unwrap_or(0)))
+        crate::mcp::cache::ttl_from_hint(self.ttl_ms.map(serde_json::Value::from).as_ref())
     }
 
     /// Whether `version` is in `supportedVersions`.
