@@ -177,3 +177,42 @@ fn stdio_probe_decides_the_era_per_process() {
     assert!(cache.invalidate(&legacy_key).is_some());
     assert!(cache.get(&legacy_key).is_none());
 }
+
+/// basic/transports/streamable-http.mdx, "Backward Compatibility" and the `-32601` rule: 400, 404
+/// and 405 without a recognized modern body mean legacy; a 404 with `-32601` is a modern server's
+/// unknown method; other statuses say nothing about the era.
+#[test]
+fn http_errors_classify_by_status_and_body() {
+    use mcpwire_core::mcp::era::{classify_http_error, HttpErrorVerdict};
+    let not_found =
+        br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found"}}"#;
+    assert_eq!(
+        classify_http_error(404, not_found),
+        Some(HttpErrorVerdict::MethodNotFound)
+    );
+    assert_eq!(
+        classify_http_error(404, b"Not Found"),
+        Some(HttpErrorVerdict::Legacy)
+    );
+    assert_eq!(
+        classify_http_error(405, b""),
+        Some(HttpErrorVerdict::Legacy)
+    );
+    let legacy = br#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: Server not initialized"},"id":null}"#;
+    assert_eq!(
+        classify_http_error(400, legacy),
+        Some(HttpErrorVerdict::Legacy)
+    );
+    let version = br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"Unsupported protocol version","data":{"supported":["2026-07-28"],"requested":"2099-01-01"}}}"#;
+    assert!(matches!(
+        classify_http_error(400, version),
+        Some(HttpErrorVerdict::Modern(_))
+    ));
+    // -32601 on a 400 is not the modern unknown-method signal.
+    assert_eq!(
+        classify_http_error(400, not_found),
+        Some(HttpErrorVerdict::Legacy)
+    );
+    assert_eq!(classify_http_error(401, b""), None);
+    assert_eq!(classify_http_error(500, not_found), None);
+}

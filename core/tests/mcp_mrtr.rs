@@ -758,3 +758,22 @@ proptest! {
         prop_assert_eq!(answered, keys);
     }
 }
+
+/// basic/patterns/mrtr.mdx with client/elicitation.mdx "Capabilities": the input types a round
+/// accepts are exactly those the request's `_meta` declared (`{}` elicitation = form mode).
+#[test]
+fn input_capabilities_follow_the_declared_client_capabilities() {
+    use mcpwire_core::mcp::meta::ClientCapabilities;
+    use mcpwire_core::mcp::mrtr::InputCapabilities;
+    let none = InputCapabilities::from(&ClientCapabilities::none());
+    assert_eq!(none, InputCapabilities::default());
+    let form: ClientCapabilities = serde_json::from_str(r#"{"elicitation":{}}"#).unwrap();
+    let c = InputCapabilities::from(&form);
+    assert!(c.elicitation_form && !c.elicitation_url && !c.sampling && !c.roots);
+    let all: ClientCapabilities = serde_json::from_str(
+        r#"{"elicitation":{"form":{},"url":{}},"sampling":{"tools":{}},"roots":{}}"#,
+    )
+    .unwrap();
+    let c = InputCapabilities::from(&all);
+    assert!(c.elicitation_form && c.elicitation_url && c.sampling && c.sampling_tools && c.roots);
+}

@@ -162,6 +162,43 @@ pub fn classify_http_400(body: &[u8]) -> Http400Verdict {
     }
 }
 
+/// What an HTTP error status answering a modern request says about the server's era.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HttpErrorVerdict {
+    /// A recognized modern error: the server is modern; correct the request and retry.
+    Modern(ModernError),
+    /// `404` with a JSON-RPC `-32601` body: a modern server that does not implement the method.
+    MethodNotFound,
+    /// `400`, `404` or `405` without a recognized modern body: the server is legacy.
+    Legacy,
+}
+
+/// Classifies an HTTP error answering a modern request (`basic/transports/streamable-http.mdx`,
+/// "Backward Compatibility": "If it fails with HTTP status code `400 Bad Request`, `404 Not
+/// Found`, or `405 Method Not Allowed` **and** the response body is not a recognized modern
+/// JSON-RPC error", fall back; and a modern server answers an unknown method "with `404 Not
+/// Found` and a JSON-RPC error with code `-32601`"). `None` for statuses that say nothing about
+/// the era (401, 403, 5xx...), which the caller handles as such.
+pub fn classify_http_error(status: u16, body: &[u8]) -> Option<HttpErrorVerdict> {
+    if !matches!(status, 400 | 404 | 405) {
+        return None;
+    }
+    if let Http400Verdict::Modern(e) = classify_http_400(body) {
+        return Some(HttpErrorVerdict::Modern(e));
+    }
+    if status == 404 {
+        let text = std::str::from_utf8(body)
+            .unwrap_or("")
+            .trim_start_matches('\u{feff}');
+        if let Ok(Message::Error { error, .. }) = Message::parse(text) {
+            if error.code == crate::jsonrpc::code::METHOD_NOT_FOUND {
+                return Some(HttpErrorVerdict::MethodNotFound);
+            }
+        }
+    }
+    Some(HttpErrorVerdict::Legacy)
+}
+
 /// How the stdio `server/discover` probe ended.
 #[derive(Clone, Copy, Debug)]
 pub enum ProbeOutcome<'a> {

@@ -458,6 +458,20 @@ pub struct InputCapabilities {
     pub roots: bool,
 }
 
+impl From<&crate::mcp::meta::ClientCapabilities> for InputCapabilities {
+    /// What the request's `_meta` actually declared, so the check cannot drift from it
+    /// (an empty `elicitation` object means form mode, as `meta` reads it).
+    fn from(c: &crate::mcp::meta::ClientCapabilities) -> Self {
+        InputCapabilities {
+            elicitation_form: c.supports_elicitation_form(),
+            elicitation_url: c.supports_elicitation_url(),
+            sampling: c.sampling.is_some(),
+            sampling_tools: c.sampling.as_ref().is_some_and(|s| s.tools.is_some()),
+            roots: c.roots.is_some(),
+        }
+    }
+}
+
 impl InputCapabilities {
     /// The capability `request` needs, if this declaration lacks it.
     fn missing_for(&self, request: &InputRequest) -> Option<&'static str> {

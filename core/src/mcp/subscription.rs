@@ -151,6 +151,7 @@ impl SubscriptionFilter {
         }
         if self.resources_list_changed {
             out.push(RefetchTarget::ResourcesList);
+            out.push(RefetchTarget::ResourceTemplatesList);
         }
         out.extend(
             self.resource_subscriptions
@@ -197,6 +198,9 @@ pub enum RefetchTarget {
     PromptsList,
     /// `resources/list`.
     ResourcesList,
+    /// `resources/templates/list`: a resources change may change the templates too (the spec
+    /// does not say it cannot; the cache invalidates both on `resources/list_changed`).
+    ResourceTemplatesList,
     /// `resources/read` of this URI.
     Resource {
         /// The URI.
@@ -211,6 +215,7 @@ impl RefetchTarget {
             RefetchTarget::ToolsList => "tools/list",
             RefetchTarget::PromptsList => "prompts/list",
             RefetchTarget::ResourcesList => "resources/list",
+            RefetchTarget::ResourceTemplatesList => "resources/templates/list",
             RefetchTarget::Resource { .. } => "resources/read",
         }
     }
@@ -1329,11 +1334,12 @@ mod tests {
                 "tools/list",
                 "prompts/list",
                 "resources/list",
+                "resources/templates/list",
                 "resources/read"
             ]
         );
         assert_eq!(
-            targets[3],
+            targets[4],
             RefetchTarget::Resource {
                 uri: "file:///a".into()
             }
