@@ -974,3 +974,30 @@ fn input_required_for_a_list_is_a_protocol_failure() {
         "{out:?}"
     );
 }
+
+/// basic/patterns/cancellation.mdx ("ignore a response that arrives after cancellation"): a
+/// late response is reported for the request's own retired id only; a response naming any other
+/// id on an ended request's stream is plainly ignored (found by the mcp_requests fuzz target).
+#[test]
+fn late_response_is_named_only_for_the_requests_own_id() {
+    let mut h = Harness::new(Transport::Http);
+    let (req, id) = h.start("tools/list", &list_params(), options());
+    h.reqs.cancel(h.now, req, None).unwrap();
+    h.drain();
+    let foreign = json!({"jsonrpc": "2.0", "id": "not-ours", "result": {}}).to_string();
+    h.reqs.handle_stream_message(h.now, req, &foreign).unwrap();
+    let out = h.drain();
+    assert!(
+        !out.iter()
+            .any(|o| matches!(o, Output::Event(Event::LateResponseIgnored { .. }))),
+        "{out:?}"
+    );
+    let own = json!({"jsonrpc": "2.0", "id": id, "result": {}}).to_string();
+    h.reqs.handle_stream_message(h.now, req, &own).unwrap();
+    let out = h.drain();
+    assert!(
+        out.iter()
+            .any(|o| matches!(o, Output::Event(Event::LateResponseIgnored { .. }))),
+        "{out:?}"
+    );
+}

@@ -506,7 +506,9 @@ impl World {
                     let ok = match t {
                         RefetchTarget::ToolsList => m.requested.tools_list_changed,
                         RefetchTarget::PromptsList => m.requested.prompts_list_changed,
-                        RefetchTarget::ResourcesList => m.requested.resources_list_changed,
+                        RefetchTarget::ResourcesList | RefetchTarget::ResourceTemplatesList => {
+                            m.requested.resources_list_changed
+                        }
                         RefetchTarget::Resource { uri } => {
                             m.requested.resource_subscriptions.contains(uri)
                         }

@@ -882,7 +882,15 @@ impl Requests {
                 if let Ok(Message::Response { id, .. } | Message::Error { id: Some(id), .. }) =
                     Message::parse(message)
                 {
-                    self.event(Event::LateResponseIgnored { req, id });
+                    // Late only if the id was this request's own; anything else is just ignored.
+                    if self.is_retired(&id) == Some(req) {
+                        self.event(Event::LateResponseIgnored { req, id });
+                    } else {
+                        self.event(Event::Ignored {
+                            req: Some(req),
+                            reason: "a response for another id on this request's stream",
+                        });
+                    }
                 }
                 return Ok(());
             }
@@ -906,7 +914,7 @@ impl Requests {
                 if self.current_id(req) == Some(id) {
                     let id = id.clone();
                     self.finish_with_response(req, id, message);
-                } else if self.is_retired(id).is_some() {
+                } else if self.is_retired(id) == Some(req) {
                     self.event(Event::LateResponseIgnored {
                         req,
                         id: id.clone(),
