@@ -290,6 +290,27 @@ impl<'a> Message<'a> {
     }
 }
 
+/// Builds the JSON text of a request: `{"jsonrpc":"2.0","id":..,"method":..,"params":..}`, in
+/// that member order, `params` omitted when `None`.
+pub fn request_text<P: Serialize + ?Sized>(id: &Id, method: &str, params: Option<&P>) -> String {
+    #[derive(Serialize)]
+    struct Out<'a, P: Serialize + ?Sized> {
+        jsonrpc: &'static str,
+        id: &'a Id,
+        method: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        params: Option<&'a P>,
+    }
+    // Ids, strings and already-valid JSON values (a map or raw text) always serialize.
+    serde_json::to_string(&Out {
+        jsonrpc: VERSION,
+        id,
+        method,
+        params,
+    })
+    .unwrap_or_default()
+}
+
 /// Builds the JSON text of an error response.
 pub fn error_response(id: Option<&Id>, error: &ErrorObject) -> String {
     #[derive(Serialize)]

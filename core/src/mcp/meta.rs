@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::jsonrpc::{Id, VERSION};
+use crate::jsonrpc::Id;
 
 /// `_meta` key of the request's protocol version (required).
 pub const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
@@ -556,25 +556,9 @@ pub fn build_request(
     Ok(request_text(id, method, Some(&params)))
 }
 
-/// The JSON text of a request with the given params, in the member order
-/// `jsonrpc`, `id`, `method`, `params`.
+/// The JSON text of a request (see [`crate::jsonrpc::request_text`]).
 pub(crate) fn request_text(id: &Id, method: &str, params: Option<&JsonObject>) -> String {
-    #[derive(Serialize)]
-    struct Out<'a> {
-        jsonrpc: &'static str,
-        id: &'a Id,
-        method: &'a str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        params: Option<&'a JsonObject>,
-    }
-    // Owned string keys and serde_json values: serialization cannot fail.
-    serde_json::to_string(&Out {
-        jsonrpc: VERSION,
-        id,
-        method,
-        params,
-    })
-    .unwrap_or_default()
+    crate::jsonrpc::request_text(id, method, params)
 }
 
 /// Hands out request ids: positive integers counting up from the first, never equal to an id

@@ -123,23 +123,9 @@ pub fn cancelled_notification(request_id: &Id, reason: Option<&str>) -> String {
     .unwrap_or_default()
 }
 
-/// The text of a JSON-RPC request: `{"jsonrpc":"2.0","id":..,"method":..,"params":..}`.
+/// The JSON text of a request (see [`crate::jsonrpc::request_text`]).
 pub(crate) fn request_text(id: &Id, method: &str, params: Option<&RawValue>) -> String {
-    #[derive(Serialize)]
-    struct Out<'a> {
-        jsonrpc: &'static str,
-        id: &'a Id,
-        method: &'a str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        params: Option<&'a RawValue>,
-    }
-    serde_json::to_string(&Out {
-        jsonrpc: VERSION,
-        id,
-        method,
-        params,
-    })
-    .unwrap_or_default()
+    crate::jsonrpc::request_text(id, method, params)
 }
 
 /// Whether resending `method` after a broken stream cannot repeat a side effect: `tools/list`,
