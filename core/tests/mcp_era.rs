@@ -216,3 +216,26 @@ fn http_errors_classify_by_status_and_body() {
     assert_eq!(classify_http_error(401, b""), None);
     assert_eq!(classify_http_error(500, not_found), None);
 }
+
+/// The session id works like a credential: a refused re-initialize whose message echoes it does
+/// not carry it into the error (found by the mcp_legacy fuzz target).
+#[test]
+fn refused_initialize_error_redacts_the_session_id() {
+    use mcpwire_core::http::Headers;
+    use mcpwire_core::jsonrpc::Id;
+    use mcpwire_core::mcp::legacy::LegacySession;
+    use mcpwire_core::mcp::meta::{ClientCapabilities, Implementation};
+    let mut s = LegacySession::new(Implementation::new("t", "1"), ClientCapabilities::none());
+    s.initialize(Id::from(1));
+    let mut h = Headers::new();
+    h.append("Mcp-Session-Id", "sess-SECRET-42").unwrap();
+    let ok = r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"s","version":"1"}}}"#;
+    s.handle_initialize_response(&h, ok).unwrap();
+    s.initialize(Id::from(2));
+    let refused = r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32600,"message":"session sess-SECRET-42 is busy","data":{"sid":"sess-SECRET-42"}}}"#;
+    let e = s
+        .handle_initialize_response(&Headers::new(), refused)
+        .unwrap_err();
+    assert!(!e.to_string().contains("sess-SECRET-42"), "{e}");
+    assert!(!format!("{e:?}").contains("sess-SECRET-42"), "{e:?}");
+}

@@ -155,6 +155,8 @@ pub struct LegacySession {
     capabilities: ClientCapabilities,
     state: State,
     session_id: Option<String>,
+    /// The session id before the last `initialize`, still redacted from error text.
+    previous_session_id: Option<String>,
 }
 
 impl fmt::Debug for LegacySession {
@@ -181,6 +183,22 @@ fn base_headers() -> Headers {
     h
 }
 
+impl LegacySession {
+    /// `text` with every occurrence of the current session id replaced.
+    fn redact(&self, text: String) -> String {
+        let mut text = text;
+        for sid in [&self.session_id, &self.previous_session_id]
+            .into_iter()
+            .flatten()
+        {
+            if !sid.is_empty() && text.contains(sid.as_str()) {
+                text = text.replace(sid.as_str(), "<session id>");
+            }
+        }
+        text
+    }
+}
+
 fn session_id_ok(v: &str) -> bool {
     !v.is_empty() && v.bytes().all(|b| (0x21..=0x7e).contains(&b))
 }
@@ -202,6 +220,7 @@ impl LegacySession {
             capabilities,
             state: State::Idle,
             session_id: None,
+            previous_session_id: None,
         }
     }
 
@@ -241,7 +260,9 @@ impl LegacySession {
             serde_json::to_value(&self.client_info).unwrap_or(Value::Null),
         );
         let body = request_text(&id, INITIALIZE, Some(&params));
-        self.session_id = None;
+        if let Some(old) = self.session_id.take() {
+            self.previous_session_id = Some(old);
+        }
         self.state = State::Initializing(id);
         Outgoing {
             body,
@@ -253,6 +274,9 @@ impl LegacySession {
     /// on stdio). On success the session is ready and the output is
     /// `notifications/initialized`. A refusal or an unknown version returns to [`Phase::Idle`];
     /// a message that is not the awaited response leaves the state as it was.
+    ///
+    /// Text taken from the response into an error has the current session id replaced with
+    /// `<session id>`: errors are logged, and the session id works like a credential.
     pub fn handle_initialize_response(
         &mut self,
         headers: &Headers,
@@ -261,18 +285,26 @@ impl LegacySession {
         let State::Initializing(expected) = &self.state else {
             return Err(LegacyError::NotInitializing);
         };
-        let message = Message::parse(body).map_err(|e| LegacyError::Malformed(e.to_string()))?;
+        let message =
+            Message::parse(body).map_err(|e| LegacyError::Malformed(self.redact(e.to_string())))?;
         let result = match message {
             Message::Response { id, result } if &id == expected => result,
             Message::Error { id, error } if id.as_ref().is_none_or(|id| id == expected) => {
+                // The server's own text may echo the session id: redact it before keeping it.
+                let message = self
+                    .redact(error.message.clone())
+                    .chars()
+                    .take(512)
+                    .collect();
+                let data = error
+                    .data
+                    .as_ref()
+                    .map(|d| self.redact(d.to_string()).chars().take(512).collect());
                 self.state = State::Idle;
                 return Err(LegacyError::Rejected {
                     code: error.code,
-                    message: error.message.chars().take(512).collect(),
-                    data: error
-                        .data
-                        .as_ref()
-                        .map(|d| d.to_string().chars().take(512).collect()),
+                    message,
+                    data,
                 });
             }
             Message::Response { id, .. } | Message::Error { id: Some(id), .. } => {
