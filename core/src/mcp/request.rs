@@ -89,6 +89,52 @@ impl IdSource for crate::mcp::meta::IdAllocator {
     }
 }
 
+/// Draws an id from `ids` that `in_use` does not claim, trying `ID_ATTEMPTS` times; `None`
+/// when the source keeps offering ids in use. Shared by [`Requests`] and the subscriptions.
+pub(crate) fn draw_fresh_id(ids: &mut dyn IdSource, in_use: impl Fn(&Id) -> bool) -> Option<Id> {
+    (0..ID_ATTEMPTS)
+        .map(|_| ids.next_id())
+        .find(|id| !in_use(id))
+}
+
+/// A bounded memory of ids that are no longer live (cancelled, timed out, superseded) and who
+/// held them, so a late response for one is recognized and the id is not handed out again while
+/// remembered. The oldest are forgotten first; retiring an id twice keeps its first owner.
+#[derive(Clone, Debug)]
+pub(crate) struct RetiredIds<H> {
+    ids: VecDeque<(Id, H)>,
+    capacity: usize,
+}
+
+impl<H: Copy + PartialEq> RetiredIds<H> {
+    pub(crate) fn new(capacity: usize) -> Self {
+        RetiredIds {
+            ids: VecDeque::new(),
+            capacity,
+        }
+    }
+
+    pub(crate) fn retire(&mut self, id: Id, owner: H) {
+        if self.owner(&id).is_some() {
+            return;
+        }
+        if self.ids.len() >= self.capacity {
+            self.ids.pop_front();
+        }
+        self.ids.push_back((id, owner));
+    }
+
+    /// Who held `id`, if it is remembered.
+    pub(crate) fn owner(&self, id: &Id) -> Option<H> {
+        self.ids.iter().find(|(old, _)| old == id).map(|&(_, h)| h)
+    }
+
+    /// Whether `owner` held any remembered id.
+    pub(crate) fn held_by(&self, owner: H) -> bool {
+        self.ids.iter().any(|(_, h)| *h == owner)
+    }
+}
+
 /// The JSON-RPC transport a request travels on; it decides how a cancellation is signalled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {
@@ -646,7 +692,7 @@ pub struct Requests {
     jitter: Jitter,
     next_handle: u64,
     active: BTreeMap<RequestHandle, Tracked>,
-    retired: VecDeque<(Id, RequestHandle)>,
+    retired: RetiredIds<RequestHandle>,
     outputs: VecDeque<Output>,
     /// stdio: whether the channel to the server is open (resends wait for it).
     channel_open: bool,
@@ -660,7 +706,7 @@ impl Requests {
             config,
             next_handle: 0,
             active: BTreeMap::new(),
-            retired: VecDeque::new(),
+            retired: RetiredIds::new(RETIRED_CAPACITY),
             outputs: VecDeque::new(),
             channel_open: true,
         }
@@ -863,7 +909,7 @@ impl Requests {
             return Err(UsageError::WrongTransport);
         }
         if !self.active.contains_key(&req) {
-            if self.retired.iter().any(|(_, r)| *r == req) {
+            if self.retired.held_by(req) {
                 // The stream of a cancelled or ended request: drop quietly, but name responses.
                 if let Ok(Message::Response { id, .. } | Message::Error { id: Some(id), .. }) =
                     Message::parse(message)
@@ -967,7 +1013,7 @@ impl Requests {
             return Err(UsageError::WrongTransport);
         }
         let Some(mut t) = self.active.remove(&req) else {
-            if self.retired.iter().any(|(_, r)| *r == req) {
+            if self.retired.held_by(req) {
                 return Ok(());
             }
             return Err(UsageError::UnknownHandle);
@@ -1090,24 +1136,18 @@ impl Requests {
     }
 
     fn is_retired(&self, id: &Id) -> Option<RequestHandle> {
-        self.retired
-            .iter()
-            .find(|(old, _)| old == id)
-            .map(|&(_, r)| r)
+        self.retired.owner(id)
     }
 
     fn retire(&mut self, id: Id, req: RequestHandle) {
-        if self.retired.len() >= RETIRED_CAPACITY {
-            self.retired.pop_front();
-        }
-        self.retired.push_back((id, req));
+        self.retired.retire(id, req);
     }
 
     /// An id from `ids` that no tracked or retired attempt uses.
-    fn fresh_id(&mut self, ids: &mut dyn IdSource) -> Option<Id> {
-        (0..ID_ATTEMPTS)
-            .map(|_| ids.next_id())
-            .find(|id| self.owner_of(id).is_none() && self.is_retired(id).is_none())
+    fn fresh_id(&self, ids: &mut dyn IdSource) -> Option<Id> {
+        draw_fresh_id(ids, |id| {
+            self.owner_of(id).is_some() || self.is_retired(id).is_some()
+        })
     }
 
     fn send_attempt(&mut self, now: Instant, req: RequestHandle, t: &mut Tracked, id: Id) {

@@ -42,7 +42,9 @@ use serde_json::{Map, Value};
 
 use crate::backoff::{self, Backoff, Jitter};
 use crate::jsonrpc::{ErrorObject, Id, Message, VERSION};
-use crate::mcp::request::{cancelled_notification, IdSource, Routed, StreamFailure, Transport};
+use crate::mcp::request::{
+    cancelled_notification, draw_fresh_id, IdSource, RetiredIds, Routed, StreamFailure, Transport,
+};
 
 /// The `_meta` key that names the subscription a message belongs to.
 pub const SUBSCRIPTION_ID_KEY: &str = "io.modelcontextprotocol/subscriptionId";
@@ -55,9 +57,6 @@ pub const ACKNOWLEDGED_METHOD: &str = "notifications/subscriptions/acknowledged"
 
 /// How many ended or superseded listen ids are remembered, to drop their stragglers quietly.
 const RETIRED_CAPACITY: usize = 64;
-
-/// How many times an allocator may hand out an id already in use before giving up.
-const ID_ATTEMPTS: usize = 8;
 
 /// The notification kinds of a subscription (the schema's `SubscriptionFilter`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -652,7 +651,7 @@ pub struct Subscriptions {
     jitter: Jitter,
     next_handle: u64,
     subs: BTreeMap<SubscriptionHandle, Sub>,
-    retired: VecDeque<(Id, SubscriptionHandle)>,
+    retired: RetiredIds<SubscriptionHandle>,
     outputs: VecDeque<Output>,
     channel_open: bool,
 }
@@ -665,7 +664,7 @@ impl Subscriptions {
             config,
             next_handle: 0,
             subs: BTreeMap::new(),
-            retired: VecDeque::new(),
+            retired: RetiredIds::new(RETIRED_CAPACITY),
             outputs: VecDeque::new(),
             channel_open: true,
         }
@@ -838,7 +837,7 @@ impl Subscriptions {
         };
         // On HTTP the stream names the subscription; a subscription id, when present, must agree.
         if let Some(sid) = parsed.subscription_id.as_ref().filter(|sid| **sid != cur) {
-            if self.retired.iter().any(|(old, h)| old == sid && *h == sub) {
+            if self.retired.owner(sid) == Some(sub) {
                 // A straggler of this subscription's previous stream.
                 return Ok(());
             }
@@ -928,7 +927,7 @@ impl Subscriptions {
                 self.apply(now, sub, key, parsed);
                 Routed::Consumed
             }
-            None if self.retired.iter().any(|(id, _)| *id == key) => Routed::Consumed,
+            None if self.retired.owner(&key).is_some() => Routed::Consumed,
             None => Routed::NotMine,
         }
     }
@@ -984,19 +983,13 @@ impl Subscriptions {
     }
 
     fn retire(&mut self, id: Id, sub: SubscriptionHandle) {
-        if self.retired.iter().any(|(old, _)| *old == id) {
-            return;
-        }
-        if self.retired.len() >= RETIRED_CAPACITY {
-            self.retired.pop_front();
-        }
-        self.retired.push_back((id, sub));
+        self.retired.retire(id, sub);
     }
 
-    fn fresh_id(&mut self, ids: &mut dyn IdSource) -> Option<Id> {
-        (0..ID_ATTEMPTS).map(|_| ids.next_id()).find(|id| {
-            !self.subs.values().any(|s| s.current_id() == Some(id))
-                && !self.retired.iter().any(|(old, _)| old == id)
+    fn fresh_id(&self, ids: &mut dyn IdSource) -> Option<Id> {
+        draw_fresh_id(ids, |id| {
+            self.subs.values().any(|s| s.current_id() == Some(id))
+                || self.retired.owner(id).is_some()
         })
     }
 
