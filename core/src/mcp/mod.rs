@@ -14,6 +14,7 @@
 //! - [`request`]: timeouts, cancellation and resends.
 
 pub mod cache;
+pub mod client;
 pub mod discover;
 pub mod elicitation;
 pub mod era;

@@ -305,6 +305,38 @@ pub(crate) fn raw_members(json: &str) -> Result<Vec<(String, Box<RawValue>)>, St
         .map_err(|e| e.to_string())
 }
 
+/// `params_json` (a JSON object) with its `_meta` member replaced by `meta_json` (appended when
+/// absent); every other member keeps its raw text and place, so `requestState` stays byte-exact.
+/// Used to resend an MRTR retry after the protocol version or capabilities changed.
+pub fn splice_meta(params_json: &str, meta_json: &str) -> Result<String, MrtrError> {
+    let members = raw_members(params_json).map_err(MrtrError::BadParams)?;
+    raw_members(meta_json).map_err(MrtrError::BadParams)?;
+    let mut out = String::from("{");
+    let mut meta_written = false;
+    for (key, value) in &members {
+        if out.len() > 1 {
+            out.push(',');
+        }
+        out.push_str(&json_string(key));
+        out.push(':');
+        if key == "_meta" {
+            out.push_str(meta_json.trim());
+            meta_written = true;
+        } else {
+            out.push_str(value.get());
+        }
+    }
+    if !meta_written {
+        if out.len() > 1 {
+            out.push(',');
+        }
+        out.push_str("\"_meta\":");
+        out.push_str(meta_json.trim());
+    }
+    out.push('}');
+    Ok(out)
+}
+
 /// Deserializes a present member (even `null`) as `Some(raw)`.
 fn raw_present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
     <&RawValue>::deserialize(d).map(Some)
