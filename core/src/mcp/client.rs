@@ -721,7 +721,7 @@ impl Client {
         let mut client = Client {
             ids: IdAllocator::new(),
             era: EraState::Unknown,
-            legacy: LegacySession::new(config.client_info.clone(), config.capabilities.clone()),
+            legacy: LegacySession::new(config.client_info.clone(), legacy_capabilities(&config)),
             handshake: None,
             requests: Requests::new(RequestsConfig {
                 transport,
@@ -1178,7 +1178,7 @@ impl Client {
             // A new process has no session.
             self.legacy = LegacySession::new(
                 self.config.client_info.clone(),
-                self.config.capabilities.clone(),
+                legacy_capabilities(&self.config),
             );
         }
         self.pump(now);
@@ -1738,7 +1738,7 @@ impl Client {
         self.handshake = None;
         self.legacy = LegacySession::new(
             self.config.client_info.clone(),
-            self.config.capabilities.clone(),
+            legacy_capabilities(&self.config),
         );
     }
 
@@ -2687,6 +2687,16 @@ impl Client {
 
 // ---------------------------------------------------------------------------------------------
 // Helpers.
+
+/// The capabilities `initialize` declares. Legacy servers ask for elicitation, sampling and
+/// roots with server-to-client requests, which this client answers with "method not found";
+/// declaring them would promise what it does not do, so only extensions are declared.
+fn legacy_capabilities(config: &ClientConfig) -> ClientCapabilities {
+    ClientCapabilities {
+        extensions: config.capabilities.extensions.clone(),
+        ..ClientCapabilities::none()
+    }
+}
 
 fn cache_key(operation: &Operation) -> Result<RequestKey, super::cache::CacheError> {
     let params = Value::Object(operation.params());

@@ -1,0 +1,1455 @@
+//! Transcript tests of `mcp::Client`, the whole client of one server, driven by the REAL
+//! exchanges recorded under `fixtures/mcp/<server>/<transport>/` (PyPI `mcp==2.3.0`, npm
+//! `@modelcontextprotocol/server@2.4.0`, `@modelcontextprotocol/server-everything@2026.8.31`).
+//!
+//! A scripted server answers each request the client emits with the recorded response (its ids
+//! rewritten to the ids our client chose, nothing else touched), on a simulated clock. Each
+//! test's doc comment names the spec section it holds (`shared/spec/mcp-2026-07-28/`, the legacy
+//! `mcp-2025-11-25-legacy/`, the client guide `mcp-client-guide-2026-07-28.txt`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime};
+
+use mcpwire_core::http::{Headers, Method, ResponseHead};
+use mcpwire_core::mcp::cache::{CacheConfig, ListKind, StaleIfError};
+use mcpwire_core::mcp::client::{
+    CachePolicy, Client, ClientConfig, EraEvidence, Event, OpError, OpId, OpOptions, Operation,
+    Output, ProtocolChoice, ResultSource, RetryReason, StreamId,
+};
+use mcpwire_core::mcp::elicitation::ElicitAnswer;
+use mcpwire_core::mcp::era::{CachedEra, CapabilityError, Era, VersionError};
+use mcpwire_core::mcp::meta::{ClientCapabilities, Implementation};
+use mcpwire_core::mcp::mrtr::{InputAnswer, MrtrError};
+use mcpwire_core::mcp::request::{CallOptions, Transport};
+use mcpwire_core::mcp::subscription::{self, SubscriptionFilter};
+use serde_json::{json, Map, Value};
+
+// ---------------------------------------------------------------------------------------------
+// Fixtures and the scripted server.
+
+fn fixtures_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/mcp")
+}
+
+fn fx(rel: &str) -> Value {
+    let path = fixtures_dir().join(rel);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+fn info() -> Implementation {
+    Implementation::new("mcpwire-test", "0.1.0")
+}
+
+/// What the client sent on one stream.
+#[derive(Debug)]
+struct Sent {
+    stream: StreamId,
+    method: Method,
+    headers: Headers,
+    body: Value,
+}
+
+impl Sent {
+    fn id(&self) -> Value {
+        self.body["id"].clone()
+    }
+    fn rpc_method(&self) -> &str {
+        self.body["method"].as_str().unwrap_or("")
+    }
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name)
+    }
+}
+
+struct Harness {
+    c: Client,
+    now: Instant,
+    events: Vec<Event>,
+    sent: Vec<Sent>,
+    lines: Vec<Value>,
+    closed: Vec<StreamId>,
+}
+
+impl Harness {
+    fn new(config: ClientConfig) -> Self {
+        let mut h = Harness {
+            c: Client::new(config),
+            now: Instant::now(),
+            events: Vec::new(),
+            sent: Vec::new(),
+            lines: Vec::new(),
+            closed: Vec::new(),
+        };
+        h.drain();
+        h
+    }
+
+    fn http() -> Self {
+        Self::new(ClientConfig::new(Transport::Http, info()))
+    }
+
+    fn drain(&mut self) {
+        while let Some(o) = self.c.poll_output() {
+            match o {
+                Output::Http {
+                    stream,
+                    method,
+                    headers,
+                    body,
+                } => self.sent.push(Sent {
+                    stream,
+                    method,
+                    headers,
+                    body: if body.is_empty() {
+                        Value::Null
+                    } else {
+                        serde_json::from_str(&body).unwrap()
+                    },
+                }),
+                Output::CloseStream(s) => self.closed.push(s),
+                Output::Stdio(line) => self.lines.push(serde_json::from_str(&line).unwrap()),
+                Output::Event(e) => self.events.push(e),
+            }
+        }
+    }
+
+    /// The next HTTP request the client sent (in order).
+    fn next_sent(&mut self) -> Sent {
+        self.drain();
+        assert!(
+            !self.sent.is_empty(),
+            "the client sent nothing; events: {:?}",
+            self.events
+        );
+        self.sent.remove(0)
+    }
+
+    fn next_line(&mut self) -> Value {
+        self.drain();
+        assert!(
+            !self.lines.is_empty(),
+            "the client wrote nothing; events: {:?}",
+            self.events
+        );
+        self.lines.remove(0)
+    }
+
+    fn take_events(&mut self) -> Vec<Event> {
+        self.drain();
+        std::mem::take(&mut self.events)
+    }
+
+    fn advance(&mut self, d: Duration) {
+        self.now += d;
+        self.c.handle_timeout(self.now);
+        self.drain();
+    }
+
+    /// Answers `sent` with a raw HTTP response.
+    fn reply(&mut self, stream: StreamId, status: u16, headers: &[(&str, &str)], body: &str) {
+        let mut h = Headers::new();
+        for (k, v) in headers {
+            h.append(*k, *v).unwrap();
+        }
+        self.c
+            .handle_response_head(
+                self.now,
+                SystemTime::now(),
+                stream,
+                ResponseHead { status, headers: h },
+            )
+            .unwrap();
+        // Split the body in two chunks to exercise incremental parsing.
+        let mid = body.len() / 2;
+        let mid = (0..=mid)
+            .rev()
+            .find(|i| body.is_char_boundary(*i))
+            .unwrap_or(0);
+        self.c
+            .handle_response_data(self.now, stream, &body.as_bytes()[..mid])
+            .unwrap();
+        self.c
+            .handle_response_data(self.now, stream, &body.as_bytes()[mid..])
+            .unwrap();
+        self.c.handle_response_end(self.now, stream).unwrap();
+        self.drain();
+    }
+
+    /// Answers `sent` with the recorded HTTP response of fixture `rel`, its ids rewritten.
+    fn reply_fx(&mut self, sent: &Sent, rel: &str) {
+        let f = fx(rel);
+        let recorded_id = f["request"]["body"]["id"].clone();
+        let resp = &f["response"];
+        let status = resp["status"].as_u64().unwrap() as u16;
+        let mut headers: Vec<(String, String)> = Vec::new();
+        for (k, v) in resp["headers"].as_object().unwrap() {
+            if k == "content-length" || k == "transfer-encoding" {
+                continue;
+            }
+            headers.push((k.clone(), v.as_str().unwrap().to_owned()));
+        }
+        let body = if let Some(events) = resp.get("sse_events").and_then(Value::as_array) {
+            let mut text = String::new();
+            for ev in events {
+                let data = match &ev["data"] {
+                    Value::String(s) => s.clone(),
+                    v => rewrite_ids(v.clone(), &recorded_id, &sent.id()).to_string(),
+                };
+                text.push_str(&format!(
+                    "event: {}\ndata: {}\n\n",
+                    ev["event"].as_str().unwrap_or("message"),
+                    data
+                ));
+            }
+            text
+        } else {
+            match &resp["body"] {
+                Value::String(s) => s.clone(),
+                Value::Null => String::new(),
+                v => rewrite_ids(v.clone(), &recorded_id, &sent.id()).to_string(),
+            }
+        };
+        let hs: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        self.reply(sent.stream, status, &hs, &body);
+    }
+
+    /// stdio: feeds the recorded lines of fixture `rel` (messages, then the response).
+    fn reply_line_fx(&mut self, sent: &Value, rel: &str) {
+        let f = fx(rel);
+        let recorded_id = f["request"]["body"]["id"].clone();
+        let resp = &f["response"];
+        if let Some(ms) = resp.get("messages").and_then(Value::as_array) {
+            for m in ms {
+                let m = rewrite_ids(m.clone(), &recorded_id, &sent["id"]);
+                self.c.handle_stdio_line(self.now, &m.to_string()).unwrap();
+            }
+        }
+        if !resp["body"].is_null() {
+            let m = rewrite_ids(resp["body"].clone(), &recorded_id, &sent["id"]);
+            self.c.handle_stdio_line(self.now, &m.to_string()).unwrap();
+        }
+        self.drain();
+    }
+}
+
+/// Replaces the recorded request id by ours wherever a message refers to the request: its `id`,
+/// a subscription id, a cancellation's `requestId`.
+fn rewrite_ids(mut v: Value, recorded: &Value, ours: &Value) -> Value {
+    if v.get("id") == Some(recorded) {
+        v["id"] = ours.clone();
+    }
+    if let Some(meta) = v.pointer_mut("/params/_meta") {
+        if meta.get("io.modelcontextprotocol/subscriptionId") == Some(recorded) {
+            meta["io.modelcontextprotocol/subscriptionId"] = ours.clone();
+        }
+    }
+    if let Some(p) = v.get_mut("params") {
+        if p.get("requestId") == Some(recorded) {
+            p["requestId"] = ours.clone();
+        }
+    }
+    v
+}
+
+fn result_of(events: &[Event], op: OpId) -> Option<(Value, bool, ResultSource)> {
+    events.iter().find_map(|e| match e {
+        Event::Result {
+            op: o,
+            result,
+            is_error,
+            source,
+        } if *o == op => Some((serde_json::from_str(result).unwrap(), *is_error, *source)),
+        _ => None,
+    })
+}
+
+fn failure_of(events: &[Event], op: OpId) -> Option<OpError> {
+    events.iter().find_map(|e| match e {
+        Event::Failed { op: o, error } if *o == op => Some(error.clone()),
+        _ => None,
+    })
+}
+
+fn obj(v: Value) -> Map<String, Value> {
+    v.as_object().cloned().unwrap()
+}
+
+fn header_map(h: &Headers) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = h
+        .iter()
+        .map(|(k, v)| (k.to_ascii_lowercase(), v.to_owned()))
+        .collect();
+    v.sort();
+    v
+}
+
+fn recorded_headers(rel: &str) -> Vec<(String, String)> {
+    let f = fx(rel);
+    let mut v: Vec<(String, String)> = f["request"]["headers"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.to_ascii_lowercase(), v.as_str().unwrap().to_owned()))
+        .collect();
+    v.sort();
+    v
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request building and era detection on Streamable HTTP.
+
+/// `basic/transports/streamable-http.mdx`, "Standard Request Headers" and "Backward
+/// Compatibility" (send a modern request first); `basic/index.mdx` "Per-request protocol
+/// fields": the first request is modern, self-contained, its headers mirror its body exactly as
+/// the recorded request the real Python server accepted; the answer settles the era.
+#[test]
+fn http_first_request_is_modern_and_its_headers_equal_the_accepted_ones() {
+    let mut h = Harness::http();
+    let op = h.c.discover(h.now);
+    let s = h.next_sent();
+    assert_eq!(s.method, Method::Post);
+    assert_eq!(s.rpc_method(), "server/discover");
+    let meta = &s.body["params"]["_meta"];
+    assert_eq!(
+        meta["io.modelcontextprotocol/protocolVersion"],
+        "2026-07-28"
+    );
+    assert_eq!(
+        meta["io.modelcontextprotocol/clientInfo"]["name"],
+        "mcpwire-test"
+    );
+    assert_eq!(
+        meta["io.modelcontextprotocol/clientCapabilities"],
+        json!({})
+    );
+    assert_eq!(
+        header_map(&s.headers),
+        recorded_headers("python-sdk/http/01-server-discover.json")
+    );
+    h.reply_fx(&s, "python-sdk/http/01-server-discover.json");
+    let ev = h.take_events();
+    assert!(ev.contains(&Event::EraDetected {
+        era: Era::Modern,
+        version: "2026-07-28".into(),
+        evidence: EraEvidence::ModernAnswer
+    }));
+    let (result, is_error, source) = result_of(&ev, op).unwrap();
+    assert_eq!(result["supportedVersions"], json!(["2026-07-28"]));
+    assert!(!is_error);
+    assert_eq!(source, ResultSource::Server);
+    assert_eq!(
+        h.c.era(),
+        Some(CachedEra {
+            era: Era::Modern,
+            protocol_version: Some("2026-07-28".into())
+        })
+    );
+}
+
+/// `basic/transports/streamable-http.mdx`, "Custom Headers from Tool Parameters": after
+/// `tools/list`, a call carries `Mcp-Param-{Name}` from the tool's `x-mcp-header`; the headers
+/// equal the ones the real Python server accepted for the same call.
+#[test]
+fn tools_call_mirrors_x_mcp_header_arguments_from_the_latest_tools_list() {
+    let mut h = Harness::http();
+    let list = h.c.list(h.now, ListKind::Tools, None);
+    let s = h.next_sent();
+    h.reply_fx(&s, "python-sdk/http/02-tools-list.json");
+    assert!(result_of(&h.take_events(), list).is_some());
+    assert!(h.c.tool_headers("query_region").is_some());
+    let args = obj(json!({"region": "us-west1", "query": "SELECT 1"}));
+    let call =
+        h.c.call_tool(h.now, "query_region", args, OpOptions::default());
+    let s = h.next_sent();
+    assert_eq!(
+        header_map(&s.headers),
+        recorded_headers("python-sdk/http/04-tools-call-header-param.json")
+    );
+    h.reply_fx(&s, "python-sdk/http/04-tools-call-header-param.json");
+    let (result, is_error, _) = result_of(&h.take_events(), call).unwrap();
+    assert!(!is_error);
+    assert!(result["content"].is_array());
+}
+
+/// `basic/transports/streamable-http.mdx`, "Custom Headers from Tool Parameters" (client
+/// behavior): a tool whose `x-mcp-header` breaks the rules is excluded from the listed tools with
+/// a warning naming it and the reason; the other tools stay usable; calling it is refused.
+#[test]
+fn a_tool_with_an_invalid_x_mcp_header_is_excluded_and_the_others_stay() {
+    let mut h = Harness::http();
+    let list = h.c.list(h.now, ListKind::Tools, None);
+    let s = h.next_sent();
+    let body = json!({"jsonrpc": "2.0", "id": s.id(), "result": {"tools": [
+        {"name": "good", "inputSchema": {"type": "object", "properties": {"r": {"type": "string", "x-mcp-header": "Region"}}}},
+        {"name": "bad", "inputSchema": {"type": "object", "properties": {"r": {"type": "string", "x-mcp-header": "A B"}}}}
+    ]}});
+    h.reply(
+        s.stream,
+        200,
+        &[("content-type", "application/json")],
+        &body.to_string(),
+    );
+    let ev = h.take_events();
+    let excluded: Vec<_> = ev
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolExcluded { tool, reason } => Some((tool.clone(), reason.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(excluded.len(), 1);
+    assert_eq!(excluded[0].0, "bad");
+    assert!(excluded[0].1.contains("A B"), "{}", excluded[0].1);
+    let (result, _, _) = result_of(&ev, list).unwrap();
+    let names: Vec<&str> = result["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["good"]);
+    let bad =
+        h.c.call_tool(h.now, "bad", obj(json!({"r": "x"})), OpOptions::default());
+    let ev = h.take_events();
+    assert!(
+        matches!(failure_of(&ev, bad), Some(OpError::ToolExcluded { ref tool, .. }) if tool == "bad")
+    );
+    assert!(h.sent.is_empty(), "an excluded tool is not called");
+    h.c.call_tool(h.now, "good", obj(json!({"r": "eu"})), OpOptions::default());
+    let s = h.next_sent();
+    assert_eq!(s.header("Mcp-Param-Region"), Some("eu"));
+}
+
+/// `basic/transports/streamable-http.mdx`, "Backward Compatibility": a 400 whose body is not a
+/// recognized modern error ("Bad Request: Server not initialized" from server-everything) means
+/// legacy: `initialize`, `notifications/initialized`, then the same operation in the session,
+/// with `Mcp-Session-Id` and `MCP-Protocol-Version` (legacy `basic/transports.mdx`, "Session
+/// Management", "Protocol Version Header").
+#[test]
+fn http_falls_back_to_initialize_on_a_legacy_400_and_resends_the_operation() {
+    let mut h = Harness::http();
+    let list = h.c.list(h.now, ListKind::Tools, None);
+    let first = h.next_sent();
+    h.reply_fx(&first, "server-everything/http/02-modern-tools-list.json");
+    let ev = h.take_events();
+    assert!(ev.contains(&Event::Retrying {
+        op: list,
+        reason: RetryReason::LegacyFallback
+    }));
+    let init = h.next_sent();
+    assert_eq!(init.rpc_method(), "initialize");
+    assert_eq!(init.body["params"]["protocolVersion"], "2025-11-25");
+    assert_eq!(init.header("Mcp-Session-Id"), None);
+    assert_ne!(init.id(), first.id(), "a new id for the resend");
+    h.reply_fx(&init, "server-everything/http/03-legacy-initialize.json");
+    let ev = h.take_events();
+    assert!(ev.contains(&Event::EraDetected {
+        era: Era::Legacy,
+        version: "2025-11-25".into(),
+        evidence: EraEvidence::HttpStatus(400)
+    }));
+    let initialized = h.next_sent();
+    assert_eq!(initialized.rpc_method(), "notifications/initialized");
+    let sid = fx("server-everything/http/03-legacy-initialize.json")["response"]["headers"]
+        ["mcp-session-id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(initialized.header("Mcp-Session-Id"), Some(sid.as_str()));
+    h.reply(initialized.stream, 202, &[], "");
+    let again = h.next_sent();
+    assert_eq!(again.rpc_method(), "tools/list");
+    assert!(
+        again.body["params"].get("_meta").is_none(),
+        "no modern _meta in the legacy era"
+    );
+    assert_eq!(again.header("Mcp-Session-Id"), Some(sid.as_str()));
+    assert_eq!(again.header("MCP-Protocol-Version"), Some("2025-11-25"));
+    h.reply_fx(&again, "server-everything/http/05-legacy-tools-list.json");
+    let (result, _, source) = result_of(&h.take_events(), list).unwrap();
+    assert_eq!(source, ResultSource::Server);
+    assert!(!result["tools"].as_array().unwrap().is_empty());
+    // discover in the legacy era is answered from the initialize result, with nothing sent.
+    let d = h.c.discover(h.now);
+    let (result, _, source) = result_of(&h.take_events(), d).unwrap();
+    assert_eq!(source, ResultSource::Handshake);
+    assert_eq!(result["supportedVersions"], json!(["2025-11-25"]));
+    assert!(h.sent.is_empty());
+}
+
+/// `basic/transports/streamable-http.mdx`, "Backward Compatibility": a client pinned to the
+/// modern era does not fall back; an empty 400 is a typed "legacy server" error, and a
+/// JSON-RPC error body is the request's answer.
+#[test]
+fn a_client_pinned_to_modern_does_not_fall_back() {
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.protocol = ProtocolChoice::Modern;
+    let mut h = Harness::new(config);
+    let list = h.c.list(h.now, ListKind::Tools, None);
+    let first = h.next_sent();
+    h.reply(
+        first.stream,
+        400,
+        &[("content-type", "text/plain")],
+        "Missing session ID",
+    );
+    assert_eq!(
+        failure_of(&h.take_events(), list),
+        Some(OpError::LegacyServer { status: 400 })
+    );
+    assert!(h.sent.is_empty());
+}
+
+/// `basic/transports/streamable-http.mdx`, "Backward Compatibility": pinned to modern, the
+/// JSON-RPC error body of a legacy server's 400 is reported as the server's answer.
+#[test]
+fn a_client_pinned_to_modern_reports_the_error_body_of_a_legacy_server() {
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.protocol = ProtocolChoice::Modern;
+    let mut h = Harness::new(config);
+    let list = h.c.list(h.now, ListKind::Tools, None);
+    let first = h.next_sent();
+    h.reply_fx(&first, "server-everything/http/02-modern-tools-list.json");
+    let ev = h.take_events();
+    // server-everything's body is a JSON-RPC error with id null: an answer, not a fallback.
+    assert!(matches!(failure_of(&ev, list), Some(OpError::Server(e)) if e.code == -32000));
+    assert!(h.sent.iter().all(|s| s.rpc_method() != "initialize"));
+}
+
+/// `basic/transports/streamable-http.mdx`, "Backward Compatibility": 404 with `-32601` is a
+/// modern server without the method; the era stays modern and the error is the answer.
+#[test]
+fn a_404_method_not_found_is_a_modern_answer_not_a_fallback() {
+    let mut h = Harness::http();
+    let op = h.c.start(
+        h.now,
+        Operation::ReadResource {
+            uri: "no/such/method".into(),
+        },
+        OpOptions::default(),
+    );
+    let s = h.next_sent();
+    h.reply_fx(&s, "python-sdk/http/24-method-not-found.json");
+    let ev = h.take_events();
+    assert!(matches!(failure_of(&ev, op), Some(OpError::Server(e)) if e.code == -32601));
+    assert!(h.sent.is_empty(), "no initialize");
+}
+
+/// `basic/versioning.mdx`, "Protocol Version Negotiation": `-32022` with `data.supported` picks
+/// the highest common version and retries with a new id (the real Python server's answer).
+#[test]
+fn unsupported_version_retries_with_the_highest_common_version() {
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.versions = vec!["2026-07-28".into(), "2099-01-01".into()];
+    let mut h = Harness::new(config);
+    let op = h.c.list(h.now, ListKind::Tools, None);
+    let first = h.next_sent();
+    assert_eq!(first.header("MCP-Protocol-Version"), Some("2099-01-01"));
+    h.reply_fx(
+        &first,
+        "python-sdk/http/26-unsupported-protocol-version.json",
+    );
+    let ev = h.take_events();
+    assert!(ev.contains(&Event::Retrying {
+        op,
+        reason: RetryReason::Version("2026-07-28".into())
+    }));
+    let retry = h.next_sent();
+    assert_ne!(retry.id(), first.id());
+    assert_eq!(retry.header("MCP-Protocol-Version"), Some("2026-07-28"));
+    assert_eq!(
+        retry.body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+        "2026-07-28"
+    );
+    h.reply_fx(&retry, "python-sdk/http/02-tools-list.json");
+    assert!(result_of(&h.take_events(), op).is_some());
+    // Later requests use the negotiated version at once.
+    h.c.list(h.now, ListKind::Prompts, None);
+    assert_eq!(
+        h.next_sent().header("MCP-Protocol-Version"),
+        Some("2026-07-28")
+    );
+}
+
+/// `basic/versioning.mdx`: no version in common is a typed error naming both lists.
+#[test]
+fn unsupported_version_without_a_common_one_names_both_lists() {
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.versions = vec!["2099-01-01".into()];
+    let mut h = Harness::new(config);
+    let op = h.c.list(h.now, ListKind::Tools, None);
+    let first = h.next_sent();
+    h.reply_fx(
+        &first,
+        "python-sdk/http/26-unsupported-protocol-version.json",
+    );
+    match failure_of(&h.take_events(), op) {
+        Some(OpError::Version(VersionError::NoCommonVersion {
+            ours, supported, ..
+        })) => {
+            assert_eq!(ours, ["2099-01-01"]);
+            assert_eq!(supported, ["2026-07-28"]);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// `basic/index.mdx`, "Per-request protocol fields" (`-32021`): the missing capability is
+/// declared when the host supports it and the request retried; otherwise a typed error.
+#[test]
+fn missing_capability_is_declared_when_the_host_supports_it() {
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.host_capabilities = ClientCapabilities::none().with_elicitation_form();
+    let mut h = Harness::new(config);
+    let op = h.c.call_tool(
+        h.now,
+        "confirm_action",
+        obj(json!({"target": "prod"})),
+        OpOptions::default(),
+    );
+    let first = h.next_sent();
+    assert_eq!(
+        first.body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"],
+        json!({})
+    );
+    h.reply_fx(
+        &first,
+        "python-sdk/http/10-tools-call-elicit-no-capability.json",
+    );
+    assert!(h.take_events().contains(&Event::Retrying {
+        op,
+        reason: RetryReason::Capabilities
+    }));
+    let retry = h.next_sent();
+    assert_ne!(retry.id(), first.id());
+    assert_eq!(
+        retry.body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"],
+        json!({"elicitation": {"form": {}}})
+    );
+
+    let mut h = Harness::http();
+    let op = h.c.call_tool(
+        h.now,
+        "confirm_action",
+        obj(json!({"target": "prod"})),
+        OpOptions::default(),
+    );
+    let first = h.next_sent();
+    h.reply_fx(
+        &first,
+        "python-sdk/http/10-tools-call-elicit-no-capability.json",
+    );
+    assert!(matches!(
+        failure_of(&h.take_events(), op),
+        Some(OpError::Capability(CapabilityError::HostLacks { .. }))
+    ));
+}
+
+/// `basic/transports/streamable-http.mdx`, "Server Validation" (`-32020`): the client refreshes
+/// `tools/list` and retries once with the new headers; a second mismatch is a typed error.
+#[test]
+fn header_mismatch_refreshes_tools_list_and_retries_once() {
+    let mut h = Harness::http();
+    let args = obj(json!({"region": "us-west1", "query": "SELECT 1"}));
+    let op =
+        h.c.call_tool(h.now, "query_region", args, OpOptions::default());
+    let first = h.next_sent();
+    assert_eq!(
+        first.header("Mcp-Param-Region"),
+        None,
+        "the schema was never seen"
+    );
+    let mismatch = |id: &Value| {
+        json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32020, "message": "Header mismatch: Mcp-Param-Region"}})
+            .to_string()
+    };
+    h.reply(
+        first.stream,
+        400,
+        &[("content-type", "application/json")],
+        &mismatch(&first.id()),
+    );
+    let refresh = h.next_sent();
+    assert_eq!(refresh.rpc_method(), "tools/list");
+    h.reply_fx(&refresh, "python-sdk/http/02-tools-list.json");
+    assert!(h.take_events().contains(&Event::Retrying {
+        op,
+        reason: RetryReason::HeadersRefreshed
+    }));
+    let retry = h.next_sent();
+    assert_eq!(retry.header("Mcp-Param-Region"), Some("us-west1"));
+    assert_ne!(retry.id(), first.id());
+    h.reply(
+        retry.stream,
+        400,
+        &[("content-type", "application/json")],
+        &mismatch(&retry.id()),
+    );
+    assert!(matches!(
+        failure_of(&h.take_events(), op),
+        Some(OpError::HeaderMismatch { .. })
+    ));
+    assert!(h.sent.is_empty(), "retried once only");
+}
+
+// ---------------------------------------------------------------------------------------------
+// MRTR.
+
+fn elicit_config() -> ClientConfig {
+    ClientConfig::new(Transport::Http, info())
+        .with_capabilities(ClientCapabilities::none().with_elicitation_form())
+}
+
+/// `basic/patterns/mrtr.mdx`, "Client Requirements": an `input_required` result surfaces its
+/// input requests; the retry carries a new id, `inputResponses` under the same keys and
+/// `requestState` byte-exact — equal to the retry the real Python server accepted.
+#[test]
+fn mrtr_accept_round_trip_matches_the_accepted_retry() {
+    let mut h = Harness::new(elicit_config());
+    let op = h.c.call_tool(
+        h.now,
+        "confirm_action",
+        obj(json!({"target": "prod"})),
+        OpOptions::default(),
+    );
+    let first = h.next_sent();
+    h.reply_fx(
+        &first,
+        "python-sdk/http/11-tools-call-elicit-input-required.json",
+    );
+    let ev = h.take_events();
+    let requests = ev
+        .iter()
+        .find_map(|e| match e {
+            Event::InputRequested {
+                op: o,
+                round,
+                requests,
+            } if *o == op => Some((*round, requests.clone())),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(requests.0, 1);
+    assert_eq!(requests.1.len(), 1);
+    let key = requests.1[0].key.clone();
+    assert!(h.sent.is_empty(), "nothing is sent before the host answers");
+    h.c.answer_input(
+        h.now,
+        op,
+        &key,
+        InputAnswer::Elicitation(ElicitAnswer::Accept(obj(json!({"confirm": true})))),
+    )
+    .unwrap();
+    let retry = h.next_sent();
+    assert_ne!(retry.id(), first.id());
+    let accepted =
+        fx("python-sdk/http/12-tools-call-elicit-retry.json")["request"]["body"]["params"].clone();
+    assert_eq!(
+        retry.body["params"]["inputResponses"],
+        accepted["inputResponses"]
+    );
+    assert_eq!(
+        retry.body["params"]["requestState"],
+        accepted["requestState"]
+    );
+    assert_eq!(retry.body["params"]["arguments"], accepted["arguments"]);
+    h.reply_fx(&retry, "python-sdk/http/12-tools-call-elicit-retry.json");
+    let (result, is_error, _) = result_of(&h.take_events(), op).unwrap();
+    assert!(!is_error);
+    assert_eq!(result["structuredContent"]["result"], "confirmed: prod");
+}
+
+/// `basic/patterns/mrtr.mdx` and `client/elicitation.mdx` ("decline"): a declined elicitation
+/// goes back as `{"action":"decline"}`; the tool's failure is a result with `isError: true`,
+/// not a protocol error (`server/tools.mdx`, "Error Handling").
+#[test]
+fn mrtr_decline_is_sent_and_the_tool_error_is_a_result() {
+    let mut h = Harness::new(elicit_config());
+    let op = h.c.call_tool(
+        h.now,
+        "confirm_action",
+        obj(json!({"target": "prod"})),
+        OpOptions::default(),
+    );
+    let first = h.next_sent();
+    h.reply_fx(
+        &first,
+        "python-sdk/http/11-tools-call-elicit-input-required.json",
+    );
+    let key = h
+        .take_events()
+        .into_iter()
+        .find_map(|e| match e {
+            Event::InputRequested { requests, .. } => Some(requests[0].key.clone()),
+            _ => None,
+        })
+        .unwrap();
+    h.c.answer_input(
+        h.now,
+        op,
+        &key,
+        InputAnswer::Elicitation(ElicitAnswer::Decline),
+    )
+    .unwrap();
+    let retry = h.next_sent();
+    assert_eq!(
+        retry.body["params"]["inputResponses"][&key],
+        json!({"action": "decline"})
+    );
+    h.reply_fx(
+        &retry,
+        "python-sdk/http/13-tools-call-elicit-retry-declined.json",
+    );
+    let (_, is_error, _) = result_of(&h.take_events(), op).unwrap();
+    assert!(is_error);
+}
+
+/// `basic/patterns/mrtr.mdx`: an answer that does not fit `requestedSchema` is refused before
+/// anything is sent, and the operation keeps waiting for a valid one.
+#[test]
+fn mrtr_answers_are_validated_before_sending() {
+    let mut h = Harness::new(elicit_config());
+    let op = h.c.call_tool(
+        h.now,
+        "confirm_action",
+        obj(json!({"target": "prod"})),
+        OpOptions::default(),
+    );
+    let first = h.next_sent();
+    h.reply_fx(
+        &first,
+        "python-sdk/http/11-tools-call-elicit-input-required.json",
+    );
+    let key = h
+        .take_events()
+        .into_iter()
+        .find_map(|e| match e {
+            Event::InputRequested { requests, .. } => Some(requests[0].key.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let bad = InputAnswer::Elicitation(ElicitAnswer::Accept(obj(json!({"confirm": "yes"}))));
+    assert!(h.c.answer_input(h.now, op, &key, bad).is_err());
+    h.drain();
+    assert!(h.sent.is_empty());
+    let good = InputAnswer::Elicitation(ElicitAnswer::Accept(obj(json!({"confirm": false}))));
+    h.c.answer_input(h.now, op, &key, good).unwrap();
+    assert_eq!(
+        h.next_sent().body["params"]["inputResponses"][&key]["content"]["confirm"],
+        false
+    );
+}
+
+/// `basic/patterns/mrtr.mdx`: a round limit stops a server that keeps asking.
+#[test]
+fn mrtr_round_limit_is_a_typed_error() {
+    let mut config = elicit_config();
+    config.max_mrtr_rounds = 1;
+    let mut h = Harness::new(config);
+    let op = h.c.call_tool(
+        h.now,
+        "confirm_action",
+        obj(json!({"target": "prod"})),
+        OpOptions::default(),
+    );
+    let first = h.next_sent();
+    h.reply_fx(
+        &first,
+        "python-sdk/http/11-tools-call-elicit-input-required.json",
+    );
+    let key = h
+        .take_events()
+        .into_iter()
+        .find_map(|e| match e {
+            Event::InputRequested { requests, .. } => Some(requests[0].key.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let yes = InputAnswer::Elicitation(ElicitAnswer::Accept(obj(json!({"confirm": true}))));
+    h.c.answer_input(h.now, op, &key, yes).unwrap();
+    let retry = h.next_sent();
+    // The server asks again.
+    h.reply_fx(
+        &retry,
+        "python-sdk/http/11-tools-call-elicit-input-required.json",
+    );
+    assert!(matches!(
+        failure_of(&h.take_events(), op),
+        Some(OpError::Mrtr(MrtrError::RoundLimitExceeded { limit: 1 }))
+    ));
+}
+
+/// `basic/patterns/mrtr.mdx` and `basic/patterns/caching.mdx`: the result of a retry that
+/// carried `inputResponses`/`requestState` is never cached.
+#[test]
+fn an_mrtr_retry_result_is_not_cached() {
+    let mut h = Harness::new(elicit_config());
+    let read = || Operation::ReadResource {
+        uri: "fixture://secret".into(),
+    };
+    let op = h.c.start(h.now, read(), OpOptions::default());
+    let first = h.next_sent();
+    let ir = json!({"jsonrpc": "2.0", "id": first.id(), "result": {"resultType": "input_required",
+        "inputRequests": {"k": {"method": "elicitation/create", "params": {"message": "ok?", "mode": "form",
+        "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}}}},
+        "requestState": "s1"}});
+    h.reply(
+        first.stream,
+        200,
+        &[("content-type", "application/json")],
+        &ir.to_string(),
+    );
+    h.c.answer_input(
+        h.now,
+        op,
+        "k",
+        InputAnswer::Elicitation(ElicitAnswer::Accept(obj(json!({"ok": true})))),
+    )
+    .unwrap();
+    let retry = h.next_sent();
+    let done =
+        json!({"jsonrpc": "2.0", "id": retry.id(), "result": {"contents": [], "ttlMs": 600000}});
+    h.reply(
+        retry.stream,
+        200,
+        &[("content-type", "application/json")],
+        &done.to_string(),
+    );
+    assert!(result_of(&h.take_events(), op).is_some());
+    h.c.start(h.now, read(), OpOptions::default());
+    let again = h.next_sent();
+    assert_eq!(
+        again.rpc_method(),
+        "resources/read",
+        "not served from the cache"
+    );
+    assert!(
+        again.body["params"].get("inputResponses").is_none(),
+        "nothing leaks into another request"
+    );
+    assert!(again.body["params"].get("requestState").is_none());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Caching.
+
+/// `basic/patterns/caching.mdx`: a result is fresh within `ttlMs` of receipt (a second list
+/// sends nothing), stale after; `list_changed` invalidates at once.
+#[test]
+fn a_list_is_served_from_the_cache_within_ttl_and_refetched_after_list_changed() {
+    let mut h = Harness::http();
+    let op = h.c.list(h.now, ListKind::Tools, None);
+    let s = h.next_sent();
+    let body = json!({"jsonrpc": "2.0", "id": s.id(), "result": {"tools": [], "ttlMs": 60000, "cacheScope": "public"}});
+    h.reply(
+        s.stream,
+        200,
+        &[("content-type", "application/json")],
+        &body.to_string(),
+    );
+    assert_eq!(
+        result_of(&h.take_events(), op).unwrap().2,
+        ResultSource::Server
+    );
+    h.advance(Duration::from_secs(30));
+    let op2 = h.c.list(h.now, ListKind::Tools, None);
+    assert_eq!(
+        result_of(&h.take_events(), op2).unwrap().2,
+        ResultSource::Cache
+    );
+    assert!(h.sent.is_empty(), "nothing sent within ttlMs");
+    // A list_changed notification (here on a call's stream) invalidates at once.
+    let call = h.c.call_tool(h.now, "x", Map::new(), OpOptions::default());
+    let s = h.next_sent();
+    let sse = format!(
+        "event: message\ndata: {}\n\nevent: message\ndata: {}\n\n",
+        json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
+        json!({"jsonrpc": "2.0", "id": s.id(), "result": {"content": []}})
+    );
+    h.reply(
+        s.stream,
+        200,
+        &[("content-type", "text/event-stream")],
+        &sse,
+    );
+    let ev = h.take_events();
+    assert!(result_of(&ev, call).is_some());
+    assert!(ev.iter().any(|e| matches!(e, Event::Notification { method, .. } if method == "notifications/tools/list_changed")));
+    h.c.list(h.now, ListKind::Tools, None);
+    assert_eq!(h.next_sent().rpc_method(), "tools/list");
+    // And past ttlMs without any notification.
+    let mut h2 = Harness::http();
+    h2.c.list(h2.now, ListKind::Prompts, None);
+    let s = h2.next_sent();
+    let body = json!({"jsonrpc": "2.0", "id": s.id(), "result": {"prompts": [], "ttlMs": 1000}});
+    h2.reply(
+        s.stream,
+        200,
+        &[("content-type", "application/json")],
+        &body.to_string(),
+    );
+    h2.advance(Duration::from_millis(1001));
+    h2.c.list(h2.now, ListKind::Prompts, None);
+    assert_eq!(h2.next_sent().rpc_method(), "prompts/list");
+}
+
+/// `basic/patterns/caching.mdx`, "Interaction with Pagination": `-32602` to a list request with
+/// a cursor (the real Python server's answer to a bad cursor is a 200 with the first page; the
+/// error here is the spec's) discards every cached page of that list.
+#[test]
+fn an_invalid_cursor_discards_the_cached_pages() {
+    let mut h = Harness::http();
+    h.c.list(h.now, ListKind::Tools, None);
+    let s = h.next_sent();
+    let body = json!({"jsonrpc": "2.0", "id": s.id(), "result": {"tools": [], "ttlMs": 60000, "nextCursor": "c2"}});
+    h.reply(
+        s.stream,
+        200,
+        &[("content-type", "application/json")],
+        &body.to_string(),
+    );
+    let op = h.c.list(h.now, ListKind::Tools, Some("c2"));
+    let s = h.next_sent();
+    assert_eq!(s.body["params"]["cursor"], "c2");
+    let err = json!({"jsonrpc": "2.0", "id": s.id(), "error": {"code": -32602, "message": "Invalid cursor"}});
+    h.reply(
+        s.stream,
+        200,
+        &[("content-type", "application/json")],
+        &err.to_string(),
+    );
+    assert!(
+        matches!(failure_of(&h.take_events(), op), Some(OpError::Server(e)) if e.code == -32602)
+    );
+    h.c.list(h.now, ListKind::Tools, None);
+    assert_eq!(
+        h.next_sent().rpc_method(),
+        "tools/list",
+        "page 1 was discarded too"
+    );
+}
+
+/// `basic/patterns/caching.mdx` (stale entries) and the client guide's "Failure handling": a
+/// stale entry is served after a failed refetch only when the host's policy allows it.
+#[test]
+fn stale_is_served_after_a_failed_refetch_only_when_allowed() {
+    for (policy, expect_stale) in [(StaleIfError::Never, false), (StaleIfError::Always, true)] {
+        let mut config = ClientConfig::new(Transport::Http, info());
+        config.cache = CacheConfig {
+            stale_if_error: policy,
+            ..CacheConfig::default()
+        };
+        config.call_options = CallOptions {
+            max_resends: 0,
+            ..CallOptions::default()
+        };
+        let mut h = Harness::new(config);
+        h.c.list(h.now, ListKind::Prompts, None);
+        let s = h.next_sent();
+        let body = json!({"jsonrpc": "2.0", "id": s.id(), "result": {"prompts": [{"name": "p"}], "ttlMs": 10}});
+        h.reply(
+            s.stream,
+            200,
+            &[("content-type", "application/json")],
+            &body.to_string(),
+        );
+        h.advance(Duration::from_secs(1));
+        let op = h.c.list(h.now, ListKind::Prompts, None);
+        let s = h.next_sent();
+        h.c.handle_transport_failed(h.now, s.stream).unwrap();
+        let ev = h.take_events();
+        if expect_stale {
+            let (r, _, source) = result_of(&ev, op).unwrap();
+            assert_eq!(source, ResultSource::StaleAfterError);
+            assert_eq!(r["prompts"][0]["name"], "p");
+        } else {
+            assert!(failure_of(&ev, op).is_some(), "{ev:?}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lifecycle: progress, timeouts, cancellation.
+
+/// `basic/patterns/progress.mdx` and `basic/transports/streamable-http.mdx` (SSE response):
+/// progress notifications on the call's stream reach the host; the result follows.
+#[test]
+fn progress_over_sse_reaches_the_host() {
+    let mut h = Harness::http();
+    let options = OpOptions {
+        progress: true,
+        ..OpOptions::default()
+    };
+    let op =
+        h.c.call_tool(h.now, "slow_count", obj(json!({"steps": 3})), options);
+    let s = h.next_sent();
+    let token = s.body["params"]["_meta"]["progressToken"].clone();
+    assert!(token.is_string() || token.is_number());
+    // The recorded stream uses the token "progress-1": rewrite it to ours.
+    let f = fx("python-sdk/http/14-tools-call-progress.json");
+    let recorded_id = f["request"]["body"]["id"].clone();
+    let mut sse = String::new();
+    for ev in f["response"]["sse_events"].as_array().unwrap() {
+        let mut data = rewrite_ids(ev["data"].clone(), &recorded_id, &s.id());
+        if let Some(p) = data.get_mut("params") {
+            if p.get("progressToken").is_some() {
+                p["progressToken"] = token.clone();
+            }
+        }
+        sse.push_str(&format!("event: message\r\ndata: {data}\r\n\r\n"));
+    }
+    h.reply(
+        s.stream,
+        200,
+        &[("content-type", "text/event-stream")],
+        &sse,
+    );
+    let ev = h.take_events();
+    let progress: Vec<f64> = ev
+        .iter()
+        .filter_map(|e| match e {
+            Event::Progress {
+                op: o, progress, ..
+            } if *o == op => Some(*progress),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(progress, [1.0, 2.0, 3.0]);
+    assert!(result_of(&ev, op).is_some());
+}
+
+/// `basic/patterns/cancellation.mdx`, "Timeouts" and "Transport-Specific Cancellation": a
+/// request without an answer in time is cancelled (the HTTP stream closed) and reported; a
+/// late response is ignored.
+#[test]
+fn a_timeout_closes_the_stream_and_a_late_response_is_ignored() {
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.call_options = CallOptions {
+        timeout: Duration::from_secs(5),
+        ..CallOptions::default()
+    };
+    let mut h = Harness::new(config);
+    let op =
+        h.c.call_tool(h.now, "slow", Map::new(), OpOptions::default());
+    let s = h.next_sent();
+    assert!(h.c.poll_timeout().is_some());
+    h.advance(Duration::from_secs(5));
+    assert_eq!(h.closed, [s.stream]);
+    assert!(matches!(
+        failure_of(&h.take_events(), op),
+        Some(OpError::TimedOut { max_total: false })
+    ));
+    // The driver may still deliver what was in flight: nothing reaches the host as a result.
+    let late = json!({"jsonrpc": "2.0", "id": s.id(), "result": {"content": []}});
+    h.reply(
+        s.stream,
+        200,
+        &[("content-type", "application/json")],
+        &late.to_string(),
+    );
+    assert!(result_of(&h.take_events(), op).is_none());
+}
+
+/// `basic/patterns/cancellation.mdx`: on stdio the host's cancellation is a
+/// `notifications/cancelled` naming the request; on HTTP it is closing the stream.
+#[test]
+fn cancellation_is_a_notification_on_stdio_and_a_close_on_http() {
+    let mut config = ClientConfig::new(Transport::Stdio, info());
+    config.protocol = ProtocolChoice::Modern;
+    let mut h = Harness::new(config);
+    let op =
+        h.c.call_tool(h.now, "slow", Map::new(), OpOptions::default());
+    let sent = h.next_line();
+    h.c.cancel(h.now, op).unwrap();
+    let cancel = h.next_line();
+    assert_eq!(cancel["method"], "notifications/cancelled");
+    assert_eq!(cancel["params"]["requestId"], sent["id"]);
+    assert!(h.take_events().contains(&Event::Cancelled { op }));
+
+    let mut h = Harness::http();
+    let op =
+        h.c.call_tool(h.now, "slow", Map::new(), OpOptions::default());
+    let s = h.next_sent();
+    h.c.cancel(h.now, op).unwrap();
+    h.drain();
+    assert_eq!(h.closed, [s.stream]);
+}
+
+/// `basic/transports/streamable-http.mdx` ("the stream broke") and the client guide: a broken
+/// stream of a read-only request is resent with a new id; a tool call is not.
+#[test]
+fn a_broken_stream_resends_reads_but_not_tool_calls() {
+    let mut h = Harness::http();
+    let op = h.c.list(h.now, ListKind::Tools, None);
+    let s = h.next_sent();
+    h.c.handle_transport_failed(h.now, s.stream).unwrap();
+    h.advance(Duration::from_secs(60));
+    let again = h.next_sent();
+    assert_eq!(again.rpc_method(), "tools/list");
+    assert_ne!(again.id(), s.id());
+    h.reply_fx(&again, "python-sdk/http/02-tools-list.json");
+    assert!(result_of(&h.take_events(), op).is_some());
+
+    let call = h.c.call_tool(
+        h.now,
+        "echo",
+        obj(json!({"text": "x"})),
+        OpOptions::default(),
+    );
+    let s = h.next_sent();
+    h.c.handle_transport_failed(h.now, s.stream).unwrap();
+    h.advance(Duration::from_secs(60));
+    assert!(matches!(
+        failure_of(&h.take_events(), call),
+        Some(OpError::Transport(_))
+    ));
+    assert!(h.sent.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// stdio era detection.
+
+/// `basic/transports/stdio.mdx`, "Backward Compatibility": probe with `server/discover` first;
+/// a result means modern (the real Python server), and the queued operation follows.
+#[test]
+fn stdio_probe_result_means_modern() {
+    let mut h = Harness::new(ClientConfig::new(Transport::Stdio, info()));
+    let op = h.c.list(h.now, ListKind::Tools, None);
+    let probe = h.next_line();
+    assert_eq!(probe["method"], "server/discover");
+    assert!(h.lines.is_empty(), "nothing else before the probe's answer");
+    h.reply_line_fx(&probe, "python-sdk/stdio/01-server-discover.json");
+    assert!(h.take_events().iter().any(|e| matches!(
+        e,
+        Event::EraDetected {
+            era: Era::Modern,
+            ..
+        }
+    )));
+    let list = h.next_line();
+    assert_eq!(list["method"], "tools/list");
+    h.reply_line_fx(&list, "python-sdk/stdio/02-tools-list.json");
+    assert!(result_of(&h.take_events(), op).is_some());
+}
+
+/// `basic/transports/stdio.mdx`, "Backward Compatibility": any other error means legacy
+/// (server-everything answers `-32601`): `initialize`, `notifications/initialized`, then the
+/// operation.
+#[test]
+fn stdio_probe_error_means_legacy() {
+    let mut h = Harness::new(ClientConfig::new(Transport::Stdio, info()));
+    let op = h.c.list(h.now, ListKind::Tools, None);
+    let probe = h.next_line();
+    h.reply_line_fx(
+        &probe,
+        "server-everything/stdio/01-modern-server-discover.json",
+    );
+    let init = h.next_line();
+    assert_eq!(init["method"], "initialize");
+    h.reply_line_fx(&init, "server-everything/stdio/03-legacy-initialize.json");
+    assert!(h.take_events().contains(&Event::EraDetected {
+        era: Era::Legacy,
+        version: "2025-11-25".into(),
+        evidence: EraEvidence::ProbeError(-32601)
+    }));
+    assert_eq!(h.next_line()["method"], "notifications/initialized");
+    let list = h.next_line();
+    assert_eq!(list["method"], "tools/list");
+    h.reply_line_fx(&list, "server-everything/stdio/05-legacy-tools-list.json");
+    assert!(result_of(&h.take_events(), op).is_some());
+}
+
+/// `basic/transports/stdio.mdx`, "Backward Compatibility": no answer within a reasonable
+/// timeout means legacy.
+#[test]
+fn stdio_probe_timeout_means_legacy() {
+    let mut config = ClientConfig::new(Transport::Stdio, info());
+    config.probe_timeout = Duration::from_secs(2);
+    let mut h = Harness::new(config);
+    h.c.list(h.now, ListKind::Tools, None);
+    let probe = h.next_line();
+    assert_eq!(probe["method"], "server/discover");
+    h.advance(Duration::from_secs(2));
+    assert_eq!(h.next_line()["method"], "notifications/cancelled");
+    assert_eq!(h.next_line()["method"], "initialize");
+}
+
+/// `basic/versioning.mdx` ("re-probing if the cached assumption later fails"): a kept verdict
+/// skips detection.
+#[test]
+fn a_known_era_skips_the_probe() {
+    let mut config = ClientConfig::new(Transport::Stdio, info());
+    config.known_era = Some(CachedEra {
+        era: Era::Modern,
+        protocol_version: Some("2026-07-28".into()),
+    });
+    let mut h = Harness::new(config);
+    assert!(h.take_events().iter().any(|e| matches!(
+        e,
+        Event::EraDetected {
+            evidence: EraEvidence::Cached,
+            ..
+        }
+    )));
+    h.c.list(h.now, ListKind::Tools, None);
+    assert_eq!(h.next_line()["method"], "tools/list");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Legacy sessions and subscriptions.
+
+/// Legacy `basic/transports.mdx`, "Session Management": a 404 to the current session id ends
+/// the session; the client initializes again and resends the request with a new id.
+#[test]
+fn a_legacy_session_404_reinitializes_and_resends() {
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.protocol = ProtocolChoice::Legacy;
+    let mut h = Harness::new(config);
+    let op = h.c.list(h.now, ListKind::Tools, None);
+    let init = h.next_sent();
+    h.reply_fx(&init, "python-sdk/http/30-legacy-initialize.json");
+    let notif = h.next_sent();
+    h.reply(notif.stream, 202, &[], "");
+    let list = h.next_sent();
+    h.reply(
+        list.stream,
+        404,
+        &[("content-type", "application/json")],
+        "",
+    );
+    assert!(h.take_events().contains(&Event::Retrying {
+        op,
+        reason: RetryReason::SessionExpired
+    }));
+    let init2 = h.next_sent();
+    assert_eq!(init2.rpc_method(), "initialize");
+    assert_eq!(init2.header("Mcp-Session-Id"), None);
+    h.reply_fx(&init2, "python-sdk/http/30-legacy-initialize.json");
+    let _ = h.next_sent(); // initialized
+    let list2 = h.next_sent();
+    assert_eq!(list2.rpc_method(), "tools/list");
+    assert_ne!(list2.id(), list.id());
+}
+
+/// Legacy `basic/transports.mdx`: a client that no longer needs the session sends DELETE.
+#[test]
+fn shutdown_ends_a_legacy_http_session_with_delete() {
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.protocol = ProtocolChoice::Legacy;
+    let mut h = Harness::new(config);
+    h.c.discover(h.now);
+    let init = h.next_sent();
+    h.reply_fx(&init, "python-sdk/http/30-legacy-initialize.json");
+    let _ = h.next_sent();
+    h.c.shutdown(h.now);
+    let del = h.next_sent();
+    assert_eq!(del.method, Method::Delete);
+    assert!(del.header("Mcp-Session-Id").is_some());
+}
+
+/// `basic/patterns/subscriptions.mdx`: listen with only the kinds asked for; notifications are
+/// routed by subscription id and invalidate the cache; the real Python server's stream.
+#[test]
+fn a_subscription_receives_notifications_and_invalidates_the_cache() {
+    let mut h = Harness::http();
+    assert!(
+        h.c.subscribe(h.now, SubscriptionFilter::default()).is_err(),
+        "era unknown yet"
+    );
+    let d = h.c.discover(h.now);
+    let s = h.next_sent();
+    h.reply_fx(&s, "python-sdk/http/01-server-discover.json");
+    assert!(result_of(&h.take_events(), d).is_some());
+    // A cached resource, then a subscription that reports it updated.
+    h.c.start(
+        h.now,
+        Operation::ReadResource {
+            uri: "fixture://readme".into(),
+        },
+        OpOptions::default(),
+    );
+    let r = h.next_sent();
+    let body = json!({"jsonrpc": "2.0", "id": r.id(), "result": {"contents": [], "ttlMs": 600000}});
+    h.reply(
+        r.stream,
+        200,
+        &[("content-type", "application/json")],
+        &body.to_string(),
+    );
+    let filter = SubscriptionFilter {
+        tools_list_changed: true,
+        resource_subscriptions: vec!["fixture://readme".into()],
+        ..SubscriptionFilter::default()
+    };
+    let sub = h.c.subscribe(h.now, filter).unwrap();
+    let listen = h.next_sent();
+    assert_eq!(listen.rpc_method(), "subscriptions/listen");
+    assert_eq!(listen.header("Mcp-Method"), Some("subscriptions/listen"));
+    h.reply_fx(&listen, "python-sdk/http/25-subscriptions-listen.json");
+    let ev = h.take_events();
+    assert!(ev.iter().any(|e| matches!(e, Event::Subscription(subscription::Event::Acknowledged { sub: s, .. }) if *s == sub)));
+    assert!(ev
+        .iter()
+        .any(|e| matches!(e, Event::Subscription(subscription::Event::Changed { .. }))));
+    h.c.start(
+        h.now,
+        Operation::ReadResource {
+            uri: "fixture://readme".into(),
+        },
+        OpOptions::default(),
+    );
+    assert_eq!(
+        h.next_sent().rpc_method(),
+        "resources/read",
+        "the update invalidated the entry"
+    );
+}
+
+/// `basic/index.mdx`: the modern era has no `ping`; asking for it is a typed error.
+#[test]
+fn ping_is_a_legacy_only_operation() {
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.protocol = ProtocolChoice::Modern;
+    let mut h = Harness::new(config);
+    let op = h.c.start(h.now, Operation::Ping, OpOptions::default());
+    assert!(matches!(
+        failure_of(&h.take_events(), op),
+        Some(OpError::Unsupported {
+            operation: "ping",
+            era: Era::Modern
+        })
+    ));
+}
+
+/// Client guide, "Caching": `CachePolicy::Refresh` asks the server whatever the cache holds.
+#[test]
+fn refresh_policy_bypasses_a_fresh_entry() {
+    let mut h = Harness::http();
+    h.c.list(h.now, ListKind::Tools, None);
+    let s = h.next_sent();
+    let body = json!({"jsonrpc": "2.0", "id": s.id(), "result": {"tools": [], "ttlMs": 60000}});
+    h.reply(
+        s.stream,
+        200,
+        &[("content-type", "application/json")],
+        &body.to_string(),
+    );
+    let options = OpOptions {
+        cache: CachePolicy::Refresh,
+        ..OpOptions::default()
+    };
+    h.c.start(
+        h.now,
+        Operation::List {
+            kind: ListKind::Tools,
+            cursor: None,
+        },
+        options,
+    );
+    assert_eq!(h.next_sent().rpc_method(), "tools/list");
+}
