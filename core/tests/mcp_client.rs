@@ -1453,3 +1453,145 @@ fn refresh_policy_bypasses_a_fresh_entry() {
     );
     assert_eq!(h.next_sent().rpc_method(), "tools/list");
 }
+
+/// Legacy `server/resources.mdx` ("Subscriptions", `resources/subscribe`) and legacy
+/// `basic/transports.mdx` ("Listening for Messages from the Server"): in the legacy era the same
+/// `subscribe` opens the session's GET stream for list changes and subscribes single resources;
+/// kinds the server's capabilities do not offer are reported as dropped; notifications become
+/// the same subscription events and invalidate the cache.
+#[test]
+fn a_legacy_subscription_uses_the_get_stream_and_resources_subscribe() {
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.protocol = ProtocolChoice::Legacy;
+    let mut h = Harness::new(config);
+    assert!(
+        h.c.subscribe(
+            h.now,
+            SubscriptionFilter {
+                tools_list_changed: true,
+                ..Default::default()
+            }
+        )
+        .is_err(),
+        "not before the handshake"
+    );
+    h.c.list(h.now, ListKind::Tools, None);
+    let init = h.next_sent();
+    let result = json!({"jsonrpc": "2.0", "id": init.id(), "result": {"protocolVersion": "2025-11-25",
+        "capabilities": {"tools": {"listChanged": true}, "resources": {"subscribe": true}},
+        "serverInfo": {"name": "s", "version": "1"}}});
+    h.reply(
+        init.stream,
+        200,
+        &[
+            ("content-type", "application/json"),
+            ("mcp-session-id", "S1"),
+        ],
+        &result.to_string(),
+    );
+    let _initialized = h.next_sent();
+    let list = h.next_sent();
+    let body = json!({"jsonrpc": "2.0", "id": list.id(), "result": {"tools": [], "ttlMs": 600000}});
+    h.reply(
+        list.stream,
+        200,
+        &[("content-type", "application/json")],
+        &body.to_string(),
+    );
+    let filter = SubscriptionFilter {
+        tools_list_changed: true,
+        prompts_list_changed: true,
+        resource_subscriptions: vec!["file:///a".into()],
+        ..SubscriptionFilter::default()
+    };
+    let sub = h.c.subscribe(h.now, filter).unwrap();
+    let get = h.next_sent();
+    assert_eq!(get.method, Method::Get);
+    assert_eq!(get.header("Accept"), Some("text/event-stream"));
+    assert_eq!(get.header("Mcp-Session-Id"), Some("S1"));
+    let subscribe = h.next_sent();
+    assert_eq!(subscribe.rpc_method(), "resources/subscribe");
+    assert_eq!(subscribe.body["params"]["uri"], "file:///a");
+    let ev = h.take_events();
+    let (accepted, dropped) = ev
+        .iter()
+        .find_map(|e| match e {
+            Event::Subscription(subscription::Event::Acknowledged {
+                sub: s,
+                accepted,
+                dropped,
+                ..
+            }) if *s == sub => Some((accepted.clone(), dropped.clone())),
+            _ => None,
+        })
+        .unwrap();
+    assert!(accepted.tools_list_changed && accepted.resource_subscriptions == ["file:///a"]);
+    assert!(
+        dropped.prompts_list_changed,
+        "the server does not offer prompts listChanged"
+    );
+    let sse = format!(
+        "event: message\ndata: {}\n\n",
+        json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    );
+    let mut hs = Headers::new();
+    hs.append("content-type", "text/event-stream").unwrap();
+    h.c.handle_response_head(
+        h.now,
+        SystemTime::now(),
+        get.stream,
+        ResponseHead {
+            status: 200,
+            headers: hs,
+        },
+    )
+    .unwrap();
+    h.c.handle_response_data(h.now, get.stream, sse.as_bytes())
+        .unwrap();
+    let ev = h.take_events();
+    assert!(ev.iter().any(|e| matches!(e,
+        Event::Subscription(subscription::Event::Changed { sub: s, change: subscription::Change::ToolsListChanged }) if *s == sub)));
+    h.c.list(h.now, ListKind::Tools, None);
+    assert_eq!(
+        h.next_sent().rpc_method(),
+        "tools/list",
+        "the change invalidated the cached list"
+    );
+    h.c.unsubscribe(h.now, sub).unwrap();
+    h.drain();
+    assert!(h.closed.contains(&get.stream));
+    assert!(h
+        .sent
+        .iter()
+        .any(|s| s.rpc_method() == "resources/unsubscribe"));
+}
+
+/// Legacy stdio: list changes arrive on stdout without a stream; the subscription reports them.
+#[test]
+fn a_legacy_stdio_subscription_reports_notifications_from_stdout() {
+    let mut config = ClientConfig::new(Transport::Stdio, info());
+    config.protocol = ProtocolChoice::Legacy;
+    let mut h = Harness::new(config);
+    h.c.discover(h.now);
+    let init = h.next_line();
+    let result = json!({"jsonrpc": "2.0", "id": init["id"], "result": {"protocolVersion": "2025-06-18",
+        "capabilities": {"prompts": {"listChanged": true}}, "serverInfo": {"name": "s", "version": "1"}}});
+    h.c.handle_stdio_line(h.now, &result.to_string()).unwrap();
+    let sub =
+        h.c.subscribe(
+            h.now,
+            SubscriptionFilter {
+                prompts_list_changed: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    h.c.handle_stdio_line(
+        h.now,
+        r#"{"jsonrpc":"2.0","method":"notifications/prompts/list_changed"}"#,
+    )
+    .unwrap();
+    let ev = h.take_events();
+    assert!(ev.iter().any(|e| matches!(e,
+        Event::Subscription(subscription::Event::Changed { sub: s, change: subscription::Change::PromptsListChanged }) if *s == sub)));
+}

@@ -72,6 +72,9 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// How long the stdio `server/discover` probe waits before the server counts as legacy (10 s).
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Legacy-era subscription handles start here, apart from the `subscriptions/listen` ones.
+const LEGACY_SUB_BASE: u64 = 1 << 48;
+
 /// How many pages a `-32020` refresh of `tools/list` follows looking for the tool.
 const MAX_REFRESH_PAGES: u32 = 16;
 
@@ -421,9 +424,9 @@ pub enum UsageError {
     /// The era is not known yet; subscriptions need it (run an operation such as discover first).
     #[error("the server's era is not known yet: run an operation (e.g. discover) first")]
     EraUnknown,
-    /// Subscriptions are a modern-era feature.
-    #[error("subscriptions/listen needs a 2026-07-28 server; this one speaks the legacy era")]
-    SubscriptionsNeedModern,
+    /// The legacy handshake has not finished yet (run an operation first).
+    #[error("the legacy handshake has not finished: run an operation (e.g. discover) first")]
+    HandshakePending,
     /// The subscription request was refused.
     #[error("{0}")]
     Subscription(subscription::UsageError),
@@ -638,6 +641,8 @@ enum Body {
 enum Owner {
     Request(RequestHandle),
     Listen(SubscriptionHandle),
+    /// A legacy session's GET stream for a legacy-era subscription.
+    LegacyListen(SubscriptionHandle),
     /// A notification or an answer: the response is drained and dropped.
     Fire,
 }
@@ -689,6 +694,11 @@ pub struct Client {
     excluded: BTreeMap<String, String>,
     /// Lines held until the legacy handshake is done (stdio resends).
     held: Vec<(RequestHandle, String)>,
+    /// Legacy-era subscriptions: the kinds accepted and the GET stream (HTTP).
+    legacy_subs: BTreeMap<SubscriptionHandle, (SubscriptionFilter, Option<StreamId>)>,
+    next_legacy_sub: u64,
+    /// Ids of legacy requests whose answers are not awaited (dropped quietly).
+    fired: Vec<Id>,
     /// How the legacy era was learned, reported when the handshake settles the version.
     legacy_evidence: Option<EraEvidence>,
     /// The response headers of the stream whose message is being routed.
@@ -738,6 +748,9 @@ impl Client {
             tools: BTreeMap::new(),
             excluded: BTreeMap::new(),
             held: Vec::new(),
+            legacy_subs: BTreeMap::new(),
+            next_legacy_sub: 0,
+            fired: Vec::new(),
             legacy_evidence: None,
             current_headers: Headers::new(),
             next_op: 0,
@@ -926,7 +939,10 @@ impl Client {
         Ok(())
     }
 
-    /// Opens a `subscriptions/listen` stream for `filter`'s kinds (modern era only).
+    /// Subscribes to `filter`'s kinds: a `subscriptions/listen` stream in the modern era; in the
+    /// legacy era, the session's GET stream (HTTP) or stdout (stdio) for list changes and
+    /// `resources/subscribe` for single resources, with the same events (the kinds the server's
+    /// capabilities do not offer are reported as dropped in the acknowledgment).
     pub fn subscribe(
         &mut self,
         now: Instant,
@@ -934,7 +950,11 @@ impl Client {
     ) -> Result<SubscriptionHandle, UsageError> {
         let version = match &self.era {
             EraState::Modern { version, .. } => version.clone(),
-            EraState::Legacy => return Err(UsageError::SubscriptionsNeedModern),
+            EraState::Legacy => {
+                let sub = self.legacy_subscribe(filter)?;
+                self.pump(now);
+                return Ok(sub);
+            }
             EraState::Unknown => return Err(UsageError::EraUnknown),
         };
         let meta = RequestMeta::new(version, self.config.capabilities.clone())
@@ -950,6 +970,9 @@ impl Client {
 
     /// Ends a subscription.
     pub fn unsubscribe(&mut self, now: Instant, sub: SubscriptionHandle) -> Result<(), UsageError> {
+        if self.legacy_unsubscribe(sub) {
+            return Ok(());
+        }
         self.subs
             .close(now, sub)
             .map_err(UsageError::Subscription)?;
@@ -1720,6 +1743,10 @@ impl Client {
         for sub in subs {
             let _ = self.subs.close(now, sub);
         }
+        let legacy_subs: Vec<SubscriptionHandle> = self.legacy_subs.keys().copied().collect();
+        for sub in legacy_subs {
+            self.legacy_unsubscribe(sub);
+        }
         self.pump(now);
         if self.config.transport == Transport::Http
             && matches!(self.era, EraState::Legacy)
@@ -1992,6 +2019,7 @@ impl Client {
             .ok()
             .and_then(|mut v| v.get_mut("params").map(Value::take));
         let _ = self.cache.on_notification(&method, params.as_ref());
+        self.legacy_change(&method, params.as_ref());
         self.event(Event::Notification {
             op,
             method,
@@ -2501,6 +2529,178 @@ impl Client {
     }
 
     // -----------------------------------------------------------------------------------------
+    // Legacy-era subscriptions: list changes arrive on the session's GET stream (HTTP) or on
+    // stdout (stdio); single resources are subscribed with `resources/subscribe`.
+
+    fn legacy_subscribe(
+        &mut self,
+        filter: SubscriptionFilter,
+    ) -> Result<SubscriptionHandle, UsageError> {
+        if filter.is_empty() {
+            return Err(UsageError::Subscription(
+                subscription::UsageError::EmptyFilter,
+            ));
+        }
+        let caps = match self.legacy.negotiated() {
+            Some(n) => n.capabilities.clone(),
+            None => return Err(UsageError::HandshakePending),
+        };
+        let list = |c: Option<&super::discover::ListCapability>| {
+            c.is_some_and(|c| c.list_changed == Some(true))
+        };
+        let supported = SubscriptionFilter {
+            tools_list_changed: list(caps.tools.as_ref()),
+            prompts_list_changed: list(caps.prompts.as_ref()),
+            resources_list_changed: caps
+                .resources
+                .as_ref()
+                .is_some_and(|r| r.list_changed == Some(true)),
+            resource_subscriptions: if caps
+                .resources
+                .as_ref()
+                .is_some_and(|r| r.subscribe == Some(true))
+            {
+                filter.resource_subscriptions.clone()
+            } else {
+                Vec::new()
+            },
+        };
+        let accepted = filter.intersection(&supported);
+        let dropped = filter.difference(&accepted);
+        let sub = SubscriptionHandle(LEGACY_SUB_BASE + self.next_legacy_sub);
+        self.next_legacy_sub += 1;
+        let mut stream = None;
+        let lists = accepted.tools_list_changed
+            || accepted.prompts_list_changed
+            || accepted.resources_list_changed;
+        if self.config.transport == Transport::Http
+            && (lists || !accepted.resource_subscriptions.is_empty())
+        {
+            // Legacy `basic/transports.mdx`, "Listening for Messages from the Server".
+            if let Ok(mut headers) = self.legacy.session_headers() {
+                let _ = headers.set("Accept", "text/event-stream");
+                headers.remove("Content-Type");
+                let s = self.new_stream(Owner::LegacyListen(sub), headers.clone());
+                self.outputs.push_back(Output::Http {
+                    stream: s,
+                    method: Method::Get,
+                    headers,
+                    body: String::new(),
+                });
+                stream = Some(s);
+            }
+        }
+        for uri in &accepted.resource_subscriptions {
+            self.fire_request("resources/subscribe", uri);
+        }
+        self.event(Event::Subscription(subscription::Event::Acknowledged {
+            sub,
+            id: Id::Number(0),
+            accepted: accepted.clone(),
+            dropped,
+            unrequested: SubscriptionFilter::default(),
+        }));
+        self.legacy_subs.insert(sub, (accepted, stream));
+        Ok(sub)
+    }
+
+    /// Sends a legacy request whose answer is not awaited (`resources/(un)subscribe`).
+    fn fire_request(&mut self, method: &str, uri: &str) {
+        let id = self.ids.next_id();
+        let mut params = JsonObject::new();
+        params.insert("uri".to_owned(), Value::String(uri.to_owned()));
+        let Ok(out) = self.legacy.request(&id, method, Value::Object(params)) else {
+            return;
+        };
+        if self.fired.len() >= 256 {
+            self.fired.remove(0);
+        }
+        self.fired.push(id);
+        match self.config.transport {
+            Transport::Stdio => self.outputs.push_back(Output::Stdio(out.body)),
+            Transport::Http => {
+                let stream = self.new_stream(Owner::Fire, out.headers.clone());
+                self.outputs.push_back(Output::Http {
+                    stream,
+                    method: Method::Post,
+                    headers: out.headers,
+                    body: out.body,
+                });
+            }
+        }
+    }
+
+    fn legacy_unsubscribe(&mut self, sub: SubscriptionHandle) -> bool {
+        let Some((accepted, stream)) = self.legacy_subs.remove(&sub) else {
+            return false;
+        };
+        if let Some(s) = stream {
+            self.streams.remove(&s);
+            self.outputs.push_back(Output::CloseStream(s));
+        }
+        for uri in &accepted.resource_subscriptions {
+            self.fire_request("resources/unsubscribe", uri);
+        }
+        self.event(Event::Subscription(subscription::Event::Ended {
+            sub,
+            reason: subscription::EndReason::ClosedByHost,
+        }));
+        true
+    }
+
+    /// A legacy GET stream ended or failed: the subscription ends (the host may subscribe again).
+    fn legacy_stream_gone(&mut self, sub: SubscriptionHandle, status: Option<u16>) {
+        if self.legacy_subs.remove(&sub).is_some() {
+            let reason = match status {
+                Some(s) => subscription::EndReason::HttpStatus(s),
+                None => subscription::EndReason::ServerCompleted,
+            };
+            self.event(Event::Subscription(subscription::Event::Ended {
+                sub,
+                reason,
+            }));
+        }
+    }
+
+    /// Reports a change notification to the legacy subscriptions that asked for it.
+    fn legacy_change(&mut self, method: &str, params: Option<&Value>) {
+        if self.legacy_subs.is_empty() {
+            return;
+        }
+        let change = match method {
+            "notifications/tools/list_changed" => Change::ToolsListChanged,
+            "notifications/prompts/list_changed" => Change::PromptsListChanged,
+            "notifications/resources/list_changed" => Change::ResourcesListChanged,
+            "notifications/resources/updated" => {
+                match params.and_then(|p| p.get("uri")).and_then(Value::as_str) {
+                    Some(uri) => Change::ResourceUpdated {
+                        uri: uri.to_owned(),
+                    },
+                    None => return,
+                }
+            }
+            _ => return,
+        };
+        let subs: Vec<SubscriptionHandle> = self
+            .legacy_subs
+            .iter()
+            .filter(|(_, (f, _))| match &change {
+                Change::ToolsListChanged => f.tools_list_changed,
+                Change::PromptsListChanged => f.prompts_list_changed,
+                Change::ResourcesListChanged => f.resources_list_changed,
+                Change::ResourceUpdated { uri } => f.resource_subscriptions.contains(uri),
+            })
+            .map(|(&h, _)| h)
+            .collect();
+        for sub in subs {
+            self.event(Event::Subscription(subscription::Event::Changed {
+                sub,
+                change: change.clone(),
+            }));
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
     // Streams.
 
     fn route_stream_message(&mut self, now: Instant, owner: Owner, text: &str) {
@@ -2513,6 +2713,11 @@ impl Client {
             }
             Owner::Listen(sub) => {
                 let _ = self.subs.handle_stream_message(now, sub, text);
+            }
+            Owner::LegacyListen(_) => {
+                if let Ok(Message::Notification { method, .. }) = Message::parse(text) {
+                    self.notification(None, method, text.to_owned());
+                }
             }
             Owner::Fire => {}
         }
@@ -2528,6 +2733,7 @@ impl Client {
                 self.sub_stream.remove(&sub);
                 let _ = self.subs.handle_stream_end(now, sub);
             }
+            Owner::LegacyListen(sub) => self.legacy_stream_gone(sub, None),
             Owner::Fire => {}
         }
     }
@@ -2552,6 +2758,7 @@ impl Client {
                 self.sub_stream.remove(&sub);
                 let _ = self.subs.handle_stream_failed(now, sub, failure);
             }
+            Owner::LegacyListen(sub) => self.legacy_stream_gone(sub, status),
             Owner::Fire => {}
         }
     }
@@ -2675,6 +2882,8 @@ impl Client {
     /// stdio: a message no request or subscription claimed.
     fn unrouted(&mut self, line: &str) {
         match Message::parse(line) {
+            Ok(Message::Response { id, .. } | Message::Error { id: Some(id), .. })
+                if self.fired.contains(&id) => {}
             Ok(Message::Notification { method, .. }) => {
                 self.notification(None, method, line.to_owned());
             }
