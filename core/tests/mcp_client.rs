@@ -1595,3 +1595,78 @@ fn a_legacy_stdio_subscription_reports_notifications_from_stdout() {
     assert!(ev.iter().any(|e| matches!(e,
         Event::Subscription(subscription::Event::Changed { sub: s, change: subscription::Change::PromptsListChanged }) if *s == sub)));
 }
+
+/// Legacy `client/elicitation.mdx` (2025-11-25: `elicitation/create` is a server-to-client
+/// request on the call's stream, answered by POST in the session): the host sees the same
+/// `InputRequested` event as for MRTR, its answer is validated and sent as the response to the
+/// server's request, and the call's result follows on its stream.
+#[test]
+fn a_legacy_elicitation_request_is_answered_through_the_same_api() {
+    let mut config = elicit_config();
+    config.protocol = ProtocolChoice::Legacy;
+    let mut h = Harness::new(config);
+    let call = h.c.call_tool(
+        h.now,
+        "confirm_action",
+        obj(json!({"target": "prod"})),
+        OpOptions::default(),
+    );
+    let init = h.next_sent();
+    assert_eq!(
+        init.body["params"]["capabilities"],
+        json!({"elicitation": {"form": {}}})
+    );
+    h.reply_fx(&init, "python-sdk/http/30-legacy-initialize.json");
+    let _initialized = h.next_sent();
+    let s = h.next_sent();
+    assert_eq!(s.rpc_method(), "tools/call");
+    let ask = json!({"jsonrpc": "2.0", "id": 0, "method": "elicitation/create", "params": {"message": "Sure?",
+        "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}}});
+    let mut hs = Headers::new();
+    hs.append("content-type", "text/event-stream").unwrap();
+    h.c.handle_response_head(
+        h.now,
+        SystemTime::now(),
+        s.stream,
+        ResponseHead {
+            status: 200,
+            headers: hs,
+        },
+    )
+    .unwrap();
+    h.c.handle_response_data(
+        h.now,
+        s.stream,
+        format!("event: message\ndata: {ask}\n\n").as_bytes(),
+    )
+    .unwrap();
+    let key = h
+        .take_events()
+        .into_iter()
+        .find_map(|e| match e {
+            Event::InputRequested { op, requests, .. } if op == call => {
+                Some(requests[0].key.clone())
+            }
+            _ => None,
+        })
+        .expect("the elicitation is surfaced");
+    let bad = InputAnswer::Elicitation(ElicitAnswer::Accept(obj(json!({"ok": "yes"}))));
+    assert!(h.c.answer_input(h.now, call, &key, bad).is_err());
+    let good = InputAnswer::Elicitation(ElicitAnswer::Accept(obj(json!({"ok": true}))));
+    h.c.answer_input(h.now, call, &key, good).unwrap();
+    let answer = h.next_sent();
+    assert_eq!(
+        answer.body,
+        json!({"jsonrpc": "2.0", "id": 0, "result": {"action": "accept", "content": {"ok": true}}})
+    );
+    assert!(answer.header("Mcp-Session-Id").is_some());
+    let done = json!({"jsonrpc": "2.0", "id": s.id(), "result": {"content": [{"type": "text", "text": "done"}]}});
+    h.c.handle_response_data(
+        h.now,
+        s.stream,
+        format!("event: message\ndata: {done}\n\n").as_bytes(),
+    )
+    .unwrap();
+    h.c.handle_response_end(h.now, s.stream).unwrap();
+    assert!(result_of(&h.take_events(), call).is_some());
+}

@@ -40,6 +40,7 @@ use super::cache::{
     AuthContext, CacheConfig, CacheableMethod, FetchTicket, ListKind, Lookup, RequestKey,
     ResultCache,
 };
+use super::elicitation::ElicitationRequest;
 use super::era::{
     self, classify_http_error, classify_probe, declare_required, CapabilityError, Era,
     HttpErrorVerdict, ModernError, ProbeOutcome, ProbeVerdict, VersionError, VersionNegotiation,
@@ -694,6 +695,9 @@ pub struct Client {
     excluded: BTreeMap<String, String>,
     /// Lines held until the legacy handshake is done (stdio resends).
     held: Vec<(RequestHandle, String)>,
+    /// Legacy `elicitation/create` requests waiting for the host, per operation: key, the
+    /// server's request id, the request.
+    legacy_inputs: BTreeMap<OpId, Vec<(String, Id, ElicitationRequest)>>,
     /// Legacy-era subscriptions: the kinds accepted and the GET stream (HTTP).
     legacy_subs: BTreeMap<SubscriptionHandle, (SubscriptionFilter, Option<StreamId>)>,
     next_legacy_sub: u64,
@@ -749,6 +753,7 @@ impl Client {
             excluded: BTreeMap::new(),
             held: Vec::new(),
             legacy_subs: BTreeMap::new(),
+            legacy_inputs: BTreeMap::new(),
             next_legacy_sub: 0,
             fired: Vec::new(),
             legacy_evidence: None,
@@ -926,6 +931,29 @@ impl Client {
         key: &str,
         answer: InputAnswer,
     ) -> Result<(), UsageError> {
+        if let Some(pending) = self.legacy_inputs.get_mut(&op_id) {
+            if let Some(i) = pending.iter().position(|(k, _, _)| k == key) {
+                let InputAnswer::Elicitation(a) = &answer else {
+                    return Err(UsageError::Answer(MrtrError::AnswerKindMismatch {
+                        key: key.to_owned(),
+                        expected: "an elicitation",
+                    }));
+                };
+                let result = pending[i].2.answer(a).map_err(|source| {
+                    UsageError::Answer(MrtrError::Answer {
+                        key: key.to_owned(),
+                        source,
+                    })
+                })?;
+                let (_, id, _) = pending.remove(i);
+                let id = serde_json::to_string(&id).unwrap_or_else(|_| "null".to_owned());
+                self.answer_server(format!(
+                    "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{result}}}"
+                ));
+                self.pump(now);
+                return Ok(());
+            }
+        }
         let op = self.ops.get_mut(&op_id).ok_or(UsageError::UnknownOp)?;
         if !matches!(op.state, OpState::AwaitingInput) {
             return Err(UsageError::NotAwaitingInput);
@@ -1176,7 +1204,15 @@ impl Client {
             Err(_) => self.event(Event::Ignored {
                 reason: "a stdio line that is not a JSON-RPC message",
             }),
-            Ok(Message::Request { id, method, .. }) => self.server_request(now, &id, &method),
+            Ok(Message::Request { id, method, params }) => {
+                // stdio has no per-request stream: the oldest operation in flight asked.
+                let op = self
+                    .ops
+                    .iter()
+                    .find(|(_, o)| o.internal.is_none() && matches!(o.state, OpState::Sent { .. }))
+                    .map(|(&id, _)| id);
+                self.server_request(now, op, &id, &method, params.map(|p| p.get()));
+            }
             Ok(_) => {
                 if self.requests.handle_channel_message(now, line) == Routed::NotMine
                     && self.subs.handle_channel_message(now, line) == Routed::NotMine
@@ -1660,6 +1696,9 @@ impl Client {
     }
 
     fn event(&mut self, e: Event) {
+        if let Event::Result { op, .. } | Event::Failed { op, .. } | Event::Cancelled { op } = &e {
+            self.legacy_inputs.remove(op);
+        }
         self.outputs.push_back(Output::Event(e));
     }
 
@@ -2704,8 +2743,12 @@ impl Client {
     // Streams.
 
     fn route_stream_message(&mut self, now: Instant, owner: Owner, text: &str) {
-        if let Ok(Message::Request { id, method, .. }) = Message::parse(text) {
-            return self.server_request(now, &id, &method);
+        if let Ok(Message::Request { id, method, params }) = Message::parse(text) {
+            let op = match owner {
+                Owner::Request(req) => self.by_req.get(&req).copied(),
+                _ => None,
+            };
+            return self.server_request(now, op, &id, &method, params.map(|p| p.get()));
         }
         match owner {
             Owner::Request(req) => {
@@ -2841,7 +2884,21 @@ impl Client {
 
     /// A request from the server (legacy era; the modern era has none outside MRTR): `ping`
     /// is answered, anything else gets "method not found".
-    fn server_request(&mut self, _now: Instant, id: &Id, method: &str) {
+    fn server_request(
+        &mut self,
+        _now: Instant,
+        op: Option<OpId>,
+        id: &Id,
+        method: &str,
+        params: Option<&str>,
+    ) {
+        if method == super::elicitation::METHOD && matches!(self.era, EraState::Legacy) {
+            if let Some(op) = op {
+                if self.legacy_elicitation(op, id, params.unwrap_or("{}")) {
+                    return;
+                }
+            }
+        }
         let body = if method == "ping" {
             let id = serde_json::to_string(id).unwrap_or_else(|_| "null".to_owned());
             format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{}}}}")
@@ -2856,6 +2913,40 @@ impl Client {
             };
             jsonrpc::error_response(Some(id), &error)
         };
+        self.answer_server(body);
+    }
+
+    /// A legacy `elicitation/create` for `op`: surfaced like an MRTR input request, answered by
+    /// [`Client::answer_input`] with a response to the server's request. `false` when it cannot
+    /// be served (undeclared mode or malformed: the caller answers "method not found").
+    fn legacy_elicitation(&mut self, op: OpId, id: &Id, params: &str) -> bool {
+        let Ok(request) = ElicitationRequest::parse(params) else {
+            return false;
+        };
+        let declared = match &request {
+            ElicitationRequest::Form(_) => self.config.capabilities.supports_elicitation_form(),
+            ElicitationRequest::Url(_) => self.config.capabilities.supports_elicitation_url(),
+        };
+        if !declared || !self.ops.contains_key(&op) {
+            return false;
+        }
+        let key = format!("legacy:{}", serde_json::to_string(id).unwrap_or_default());
+        let pending = self.legacy_inputs.entry(op).or_default();
+        pending.push((key.clone(), id.clone(), request.clone()));
+        let round = u32::try_from(pending.len()).unwrap_or(u32::MAX);
+        self.event(Event::InputRequested {
+            op,
+            round,
+            requests: vec![InputRequestEvent {
+                key,
+                request: mrtr::InputRequest::Elicitation(request),
+            }],
+        });
+        true
+    }
+
+    /// Sends the client's answer to a server request.
+    fn answer_server(&mut self, body: String) {
         match self.config.transport {
             Transport::Stdio => self.outputs.push_back(Output::Stdio(body)),
             Transport::Http => {
@@ -2897,11 +2988,13 @@ impl Client {
 // ---------------------------------------------------------------------------------------------
 // Helpers.
 
-/// The capabilities `initialize` declares. Legacy servers ask for elicitation, sampling and
-/// roots with server-to-client requests, which this client answers with "method not found";
-/// declaring them would promise what it does not do, so only extensions are declared.
+/// The capabilities `initialize` declares. Legacy servers ask with server-to-client requests;
+/// this client serves `elicitation/create` (through [`Event::InputRequested`]) and answers
+/// sampling and roots requests with "method not found", so it declares elicitation (as
+/// configured) and extensions only: declaring more would promise what it does not do.
 fn legacy_capabilities(config: &ClientConfig) -> ClientCapabilities {
     ClientCapabilities {
+        elicitation: config.capabilities.elicitation.clone(),
         extensions: config.capabilities.extensions.clone(),
         ..ClientCapabilities::none()
     }
