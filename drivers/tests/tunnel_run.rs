@@ -445,6 +445,72 @@ fn sigterm_lets_in_flight_commands_finish_then_exits_zero() {
     assert!(log.contains("outcome=completed"), "{log}");
 }
 
+#[test]
+fn thirty_commands_in_one_poll_all_complete_out_of_order_under_bounded_concurrency() {
+    let (cp, mcp) = (ControlPlane::start(), McpServer::start());
+    let _t = Tunnel::start(
+        &cp,
+        &[
+            "--mcp.server-url",
+            &mcp.url(),
+            "--mcp.max-concurrent-requests",
+            "8",
+        ],
+    );
+    // Earlier commands sleep longer, so later ones finish first.
+    let batch = (0..30)
+        .map(|i| {
+            command(
+                &format!("many_{i}"),
+                Some("30s"),
+                call(100 + i, "sleep", json!({"ms": (30 - i) * 10})),
+            )
+        })
+        .collect();
+    cp.enqueue(batch);
+    for i in 0..30 {
+        let post = cp.terminal(&format!("many_{i}"));
+        assert_eq!(post["resp_json"]["id"], 100 + i, "{post}");
+        assert_eq!(post["resp_json"]["result"]["slept"], (30 - i) * 10);
+    }
+    let order: Vec<String> = cp.with(|s| {
+        s.posts
+            .iter()
+            .map(|p| p.json()["request_id"].as_str().unwrap_or("").to_owned())
+            .collect()
+    });
+    let pos = |id: &str| order.iter().position(|r| r == id).unwrap();
+    assert!(pos("many_7") < pos("many_0"), "{order:?}");
+    let max = mcp.state.lock().unwrap().max_sleeping;
+    assert!(
+        (2..=8).contains(&max),
+        "{max} calls ran at once with a bound of 8"
+    );
+    // The poll asked for at most 20 (the default in-flight bound) and all 30 were processed.
+    let first = cp.with(|s| s.polls[0].target.clone());
+    assert!(first.contains("limit=20"), "{first}");
+}
+
+#[test]
+fn a_404_on_the_response_post_ends_the_command_without_replay() {
+    let (cp, mcp) = (ControlPlane::start(), McpServer::start());
+    let t = http_tunnel(&cp, &mcp);
+    cp.with(|s| {
+        s.post_script
+            .insert("req_gone".into(), [(404, None)].into());
+    });
+    cp.enqueue(vec![command(
+        "req_gone",
+        Some("30s"),
+        call(1, "echo", json!({"text": "g"})),
+    )]);
+    wait_for("the outcome", || {
+        t.log().contains("outcome=already_fulfilled").then_some(())
+    });
+    assert_eq!(cp.posts_for("req_gone").len(), 1);
+    assert_eq!(mcp.requests().len(), 1);
+}
+
 fn run_bad(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     let mut c = Command::new(env!("CARGO_BIN_EXE_mcpwire"));
     c.args(["tunnel", "run"]).args(args).env_clear();

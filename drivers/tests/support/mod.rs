@@ -286,6 +286,9 @@ pub struct McpState {
     pub requests: Vec<Req>,
     /// Set when a `slow` call's connection was closed by the client.
     pub slow_closed: bool,
+    /// `sleep` calls running now, and the most at once.
+    pub sleeping: usize,
+    pub max_sleeping: usize,
 }
 
 #[derive(Clone)]
@@ -364,6 +367,17 @@ impl McpServer {
                             }
                         }
                     }
+                }
+                ("tools/call", Some("sleep")) => {
+                    let ms = body["params"]["arguments"]["ms"].as_u64().unwrap_or(0);
+                    {
+                        let mut st = s.lock().unwrap();
+                        st.sleeping += 1;
+                        st.max_sleeping = st.max_sleeping.max(st.sleeping);
+                    }
+                    thread::sleep(Duration::from_millis(ms.min(2000)));
+                    s.lock().unwrap().sleeping -= 1;
+                    respond(conn, 200, &json_ct, result(json!({"slept": ms})).as_bytes());
                 }
                 ("tools/call", Some("broken")) => {
                     respond(
