@@ -381,6 +381,31 @@ fn a_crashed_stdio_child_fails_its_command_with_transport_closed_and_restarts() 
 }
 
 #[test]
+fn an_initialize_deadline_restarts_the_stdio_child_and_the_next_command_is_served() {
+    let cp = ControlPlane::start();
+    let t = Tunnel::start(&cp, &["--mcp.command", &stdio_command()]);
+    cp.enqueue(vec![command(
+        "i_hang",
+        Some("500ms"),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"hang": true}}),
+    )]);
+    wait_for("the restart", || {
+        t.log().contains("restarting stdio server").then_some(())
+    });
+    cp.enqueue(vec![command(
+        "i_next",
+        Some("30s"),
+        call(2, "echo", json!({"text": "fresh"})),
+    )]);
+    let post = cp.terminal("i_next");
+    assert_eq!(post["resp_json"]["result"]["content"][0]["text"], "fresh");
+    assert!(cp.posts_for("i_hang").is_empty());
+    // Two children started: two copies of the child's start-up line.
+    let starts = t.log().matches("stdio server up").count();
+    assert_eq!(starts, 2, "{}", t.log());
+}
+
+#[test]
 fn secrets_never_appear_in_the_logs() {
     let (cp, mcp) = (ControlPlane::start(), McpServer::start());
     let t = Tunnel::start(

@@ -503,13 +503,17 @@ impl Driver {
                     .handle_forward_failed(now, CommandId(token), failure)
             }
             StdioOutput::Restart => {
-                if let Some(s) = self.stdio.get_mut(i) {
-                    self.log.log(
-                        Level::Warn,
-                        "restarting stdio server (initialize deadline passed)",
-                        &[("channel", &s.name)],
-                    );
-                    s.request_restart();
+                let Some(s) = self.stdio.get_mut(i) else {
+                    return;
+                };
+                self.log.log(
+                    Level::Warn,
+                    "restarting stdio server (initialize deadline passed)",
+                    &[("channel", &s.name)],
+                );
+                if !s.request_restart() {
+                    // No child to wait for: the replacement starts now.
+                    self.replace_stdio(i, now);
                 }
                 Ok(())
             }
@@ -531,21 +535,40 @@ impl Driver {
         drop(result);
     }
 
-    fn start_stdio(&mut self, i: usize, now: Instant) {
+    /// Starts channel `i`'s child; false when it could not be started (its waiting commands
+    /// are then answered with `transport_closed`, and a retry is scheduled).
+    fn start_stdio(&mut self, i: usize, now: Instant) -> bool {
         let tx = self.tx.clone();
         let log = Arc::clone(&self.log);
         let Some(s) = self.stdio.get_mut(i) else {
-            return;
+            return false;
         };
-        if let Err(e) = s.start(&tx, &log) {
-            log.log(
-                Level::Error,
-                "cannot start stdio server",
-                &[("channel", &s.name), ("error", &e)],
-            );
-            // Commands waiting for it are answered now rather than at their deadlines.
+        let Err(e) = s.start(&tx, &log) else {
+            return true;
+        };
+        log.log(
+            Level::Error,
+            "cannot start stdio server",
+            &[("channel", &s.name), ("error", &e)],
+        );
+        // Leave a pending restart (its held commands are admitted and their frames kept), then
+        // answer everything admitted now rather than at its deadline, and drop those frames.
+        s.binding.handle_child_exit();
+        self.pump();
+        if let Some(s) = self.stdio.get_mut(i) {
             s.binding.handle_child_exit();
             s.schedule_restart(now);
+        }
+        false
+    }
+
+    /// A requested restart: start the replacement, then let the binding admit the commands
+    /// that waited for it.
+    fn replace_stdio(&mut self, i: usize, now: Instant) {
+        if self.start_stdio(i, now) {
+            if let Some(s) = self.stdio.get_mut(i) {
+                s.binding.handle_child_exit();
+            }
         }
     }
 
@@ -615,11 +638,7 @@ impl Driver {
             return;
         }
         if s.exited(now) {
-            // A requested restart: the replacement takes the commands that waited.
-            self.start_stdio(chan, now);
-            if let Some(s) = self.stdio.get_mut(chan) {
-                s.binding.handle_child_exit();
-            }
+            self.replace_stdio(chan, now);
         } else {
             self.log.log(
                 Level::Warn,

@@ -157,13 +157,15 @@ impl StdioChannel {
     }
 
     /// The binding asked for a restart: kill the child; its exit starts the replacement.
-    pub fn request_restart(&mut self) {
-        self.restarting = true;
+    /// False when no child runs (the caller starts the replacement at once).
+    pub fn request_restart(&mut self) -> bool {
         match &mut self.running {
             Some(r) => {
+                self.restarting = true;
                 let _ = r.child.kill();
+                true
             }
-            None => self.restart_at = Some(Instant::now()),
+            None => false,
         }
     }
 

@@ -441,6 +441,7 @@ pub fn stdio_server() {
         let name = msg["params"]["name"].as_str().unwrap_or("");
         match (msg["method"].as_str().unwrap_or(""), name) {
             ("tools/call", "slow") => {}
+            ("initialize", _) if msg["params"]["hang"] == true => {}
             ("tools/call", "crash") => std::process::exit(3),
             ("tools/call", "progress") => {
                 write(json!({"jsonrpc": "2.0", "method": "notifications/progress",
