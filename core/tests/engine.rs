@@ -1531,3 +1531,70 @@ fn outputs_and_events_never_show_payloads_or_keys_in_debug() {
     assert!(!shown.contains("hunter2"), "{shown}");
     assert!(!shown.contains("sk-test-key"), "{shown}");
 }
+
+fn modern(request_id: &str, channel: &str, rpc: Value) -> Value {
+    json!({
+        "request_id": request_id,
+        "shard_token": format!("shard-{request_id}"),
+        "command_type": "jsonrpc",
+        "channel": channel,
+        "created_at": "2026-01-01T00:00:00Z",
+        "headers": {"Mcp-Method": ["tools/list"], "Connection": ["X-Hop"], "X-Hop": ["1"]},
+        "jsonrpc": rpc
+    })
+}
+
+#[test]
+fn forward_headers_mirror_the_body_and_take_param_headers_from_the_channels_last_tools_list() {
+    let mut c = config();
+    c.channels = vec!["main".into(), "other".into()];
+    let mut h = Harness::new(c);
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"});
+    h.poll_with(json!([modern(
+        "list",
+        "main",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}})
+    )]));
+    let list = h.take_forwards().remove(0);
+    assert_eq!(list.headers.get("Mcp-Method"), Some("tools/list"));
+    assert!(list.headers.get("X-Hop").is_none());
+    h.reply_json(
+        list.cmd,
+        200,
+        &json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [
+            {"name": "weather", "inputSchema": {"type": "object", "properties": {
+                "region": {"type": "string", "x-mcp-header": "Region"}}}},
+            {"name": "broken", "inputSchema": {"type": "object", "properties": {
+                "r": {"type": "array", "x-mcp-header": "R"}}}}]}})
+        .to_string(),
+    );
+    let events = h.events();
+    assert!(
+        events.iter().any(
+            |e| matches!(e, Event::ToolRejected { tool, channel, .. } if tool == "broken" && channel == "main")
+        ),
+        "{events:?}"
+    );
+    let (post, _, _) = h.take_posts().remove(0);
+    h.post_status(post, 200);
+    let call = |channel: &str, id: &str| {
+        modern(
+            id,
+            channel,
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                "name": "weather", "arguments": {"region": "eu-west"}, "_meta": meta}}),
+        )
+    };
+    h.poll_with(json!([call("main", "c1"), call("other", "c2")]));
+    let fwds = h.take_forwards();
+    let on = |ch: &str| fwds.iter().find(|f| f.channel == ch).unwrap();
+    assert_eq!(on("main").headers.get("Mcp-Method"), Some("tools/call"));
+    assert_eq!(on("main").headers.get("Mcp-Name"), Some("weather"));
+    assert_eq!(on("main").headers.get("Mcp-Param-Region"), Some("eu-west"));
+    assert_eq!(
+        on("other").headers.get("Mcp-Param-Region"),
+        None,
+        "annotations are per channel"
+    );
+    assert_eq!(on("other").headers.get("Mcp-Method"), Some("tools/call"));
+}

@@ -26,6 +26,9 @@ enum TunnelCommand {
     /// Run the tunnel engine against an in-process control plane and MCP server (no network)
     /// and print what it does: polls, forwards, notifications, responses, deadlines, retries.
     Demo,
+    /// Run the tunnel client: poll the control plane, forward commands to the MCP servers,
+    /// post their responses (flags compatible with the Go tunnel-client).
+    Run(Box<mcpwire_drivers::tunnel_run::config::RunArgs>),
 }
 
 fn main() -> ExitCode {
@@ -43,5 +46,8 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Tunnel {
+            command: TunnelCommand::Run(args),
+        } => mcpwire_drivers::tunnel_run::run(&args),
     }
 }

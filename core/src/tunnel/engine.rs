@@ -35,6 +35,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::value::RawValue;
 
 use super::failure::{self, FailureSource, TransportErrorKind, TunnelFailure};
+use super::forward_headers::{self, ToolCatalog};
 use super::headers::filter_response_headers;
 use super::server_info::ServerInfo;
 use super::wire::{self, CommandKind, DecodeError, PolledCommand, RespType, ResponsePayload};
@@ -239,7 +240,9 @@ pub struct Forward {
     pub channel: String,
     /// The command's opaque request id, for logs.
     pub request_id: String,
-    /// The headers the command asks to apply to the MCP request.
+    /// The final headers of the HTTP request to a Streamable HTTP MCP server, built by
+    /// [`forward_headers::forward_headers`] from the command's headers, the body and the
+    /// channel's last `tools/list`: send exactly these (a stdio forward ignores them).
     pub headers: Headers,
     /// When the whole command must be done; the driver applies it to connect, write and read.
     pub deadline: Option<Instant>,
@@ -374,6 +377,18 @@ pub enum Event {
         request_id: String,
         /// The last HTTP status, `None` for a transport failure.
         status: Option<u16>,
+    },
+    /// A tool of a forwarded `tools/list` result has invalid `x-mcp-header` annotations: calls
+    /// to it are forwarded without `Mcp-Param-*` headers (the result itself is posted as is).
+    ToolRejected {
+        /// The opaque request id of the `tools/list` command.
+        request_id: String,
+        /// The channel.
+        channel: String,
+        /// The tool's name.
+        tool: String,
+        /// What is wrong with its annotations (never an argument value).
+        reason: String,
     },
     /// Something the MCP server sent was not used (not JSON-RPC, or an SSE event that is not a
     /// JSON-RPC message).
@@ -544,6 +559,8 @@ struct Command {
     notifications_failed: bool,
     /// The terminal response is queued or delivered.
     terminal_queued: bool,
+    /// A `tools/list` request: `Some(true)` for a later page (it has a cursor).
+    tools_list: Option<bool>,
 }
 
 enum PollState {
@@ -572,6 +589,8 @@ pub struct Engine {
     consecutive_poll_failures: u32,
     operator_action: Option<u16>,
     recent_forwards: VecDeque<bool>,
+    /// Per channel, the `x-mcp-header` annotations of the last `tools/list` forwarded on it.
+    tools: BTreeMap<String, ToolCatalog>,
 }
 
 impl fmt::Debug for Engine {
@@ -665,6 +684,7 @@ impl Engine {
             consecutive_poll_failures: 0,
             operator_action: None,
             recent_forwards: VecDeque::new(),
+            tools: BTreeMap::new(),
         })
     }
 
@@ -1003,6 +1023,12 @@ impl Engine {
             return;
         }
         let id = CommandId(self.next());
+        let tools_list = match &cmd.kind {
+            CommandKind::JsonRpc(payload) => {
+                forward_headers::tools_list_continuation(payload.get())
+            }
+            _ => None,
+        };
         let (expect, kind) = match cmd.kind {
             CommandKind::JsonRpc(payload) => {
                 let (expect, method, rpc_id) = match Message::parse(payload.get()) {
@@ -1041,6 +1067,7 @@ impl Engine {
             deadline,
             expect,
         );
+        c.tools_list = tools_list;
         let unserved = !self.config.channels.contains(&c.channel);
         if malformed.is_some() || unserved {
             // Answer it by its kind without contacting MCP: the caller is not left waiting.
@@ -1074,7 +1101,7 @@ impl Engine {
             let Some(c) = self.commands.get_mut(&id) else {
                 continue;
             };
-            let Some(fwd) = c.to_forward.take() else {
+            let Some(mut fwd) = c.to_forward.take() else {
                 continue;
             };
             if c.deadline.is_some_and(|d| d <= now) {
@@ -1090,6 +1117,15 @@ impl Engine {
                 head: None,
                 body: Body::Pending,
             });
+            let payload = match &fwd.kind {
+                ForwardKind::JsonRpc { payload, .. } => Some(payload.get()),
+                ForwardKind::SessionTermination => None,
+            };
+            fwd.headers = forward_headers::forward_headers(
+                &fwd.headers,
+                payload,
+                self.tools.get(&fwd.channel),
+            );
             self.forwards_in_flight += 1;
             self.outputs.push_back(Output::Forward(fwd));
         }
@@ -1462,9 +1498,33 @@ impl Engine {
         let Some(c) = self.commands.get_mut(&cmd) else {
             return;
         };
+        let tools_list = c
+            .tools_list
+            .map(|cont| (cont, c.channel.clone(), c.request_id.clone()));
         if c.forward.take().is_some() {
             self.forwards_in_flight = self.forwards_in_flight.saturating_sub(1);
             self.record_forward(ok);
+        }
+        if let (
+            true,
+            RespType::JsonrpcResponse,
+            Some((continuation, channel, request_id)),
+            Some(json),
+        ) = (ok, resp_type, tools_list, resp_json.as_ref())
+        {
+            let rejected = self
+                .tools
+                .entry(channel.clone())
+                .or_default()
+                .observe_tools_list(continuation, json.get());
+            for e in rejected {
+                self.outputs.push_back(Output::Event(Event::ToolRejected {
+                    request_id: request_id.clone(),
+                    channel: channel.clone(),
+                    tool: e.tool,
+                    reason: e.reason.to_string(),
+                }));
+            }
         }
         let Some(post) = self.build_post(
             cmd,
@@ -1802,6 +1862,7 @@ impl Command {
             post_in_flight: None,
             notifications_failed: false,
             terminal_queued: false,
+            tools_list: None,
         }
     }
 }

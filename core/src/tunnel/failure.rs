@@ -348,6 +348,60 @@ pub struct Synthesized {
     pub resp_code: u16,
 }
 
+/// Where a transport error stopped a forward to an HTTP MCP server. The driver knows where its
+/// HTTP client failed; [`transport_failure`] decides the provenance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TransportStage {
+    /// Resolving the server's name.
+    Resolve,
+    /// Opening the connection.
+    Connect,
+    /// The TLS handshake.
+    Tls,
+    /// Writing the request or waiting for the response head (the connection was open).
+    Exchange,
+    /// Reading the body after the response head arrived.
+    Body,
+}
+
+/// The provenance of a transport error at `stage`, refined by the OS error kind when known:
+///
+/// - resolve: `dns`; TLS: `tls`;
+/// - connect: `connect` with `connection_refused`, `host_unreachable`, `network_unreachable` or
+///   `dial`, or `timeout` when the connect timed out;
+/// - exchange: `transport_closed` (`connection_reset`, `connection_aborted`, `closed_pipe`,
+///   `eof`, `connection_closed`), or `timeout`;
+/// - body: a response was received, so `protocol` with `response_body_unreadable`.
+///
+/// Every failure before the body has `upstream_response_received: false`.
+pub fn transport_failure(stage: TransportStage, io: Option<std::io::ErrorKind>) -> TunnelFailure {
+    use std::io::ErrorKind as K;
+    use FailureSource as S;
+    use TransportErrorKind as T;
+    let before = TunnelFailure::before_response;
+    match stage {
+        TransportStage::Resolve => before(S::Dns, Some(T::Dns)),
+        TransportStage::Tls => before(S::Tls, Some(T::Tls)),
+        TransportStage::Connect => match io {
+            Some(K::ConnectionRefused) => before(S::Connect, Some(T::ConnectionRefused)),
+            Some(K::HostUnreachable) => before(S::Connect, Some(T::HostUnreachable)),
+            Some(K::NetworkUnreachable) => before(S::Connect, Some(T::NetworkUnreachable)),
+            Some(K::TimedOut | K::WouldBlock) => before(S::Timeout, Some(T::Timeout)),
+            _ => before(S::Connect, Some(T::Dial)),
+        },
+        TransportStage::Exchange => match io {
+            Some(K::ConnectionReset) => before(S::TransportClosed, Some(T::ConnectionReset)),
+            Some(K::ConnectionAborted) => before(S::TransportClosed, Some(T::ConnectionAborted)),
+            Some(K::BrokenPipe) => before(S::TransportClosed, Some(T::ClosedPipe)),
+            Some(K::UnexpectedEof) => before(S::TransportClosed, Some(T::Eof)),
+            Some(K::TimedOut | K::WouldBlock) => before(S::Timeout, Some(T::Timeout)),
+            _ => before(S::TransportClosed, Some(T::ConnectionClosed)),
+        },
+        TransportStage::Body => TunnelFailure::protocol(T::ResponseBodyUnreadable),
+    }
+}
+
 /// Builds the synthesized `-32603` error response for the forwarded request `id` (`None` gives
 /// `"id": null`) carrying `failure` at `error.data.tunnel_failure`.
 pub fn synthesize(id: Option<&Id>, failure: &TunnelFailure) -> Synthesized {
@@ -386,6 +440,53 @@ pub fn synthesize(id: Option<&Id>, failure: &TunnelFailure) -> Synthesized {
     Synthesized {
         resp_json,
         resp_code,
+    }
+}
+
+#[cfg(test)]
+mod transport_failure_tests {
+    use super::*;
+    use std::io::ErrorKind as K;
+
+    #[test]
+    fn a_refused_connect_is_a_connect_failure_without_an_upstream_response() {
+        let f = transport_failure(TransportStage::Connect, Some(K::ConnectionRefused));
+        assert_eq!(f.source(), FailureSource::Connect);
+        assert_eq!(
+            f.transport_error_kind(),
+            Some(TransportErrorKind::ConnectionRefused)
+        );
+        assert!(!f.upstream_response_received());
+    }
+
+    #[test]
+    fn a_reset_before_the_head_is_transport_closed_and_a_body_error_is_protocol() {
+        let f = transport_failure(TransportStage::Exchange, Some(K::ConnectionReset));
+        assert_eq!(f.source(), FailureSource::TransportClosed);
+        assert!(!f.upstream_response_received());
+        let f = transport_failure(TransportStage::Body, Some(K::ConnectionReset));
+        assert_eq!(f.source(), FailureSource::Protocol);
+        assert!(f.upstream_response_received());
+    }
+
+    #[test]
+    fn timeouts_resolution_and_tls_have_their_own_sources() {
+        let t = transport_failure(TransportStage::Exchange, Some(K::TimedOut));
+        assert_eq!(t.source(), FailureSource::Timeout);
+        let t = transport_failure(TransportStage::Connect, Some(K::TimedOut));
+        assert_eq!(t.source(), FailureSource::Timeout);
+        assert_eq!(
+            transport_failure(TransportStage::Resolve, None).source(),
+            FailureSource::Dns
+        );
+        assert_eq!(
+            transport_failure(TransportStage::Tls, None).source(),
+            FailureSource::Tls
+        );
+        assert_eq!(
+            transport_failure(TransportStage::Connect, None).transport_error_kind(),
+            Some(TransportErrorKind::Dial)
+        );
     }
 }
 

@@ -5,11 +5,13 @@
 //! - [`server_info`]: the `X-Tunnel-MCP-Server-Info` declaration;
 //! - [`headers`]: the response-header allowlist;
 //! - [`failure`]: synthesized `-32603` failures with `tunnel_failure` provenance;
+//! - [`forward_headers`]: the final request headers of a forward to an HTTP MCP server;
 //! - [`engine`]: [`Engine`], the whole client's state machine;
 //! - [`stdio`]: the shared stdio binding (one child's JSON-RPC frames).
 
 pub mod engine;
 pub mod failure;
+pub mod forward_headers;
 pub mod headers;
 pub mod response_timeout;
 pub mod server_info;

@@ -125,6 +125,14 @@ impl StdioError {
     }
 }
 
+/// The answer to a `session_termination` routed to a stdio channel: stdio has no Streamable
+/// HTTP session to close, so the command is refused locally (`client_internal`, before any
+/// contact with the child), and the engine answers it with a `session_termination_response`
+/// of status 502. The child keeps serving.
+pub fn session_termination_failure() -> TunnelFailure {
+    TunnelFailure::before_response(FailureSource::ClientInternal, None)
+}
+
 /// Why an admitted command cannot be served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

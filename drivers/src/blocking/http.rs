@@ -1,0 +1,129 @@
+//! The engine's HTTP request values on ureq, and ureq's errors in the core's vocabulary.
+
+use std::io;
+use std::time::Duration;
+
+use mcpwire_core::http::{Headers, Method, Request, ResponseHead};
+use mcpwire_core::tunnel::failure::{
+    transport_failure, FailureSource, TransportErrorKind, TransportStage, TunnelFailure,
+};
+use ureq::http::Response;
+use ureq::{Agent, Body, RequestExt, Timeout};
+
+/// How long a connection may take to open.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The agent for control-plane requests: statuses are answers, not errors; no redirects (the
+/// API key must not follow one to another host).
+pub fn control_agent() -> Agent {
+    Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .timeout_connect(Some(CONNECT_TIMEOUT))
+        .user_agent(concat!("mcpwire/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .into()
+}
+
+/// The agent for MCP servers: statuses are answers, not errors.
+pub fn mcp_agent() -> Agent {
+    Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_connect(Some(CONNECT_TIMEOUT))
+        .user_agent(concat!("mcpwire/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .into()
+}
+
+/// Sends `request`; `timeout` bounds the whole exchange, body included.
+pub fn send(
+    agent: &Agent,
+    request: &Request,
+    timeout: Option<Duration>,
+) -> Result<Response<Body>, ureq::Error> {
+    let mut builder = ureq::http::Request::builder()
+        .method(request.method.as_str())
+        .uri(request.url.as_str());
+    for (name, value) in request.headers.iter() {
+        builder = builder.header(name, value);
+    }
+    match request.method {
+        Method::Post => {
+            let req = builder.body(request.body.as_slice())?;
+            req.with_agent(agent)
+                .configure()
+                .timeout_global(timeout)
+                .build()
+                .run()
+        }
+        Method::Get | Method::Delete => {
+            let req = builder.body(())?;
+            req.with_agent(agent)
+                .configure()
+                .timeout_global(timeout)
+                .build()
+                .run()
+        }
+    }
+}
+
+/// The status and headers of a response (values that are not text are left out).
+pub fn head_of(response: &Response<Body>) -> ResponseHead {
+    let mut headers = Headers::new();
+    for (name, value) in response.headers() {
+        if let Ok(v) = value.to_str() {
+            let _ = headers.append(name.as_str(), v);
+        }
+    }
+    ResponseHead {
+        status: response.status().as_u16(),
+        headers,
+    }
+}
+
+/// Where the I/O error of a request that got no response happened.
+fn io_stage(e: &io::Error) -> TransportStage {
+    match e.kind() {
+        io::ErrorKind::ConnectionRefused
+        | io::ErrorKind::HostUnreachable
+        | io::ErrorKind::NetworkUnreachable
+        | io::ErrorKind::AddrNotAvailable => TransportStage::Connect,
+        _ => TransportStage::Exchange,
+    }
+}
+
+/// The provenance of a request that failed before a response head arrived.
+pub fn failure_before_head(err: &ureq::Error) -> TunnelFailure {
+    match err {
+        ureq::Error::Io(e) => transport_failure(io_stage(e), Some(e.kind())),
+        ureq::Error::HostNotFound => transport_failure(TransportStage::Resolve, None),
+        ureq::Error::ConnectionFailed => transport_failure(TransportStage::Connect, None),
+        ureq::Error::Timeout(Timeout::Resolve | Timeout::Connect) => {
+            transport_failure(TransportStage::Connect, Some(io::ErrorKind::TimedOut))
+        }
+        ureq::Error::Timeout(_) => {
+            transport_failure(TransportStage::Exchange, Some(io::ErrorKind::TimedOut))
+        }
+        ureq::Error::Tls(_) | ureq::Error::Rustls(_) | ureq::Error::Pem(_) => {
+            transport_failure(TransportStage::Tls, None)
+        }
+        ureq::Error::Protocol(_) | ureq::Error::LargeResponseHeader(..) => {
+            TunnelFailure::protocol(TransportErrorKind::InvalidProtocolResponse)
+        }
+        _ => TunnelFailure::before_response(FailureSource::ClientInternal, None),
+    }
+}
+
+/// Whether a failed request may have reached the server (a notification is then not replayed).
+pub fn maybe_written(err: &ureq::Error) -> bool {
+    let stage = match err {
+        ureq::Error::Io(e) => io_stage(e),
+        ureq::Error::HostNotFound
+        | ureq::Error::ConnectionFailed
+        | ureq::Error::Timeout(Timeout::Resolve | Timeout::Connect)
+        | ureq::Error::Tls(_)
+        | ureq::Error::Rustls(_) => TransportStage::Connect,
+        _ => TransportStage::Exchange,
+    };
+    stage != TransportStage::Connect
+}
