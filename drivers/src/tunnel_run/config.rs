@@ -80,7 +80,7 @@ pub struct RunArgs {
 pub enum Driver {
     /// ureq, std threads, `std::process`.
     Blocking,
-    /// smol (not built yet).
+    /// smol tasks, hyper 1 on smol sockets, async-process (feature `smol`).
     Smol,
 }
 
