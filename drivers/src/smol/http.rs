@@ -150,27 +150,8 @@ impl Exchange {
     }
 }
 
-/// Sends `request` and waits for the response head; `limit` bounds the whole wait.
-pub async fn send(
-    tls: &Arc<ClientConfig>,
-    request: &Request,
-    limit: Option<Duration>,
-) -> Result<Exchange, HttpError> {
-    let exchange = exchange(tls, request);
-    match limit {
-        Some(t) => {
-            exchange
-                .or(async {
-                    Timer::after(t).await;
-                    Err(HttpError::TimedOut)
-                })
-                .await
-        }
-        None => exchange.await,
-    }
-}
-
-async fn exchange(tls: &Arc<ClientConfig>, request: &Request) -> Result<Exchange, HttpError> {
+/// Sends `request` and waits for the response head (the caller bounds the wait).
+pub async fn send(tls: &Arc<ClientConfig>, request: &Request) -> Result<Exchange, HttpError> {
     let uri: hyper::Uri = request.url.parse().map_err(|_| HttpError::Request)?;
     let https = match uri.scheme_str() {
         Some("https") => true,
@@ -292,4 +273,110 @@ fn hyper_error(e: &hyper::Error) -> HttpError {
         source = s.source();
     }
     HttpError::Exchange(None)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    fn request(url: &str) -> Request {
+        let mut headers = Headers::new();
+        headers.append("Accept", "application/json").unwrap();
+        Request {
+            method: Method::Post,
+            url: url.to_owned(),
+            headers,
+            body: b"{}".to_vec(),
+        }
+    }
+
+    #[test]
+    fn the_request_target_is_origin_form_with_host_and_user_agent() {
+        let r = request("http://127.0.0.1:8080/mcp?x=1");
+        let uri: hyper::Uri = r.url.parse().unwrap();
+        let built = build(&r, &uri, "127.0.0.1").unwrap();
+        assert_eq!(built.uri().to_string(), "/mcp?x=1");
+        assert_eq!(built.headers()["host"], "127.0.0.1:8080");
+        assert!(built.headers()["user-agent"]
+            .to_str()
+            .unwrap()
+            .starts_with("mcpwire/"));
+        assert_eq!(built.headers()["accept"], "application/json");
+    }
+
+    #[test]
+    fn failures_before_a_connection_opens_were_never_written() {
+        for e in [
+            HttpError::Request,
+            HttpError::Resolve(None),
+            HttpError::Connect(io::ErrorKind::ConnectionRefused),
+            HttpError::Tls,
+        ] {
+            assert!(!e.maybe_written(), "{e:?}");
+        }
+        for e in [
+            HttpError::Exchange(None),
+            HttpError::Protocol,
+            HttpError::TimedOut,
+        ] {
+            assert!(e.maybe_written(), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn a_refused_connection_is_a_connect_failure() {
+        let dead = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/mcp", dead.local_addr().unwrap());
+        drop(dead);
+        let tls = tls_config().unwrap();
+        let err = smol::block_on(send(&tls, &request(&url)))
+            .err()
+            .expect("nothing listens there");
+        assert!(
+            matches!(err, HttpError::Connect(io::ErrorKind::ConnectionRefused)),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn an_https_peer_that_does_not_speak_tls_is_a_tls_failure() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let peer = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 512];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        });
+        let tls = tls_config().unwrap();
+        let url = format!("https://localhost:{}/", addr.port());
+        let err = smol::block_on(send(&tls, &request(&url)))
+            .err()
+            .expect("no TLS peer");
+        assert!(matches!(err, HttpError::Tls), "{err:?}");
+        peer.join().unwrap();
+    }
+
+    #[test]
+    fn a_non_http_answer_is_a_protocol_failure() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let peer = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 512];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(b"SSH-2.0-OpenSSH_9.6\r\n\r\n");
+        });
+        let tls = tls_config().unwrap();
+        let url = format!("http://{addr}/mcp");
+        let err = smol::block_on(send(&tls, &request(&url)))
+            .err()
+            .expect("not HTTP");
+        assert!(matches!(err, HttpError::Protocol), "{err:?}");
+        assert_eq!(err.failure().source(), FailureSource::Protocol);
+        peer.join().unwrap();
+    }
 }

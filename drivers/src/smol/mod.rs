@@ -346,7 +346,7 @@ impl Driver {
         self.last_poll = Some(id);
         self.poll_task = Some(smol::spawn(async move {
             let exchange = async {
-                let mut ex = http::send(&tls, &request, Some(timeout)).await?;
+                let mut ex = http::send(&tls, &request).await?;
                 // The receipt instant: the head is here, the body is not read yet.
                 let received_at = Instant::now();
                 let body = ex.read_to_vec(MAX_POLL_BODY).await?;
@@ -443,7 +443,7 @@ impl Driver {
                 })
                 .unwrap_or(POST_TIMEOUT);
             let exchange = async {
-                let mut ex = http::send(&tls, &request, Some(timeout)).await?;
+                let mut ex = http::send(&tls, &request).await?;
                 let _ = ex.read_to_vec(MAX_POST_ANSWER).await;
                 Ok::<_, http::HttpError>(ex.head)
             };
@@ -664,7 +664,7 @@ async fn forward_task(
     cmd: CommandId,
     request: &Request,
 ) {
-    let mut ex = match http::send(tls, request, None).await {
+    let mut ex = match http::send(tls, request).await {
         Ok(ex) => ex,
         Err(e) => {
             let failure = e.failure();
