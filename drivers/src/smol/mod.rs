@@ -48,6 +48,8 @@ const POLL_GUARD: Duration = Duration::from_secs(10);
 const POST_TIMEOUT: Duration = Duration::from_secs(30);
 /// The most bytes of a response POST's answer read (the answer is not used).
 const MAX_POST_ANSWER: u64 = 64 * 1024;
+/// The size of one forward body chunk handed to the engine, at most.
+const CHUNK: usize = 16 * 1024;
 /// Completions waiting for the loop, at most (tasks wait when it is full).
 const COMPLETIONS: usize = 1024;
 /// Response POSTs on the wire at once (the rest wait for a slot).
@@ -677,20 +679,26 @@ async fn forward_task(
         return;
     }
     loop {
-        let c = match ex.next_chunk().await {
-            Ok(Some(chunk)) => Completion::Body {
-                cmd,
-                chunk: chunk.to_vec(),
-            },
-            Ok(None) => Completion::End { cmd },
-            Err(e) => Completion::Failed {
-                cmd,
-                failure: e.body_failure(),
-            },
-        };
-        let last = !matches!(c, Completion::Body { .. });
-        if tx.send(c).await.is_err() || last {
-            return;
+        match ex.next_chunk().await {
+            Ok(Some(frame)) => {
+                // Pieces of at most CHUNK bytes: the completion channel then holds at most
+                // COMPLETIONS * CHUNK body bytes.
+                for piece in frame.chunks(CHUNK) {
+                    let chunk = piece.to_vec();
+                    if tx.send(Completion::Body { cmd, chunk }).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            Ok(None) => {
+                let _ = tx.send(Completion::End { cmd }).await;
+                return;
+            }
+            Err(e) => {
+                let failure = e.body_failure();
+                let _ = tx.send(Completion::Failed { cmd, failure }).await;
+                return;
+            }
         }
     }
 }
