@@ -273,11 +273,20 @@ fn progress_streams_its_notifications_over_sse_before_the_result() {
 }
 
 #[test]
-fn progress_without_a_progress_token_is_invalid_params() {
+fn bad_tool_arguments_are_invalid_params_with_http_200() {
+    // A 400 would read as a legacy server to a client's era check; -32602 about arguments
+    // comes with 200 (only a malformed request itself gets 400).
     let s = mcp(EraMode::Dual);
-    let r = modern_call(&s.url(), &call_body(1, "progress", json!({})), None);
-    assert_eq!(r.status, 400);
-    assert_eq!(r.json()["error"]["code"], -32602);
+    for (tool, args) in [
+        ("progress", json!({})),
+        ("echo", json!({"text": 5})),
+        ("nope", json!({})),
+        ("slow", json!({"ms": -1})),
+    ] {
+        let r = modern_call(&s.url(), &call_body(1, tool, args), None);
+        assert_eq!(r.status, 200, "{tool}");
+        assert_eq!(r.json()["error"]["code"], -32602, "{tool}");
+    }
 }
 
 #[test]
@@ -1267,10 +1276,10 @@ fn the_response_timeout_header_reaches_the_command_and_an_unanswered_command_exp
     let client = mcp_client(
         &cp,
         r#"{"jsonrpc":"2.0","id":"late","method":"ping"}"#,
-        &[("X-Mcpwire-Response-Timeout", "50ms")],
+        &[("X-Mcpwire-Response-Timeout", "500ms")],
     );
     let cmd = poll_commands(&cp).remove(0);
-    assert_eq!(cmd["response_timeout"], "50ms");
+    assert_eq!(cmd["response_timeout"], "500ms");
     let answer = client.join().unwrap();
     assert_eq!(answer.status, 504);
     assert_eq!(answer.json()["id"], "late");
@@ -1688,4 +1697,163 @@ fn the_control_plane_binary_prints_its_address_and_serves() {
         .read_to_string(&mut err)
         .unwrap();
     assert!(!err.contains(KEY) && !first.contains(KEY));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The HTTP layer, over raw sockets
+// ---------------------------------------------------------------------------------------------
+
+fn mcp_with_limits(f: impl FnOnce(&mut mcpwire_drivers::dev::http::Limits)) -> McpServerHandle {
+    let mut config = mcp_server::Config::default();
+    f(&mut config.limits);
+    McpServer::start_http(config, "127.0.0.1:0").unwrap()
+}
+
+/// Writes `bytes` and reads until the server closes (bounded by a read timeout).
+fn raw_exchange(addr: std::net::SocketAddr, bytes: &[u8]) -> String {
+    let mut conn = TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    conn.write_all(bytes).unwrap();
+    let mut out = Vec::new();
+    let _ = conn.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn raw_post(body: &str, extra: &str) -> String {
+    let h = request_headers(body, None).unwrap();
+    let mut text = format!("POST /mcp HTTP/1.1\r\nHost: x\r\n{extra}");
+    for (n, v) in h.iter() {
+        text.push_str(&format!("{n}: {v}\r\n"));
+    }
+    text
+}
+
+#[test]
+fn keep_alive_serves_pipelined_requests_on_one_connection() {
+    let s = mcp(EraMode::Dual);
+    let a = call_body(1, "echo", json!({"text": "first"}));
+    let b = call_body(2, "echo", json!({"text": "second"}));
+    let mut bytes = raw_post(&a, "") + &format!("Content-Length: {}\r\n\r\n{a}", a.len());
+    bytes += &(raw_post(&b, "Connection: close\r\n")
+        + &format!("Content-Length: {}\r\n\r\n{b}", b.len()));
+    let out = raw_exchange(s.local_addr(), bytes.as_bytes());
+    assert_eq!(out.matches("HTTP/1.1 200 OK").count(), 2, "{out}");
+    let first = out.find("first").unwrap();
+    let second = out.find("second").unwrap();
+    assert!(first < second, "answered in order");
+    assert!(out.contains("Connection: close"));
+}
+
+#[test]
+fn a_chunked_request_body_is_read_and_expect_100_continue_is_answered() {
+    let s = mcp(EraMode::Dual);
+    let body = call_body(1, "echo", json!({"text": "chunked"}));
+    let (x, y) = body.split_at(10);
+    let mut bytes = raw_post(&body, "Transfer-Encoding: chunked\r\nConnection: close\r\n") + "\r\n";
+    bytes += &format!(
+        "{:x};ext=1\r\n{x}\r\n{:X}\r\n{y}\r\n0\r\nTrailer: t\r\n\r\n",
+        x.len(),
+        y.len()
+    );
+    let out = raw_exchange(s.local_addr(), bytes.as_bytes());
+    assert!(out.starts_with("HTTP/1.1 200 OK"), "{out}");
+    assert!(out.contains("\"text\":\"chunked\""), "{out}");
+
+    // Expect: 100-continue: the interim answer comes before the body is sent.
+    let mut conn = TcpStream::connect(s.local_addr()).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let head = raw_post(&body, "Expect: 100-continue\r\nConnection: close\r\n")
+        + &format!("Content-Length: {}\r\n\r\n", body.len());
+    conn.write_all(head.as_bytes()).unwrap();
+    let mut interim = [0u8; 25];
+    conn.read_exact(&mut interim).unwrap();
+    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+    conn.write_all(body.as_bytes()).unwrap();
+    let mut rest = String::new();
+    let _ = conn.read_to_string(&mut rest);
+    assert!(rest.starts_with("HTTP/1.1 200 OK"), "{rest}");
+}
+
+#[test]
+fn oversized_and_malformed_requests_are_refused_with_their_status() {
+    let s = mcp_with_limits(|l| {
+        l.max_body = 1024;
+        l.max_head = 2048;
+    });
+    let addr = s.local_addr();
+    let big = "x".repeat(2000);
+    let out = raw_exchange(
+        addr,
+        format!(
+            "POST /mcp HTTP/1.1\r\nContent-Length: {}\r\n\r\n{big}",
+            big.len()
+        )
+        .as_bytes(),
+    );
+    assert!(out.starts_with("HTTP/1.1 413"), "{out}");
+    let out = raw_exchange(
+        addr,
+        b"POST /mcp HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n800\r\n",
+    );
+    assert!(out.starts_with("HTTP/1.1 413"), "{out}");
+    let out = raw_exchange(
+        addr,
+        format!("GET /mcp HTTP/1.1\r\nX-Long: {}\r\n\r\n", "y".repeat(4000)).as_bytes(),
+    );
+    assert!(out.starts_with("HTTP/1.1 431"), "{out}");
+    let out = raw_exchange(addr, b"NOT HTTP AT ALL\r\n\r\n");
+    assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+    let out = raw_exchange(
+        addr,
+        b"POST /mcp HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n12345",
+    );
+    assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+    let out = raw_exchange(
+        addr,
+        b"POST /mcp HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n",
+    );
+    assert!(out.starts_with("HTTP/1.1 501"), "{out}");
+    let out = raw_exchange(
+        addr,
+        b"POST /mcp HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    );
+    assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+    // The server is still serving.
+    assert_eq!(get(&s.url(), &[]).status, 405);
+}
+
+#[test]
+fn connections_past_the_bound_are_answered_503() {
+    let s = mcp_with_limits(|l| l.max_connections = 1);
+    let idle = TcpStream::connect(s.local_addr()).unwrap();
+    // Wait (bounded) until the idle connection is counted: a second one is then refused.
+    let start = Instant::now();
+    let mut out = String::new();
+    while start.elapsed() < Duration::from_secs(10) {
+        out = raw_exchange(
+            s.local_addr(),
+            b"GET /mcp HTTP/1.1\r\nConnection: close\r\n\r\n",
+        );
+        if out.starts_with("HTTP/1.1 503") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(out.starts_with("HTTP/1.1 503"), "{out}");
+    assert!(out.contains("Retry-After: 1"));
+    drop(idle);
+}
+
+#[test]
+fn an_http_1_0_client_gets_its_answer_and_the_connection_closes() {
+    let s = mcp(EraMode::Dual);
+    let out = raw_exchange(s.local_addr(), b"GET /mcp HTTP/1.0\r\n\r\n");
+    assert!(out.starts_with("HTTP/1.1 405"), "{out}");
+    let out = raw_exchange(s.local_addr(), b"HEAD /mcp HTTP/1.0\r\n\r\n");
+    assert!(
+        out.starts_with("HTTP/1.1 405") && out.ends_with("\r\n\r\n"),
+        "no body for HEAD: {out:?}"
+    );
 }

@@ -461,13 +461,25 @@ fn api_error(message: &str, kind: &str, error_code: Option<&str>) -> Vec<u8> {
         .into_bytes()
 }
 
-fn send_api_error(
-    res: &mut Responder<'_>,
+/// A whole HTTP answer, built before it is sent (so it can be recorded first).
+struct Out {
+    status: u16,
+    headers: Headers,
+    body: Vec<u8>,
+}
+
+impl Out {
+    fn send(self, res: &mut Responder<'_>) {
+        let _ = res.send(self.status, &self.headers, &self.body);
+    }
+}
+
+fn api_error_out(
     status: u16,
     message: &str,
     error_code: Option<&str>,
     extra: &[(&str, &str)],
-) {
+) -> Out {
     let kind = if status >= 500 {
         "server_error"
     } else {
@@ -475,18 +487,36 @@ fn send_api_error(
     };
     let mut h = headers(extra);
     let _ = h.append("Content-Type", "application/json");
-    let _ = res.send(status, &h, &api_error(message, kind, error_code));
+    Out {
+        status,
+        headers: h,
+        body: api_error(message, kind, error_code),
+    }
+}
+
+fn send_api_error(
+    res: &mut Responder<'_>,
+    status: u16,
+    message: &str,
+    error_code: Option<&str>,
+    extra: &[(&str, &str)],
+) {
+    api_error_out(status, message, error_code, extra).send(res);
+}
+
+fn json_out(status: u16, body: &Value) -> Out {
+    Out {
+        status,
+        headers: headers(&[("Content-Type", "application/json")]),
+        body: body.to_string().into_bytes(),
+    }
 }
 
 fn send_json(res: &mut Responder<'_>, status: u16, body: &Value) {
-    let _ = res.send(
-        status,
-        &headers(&[("Content-Type", "application/json")]),
-        body.to_string().as_bytes(),
-    );
+    json_out(status, body).send(res);
 }
 
-fn send_fault(res: &mut Responder<'_>, fault: &Fault) {
+fn fault_out(fault: &Fault) -> Out {
     let default_code = match fault.status {
         429 => Some("rate_limit_exceeded"),
         401 | 403 => Some("tunnel_use_forbidden"),
@@ -497,13 +527,16 @@ fn send_fault(res: &mut Responder<'_>, fault: &Fault) {
     if let Some(ra) = &fault.retry_after {
         extra.push(("Retry-After", ra));
     }
-    send_api_error(
-        res,
+    api_error_out(
         fault.status,
         "injected failure (mcpwire dev control-plane)",
         error_code,
         &extra,
-    );
+    )
+}
+
+fn send_fault(res: &mut Responder<'_>, fault: &Fault) {
+    fault_out(fault).send(res);
 }
 
 impl ControlPlane {
@@ -721,22 +754,31 @@ impl ControlPlane {
         self.responses_cv.notify_all();
     }
 
-    fn authorized(&self, req: &Request, res: &mut Responder<'_>) -> bool {
+    /// `Some(401 answer)` unless the request carries the bearer key.
+    fn auth_failure(&self, req: &Request) -> Option<Out> {
         if self
             .config
             .api_key
             .matches_authorization(req.headers.get("Authorization"))
         {
-            return true;
+            return None;
         }
-        send_api_error(
-            res,
+        Some(api_error_out(
             401,
             "missing or wrong API key (send Authorization: Bearer <key>)",
             Some("invalid_api_key"),
             &[],
-        );
-        false
+        ))
+    }
+
+    fn authorized(&self, req: &Request, res: &mut Responder<'_>) -> bool {
+        match self.auth_failure(req) {
+            None => true,
+            Some(out) => {
+                out.send(res);
+                false
+            }
+        }
     }
 
     // -----------------------------------------------------------------------------------------
@@ -810,36 +852,32 @@ impl ControlPlane {
             status: 0,
             delivered: Vec::new(),
         };
-        let status = self.poll_inner(req, res, tunnel, &mut record);
-        record.status = status;
-        let mut st = self.state();
-        record.seq = st.next_seq();
-        if st.polls.len() >= self.config.record_limit {
-            st.polls.pop_front();
+        let out = self.poll_inner(req, tunnel, &mut record);
+        record.status = out.status;
+        {
+            // Recorded before it is answered, so whoever got the answer finds the record.
+            let mut st = self.state();
+            record.seq = st.next_seq();
+            if st.polls.len() >= self.config.record_limit {
+                st.polls.pop_front();
+            }
+            st.polls.push_back(record);
         }
-        st.polls.push_back(record);
+        out.send(res);
     }
 
-    fn poll_inner(
-        &self,
-        req: &Request,
-        res: &mut Responder<'_>,
-        tunnel: &str,
-        record: &mut RecordedPoll,
-    ) -> u16 {
-        if !self.authorized(req, res) {
-            return 401;
+    fn poll_inner(&self, req: &Request, tunnel: &str, record: &mut RecordedPoll) -> Out {
+        if let Some(out) = self.auth_failure(req) {
+            return out;
         }
         if let Some(f) = self.state().take_fault(Endpoint::Poll, None) {
-            send_fault(res, &f);
-            return f.status;
+            return fault_out(&f);
         }
         let limit = match req.query_values("limit").last().map(|v| v.parse::<usize>()) {
             None => MAX_POLL_LIMIT,
             Some(Ok(n)) if (1..=MAX_POLL_LIMIT).contains(&n) => n,
             Some(_) => {
-                send_api_error(res, 400, "limit must be an integer from 1 to 25", None, &[]);
-                return 400;
+                return api_error_out(400, "limit must be an integer from 1 to 25", None, &[])
             }
         };
         let wait = match req
@@ -850,8 +888,7 @@ impl ControlPlane {
             None => self.config.max_poll_wait,
             Some(Ok(n)) if n >= 1 => Duration::from_millis(n).min(self.config.max_poll_wait),
             Some(_) => {
-                send_api_error(res, 400, "timeout_ms must be a positive integer", None, &[]);
-                return 400;
+                return api_error_out(400, "timeout_ms must be a positive integer", None, &[])
             }
         };
         let channels = req.query_values("channel");
@@ -859,36 +896,32 @@ impl ControlPlane {
         let mut st = self.state();
         loop {
             if st.stopped {
-                drop(st);
-                send_api_error(
-                    res,
+                return api_error_out(
                     503,
                     "the control plane is stopping",
                     None,
                     &[("Retry-After", "1")],
                 );
-                return 503;
             }
             st.sweep(Instant::now());
             let batch = st.poll_batch.unwrap_or(limit);
             let taken = take_commands(&mut st, tunnel, &channels, batch);
             if !taken.is_empty() {
-                drop(st);
                 record.delivered = taken.iter().map(|c| c.request_id.clone()).collect();
                 let texts: Vec<&str> = taken.iter().map(|c| c.command.get()).collect();
-                let body = format!("{{\"commands\":[{}]}}", texts.join(","));
-                let _ = res.send(
-                    200,
-                    &headers(&[("Content-Type", "application/json")]),
-                    body.as_bytes(),
-                );
-                return 200;
+                return Out {
+                    status: 200,
+                    headers: headers(&[("Content-Type", "application/json")]),
+                    body: format!("{{\"commands\":[{}]}}", texts.join(",")).into_bytes(),
+                };
             }
             let now = Instant::now();
             if now >= deadline {
-                drop(st);
-                let _ = res.send(204, &Headers::new(), b"");
-                return 204;
+                return Out {
+                    status: 204,
+                    headers: Headers::new(),
+                    body: Vec::new(),
+                };
             }
             st = self
                 .commands_cv
@@ -922,47 +955,49 @@ impl ControlPlane {
             body: String::from_utf8_lossy(&req.body).into_owned(),
             status: 0,
         };
-        let status = self.response_inner(
-            req,
-            res,
-            tunnel,
-            shard.as_deref(),
-            lenient.as_ref(),
-            &record,
-        );
-        record.status = status;
-        let mut st = self.state();
-        self.record_response(&mut st, record);
+        let (out, handoff) =
+            self.response_inner(req, tunnel, shard.as_deref(), lenient.as_ref(), &record);
+        record.status = out.status;
+        // Recorded first, then handed to the waiting MCP request, then answered: whoever sees
+        // an effect of this POST finds it in the record.
+        {
+            let mut st = self.state();
+            self.record_response(&mut st, record);
+        }
+        if let Some((waiter, delivery)) = handoff {
+            // A waiter that went away, or a full buffer, loses this delivery only.
+            let _ = waiter.try_send(delivery);
+        }
+        out.send(res);
     }
 
     fn response_inner(
         &self,
         req: &Request,
-        res: &mut Responder<'_>,
         tunnel: &str,
         shard: Option<&str>,
         lenient: Option<&Value>,
         record: &RecordedResponse,
-    ) -> u16 {
-        if !self.authorized(req, res) {
-            return 401;
+    ) -> (Out, Option<(mpsc::SyncSender<Delivery>, Delivery)>) {
+        if let Some(out) = self.auth_failure(req) {
+            return (out, None);
         }
         if let Some(f) = self
             .state()
             .take_fault(Endpoint::Response, record.resp_type.as_deref())
         {
-            send_fault(res, &f);
-            return f.status;
+            return (fault_out(&f), None);
         }
         if req.body.len() > self.config.max_response_body {
-            send_api_error(
-                res,
-                413,
-                "the response body is too large",
-                Some("request_body_too_large"),
-                &[],
+            return (
+                api_error_out(
+                    413,
+                    "the response body is too large",
+                    Some("request_body_too_large"),
+                    &[],
+                ),
+                None,
             );
-            return 413;
         }
         // `channel: null` reads like an absent channel (`main`), as in polled commands.
         let decoded = match lenient {
@@ -976,25 +1011,27 @@ impl ControlPlane {
         let payload: ResponsePayload = match decoded {
             Ok(p) if lenient.is_some_and(Value::is_object) => p,
             _ => {
-                send_api_error(
-                    res,
-                    400,
-                    "the body is not a valid TunnelResponsePayload JSON object",
-                    Some("invalid_json_payload"),
-                    &[],
+                return (
+                    api_error_out(
+                        400,
+                        "the body is not a valid TunnelResponsePayload JSON object",
+                        Some("invalid_json_payload"),
+                        &[],
+                    ),
+                    None,
                 );
-                return 400;
             }
         };
         if !valid_channel(&payload.channel) {
-            send_api_error(
-                res,
-                400,
-                "the channel name holds unsupported characters",
-                Some("invalid_channel_format"),
-                &[],
+            return (
+                api_error_out(
+                    400,
+                    "the channel name holds unsupported characters",
+                    Some("invalid_channel_format"),
+                    &[],
+                ),
+                None,
             );
-            return 400;
         }
         let channel_sent = lenient
             .and_then(|v| v.get("channel"))
@@ -1003,15 +1040,15 @@ impl ControlPlane {
         let mut st = self.state();
         st.sweep(Instant::now());
         let Some(pending) = st.pending.get(&key) else {
-            drop(st);
-            send_api_error(
-                res,
-                404,
-                "no pending request has this request_id",
-                Some("pending_request_not_found"),
-                &[],
+            return (
+                api_error_out(
+                    404,
+                    "no pending request has this request_id",
+                    Some("pending_request_not_found"),
+                    &[],
+                ),
+                None,
             );
-            return 404;
         };
         let shard_ok = pending
             .shard_token
@@ -1019,41 +1056,37 @@ impl ControlPlane {
             .is_none_or(|t| shard == Some(t));
         let channel_ok = !channel_sent || pending.channel == payload.channel;
         if !shard_ok || !channel_ok {
-            drop(st);
-            send_api_error(
-                res,
-                401,
-                "the shard token or channel does not match the polled command",
-                Some("tunnel_request_mismatch"),
-                &[],
+            return (
+                api_error_out(
+                    401,
+                    "the shard token or channel does not match the polled command",
+                    Some("tunnel_request_mismatch"),
+                    &[],
+                ),
+                None,
             );
-            return 401;
         }
         if payload.resp_type == RespType::JsonrpcNotify {
             let Some(json) = payload.resp_json.clone() else {
-                drop(st);
-                send_api_error(
-                    res,
-                    400,
-                    "a jsonrpc_notify needs resp_json",
-                    Some("invalid_json_payload"),
-                    &[],
+                return (
+                    api_error_out(
+                        400,
+                        "a jsonrpc_notify needs resp_json",
+                        Some("invalid_json_payload"),
+                        &[],
+                    ),
+                    None,
                 );
-                return 400;
             };
-            if let Some(w) = &pending.waiter {
-                // A waiter that went away, or a full buffer, loses the notification only.
-                let _ = w.try_send(Delivery::Notify(json));
-            }
-        } else {
-            let pending = st.pending.remove(&key);
-            if let Some(w) = pending.and_then(|p| p.waiter) {
-                let _ = w.try_send(Delivery::Terminal(payload));
-            }
+            let handoff = pending.waiter.clone().map(|w| (w, Delivery::Notify(json)));
+            return (json_out(200, &json!({"status": "ok"})), handoff);
         }
-        drop(st);
-        send_json(res, 200, &json!({"status": "ok"}));
-        200
+        let handoff = st
+            .pending
+            .remove(&key)
+            .and_then(|p| p.waiter)
+            .map(|w| (w, Delivery::Terminal(payload)));
+        (json_out(200, &json!({"status": "ok"})), handoff)
     }
 
     // -----------------------------------------------------------------------------------------

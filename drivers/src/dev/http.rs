@@ -543,6 +543,9 @@ fn read_head(
             let mut slots = [httparse::EMPTY_HEADER; 96];
             let mut req = httparse::Request::new(&mut slots);
             match req.parse(buf) {
+                Ok(httparse::Status::Complete(n)) if n > limits.max_head => {
+                    return Err(ReadError::Reject(431, "request head too large"))
+                }
                 Ok(httparse::Status::Complete(n)) => {
                     let method = req.method.unwrap_or_default().to_owned();
                     let target = req.path.unwrap_or_default().to_owned();

@@ -218,7 +218,15 @@ fn err(status: u16, code: i64, message: impl Into<String>) -> Answer {
     )
 }
 
+/// A `-32602` about a call's arguments: HTTP `200`, so that an era check never reads it as
+/// a legacy server's `400`.
 fn invalid_params(message: impl Into<String>) -> Answer {
+    err(200, code::INVALID_PARAMS, message)
+}
+
+/// A `-32602` about the request's own shape (`_meta`, `params`): HTTP `400`, as the
+/// transport requires for a malformed request.
+fn malformed_params(message: impl Into<String>) -> Answer {
     err(400, code::INVALID_PARAMS, message)
 }
 
@@ -334,7 +342,7 @@ impl McpServer {
             .and_then(|m| m.get(PROTOCOL_VERSION_META_KEY))
             .and_then(Value::as_str)
             .ok_or_else(|| {
-                invalid_params(format!(
+                malformed_params(format!(
                     "Invalid params: _meta[\"{PROTOCOL_VERSION_META_KEY}\"] is required and must be a string"
                 ))
             })?;
@@ -372,7 +380,7 @@ impl McpServer {
             .filter(|c| c.is_object())
             .and_then(|c| serde_json::from_value::<ClientCapabilities>(c.clone()).ok())
             .ok_or_else(|| {
-                invalid_params(format!(
+                malformed_params(format!(
                     "Invalid params: _meta[\"{CLIENT_CAPABILITIES_KEY}\"] is required and must be a ClientCapabilities object"
                 ))
             })?;
@@ -656,7 +664,7 @@ impl McpServer {
                 return send_answer(
                     res,
                     id.as_ref(),
-                    invalid_params("Invalid params: params must be an object"),
+                    malformed_params("Invalid params: params must be an object"),
                     &Headers::new(),
                 )
             }
@@ -922,6 +930,11 @@ impl McpServer {
                 threads.retain(|t| !t.is_finished());
             }
             if let Some(work) = self.stdio_message(text, &stdio, &out) {
+                if work.method == "initialize" {
+                    // In line: what follows it is read in the era it selects.
+                    self.stdio_request(work, &stdio, &out);
+                    continue;
+                }
                 let server = self.clone();
                 let out = out.clone();
                 let stdio2 = stdio.clone();
@@ -1732,7 +1745,7 @@ mod tests {
         }
         assert!(matches!(
             fail(json!({"http_status": 99}).as_object().unwrap()),
-            Answer::Error(400, _)
+            Answer::Error(200, e) if e.code == code::INVALID_PARAMS
         ));
     }
 }
