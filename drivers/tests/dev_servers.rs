@@ -1847,6 +1847,46 @@ fn connections_past_the_bound_are_answered_503() {
 }
 
 #[test]
+fn echo_adds_the_response_headers_it_is_given_with_connection_nominations() {
+    let s = mcp(EraMode::Dual);
+    let body = call_body(
+        1,
+        "echo",
+        json!({"text": "h", "response_headers": {
+            "X-Extra": "1",
+            "Set-Cookie": ["a=1", "b=2"],
+            "Connection": "X-Hop",
+            "X-Hop": "hop"
+        }}),
+    );
+    let bytes = raw_post(&body, "Connection: close\r\n")
+        + &format!("Content-Length: {}\r\n\r\n{body}", body.len());
+    let out = raw_exchange(s.local_addr(), bytes.as_bytes());
+    let head = out.split("\r\n\r\n").next().unwrap();
+    for line in [
+        "X-Extra: 1",
+        "Set-Cookie: a=1",
+        "Set-Cookie: b=2",
+        "X-Hop: hop",
+        "Connection: X-Hop, close",
+    ] {
+        assert!(
+            head.lines().any(|l| l == line),
+            "missing {line:?} in:\n{head}"
+        );
+    }
+    let bad = call_body(
+        2,
+        "echo",
+        json!({"text": "h", "response_headers": {"Bad Name": "x"}}),
+    );
+    assert_eq!(
+        modern_call(&s.url(), &bad, None).json()["error"]["code"],
+        -32602
+    );
+}
+
+#[test]
 fn an_http_1_0_client_gets_its_answer_and_the_connection_closes() {
     let s = mcp(EraMode::Dual);
     let out = raw_exchange(s.local_addr(), b"GET /mcp HTTP/1.0\r\n\r\n");

@@ -36,7 +36,7 @@ tool streams progress; 2026-07-28 requests must carry MCP-Protocol-Version, Mcp-
 Mcp-Name and Mcp-Param-* headers that match the body (-32020 otherwise; an unsupported version
 is -32022 with data.supported). With --stdio it reads and writes newline-delimited JSON-RPC.
 
-Tools: echo {text}; slow {ms}; progress {steps, interval_ms} (needs _meta.progressToken);
+Tools: echo {text, response_headers}; slow {ms}; progress {steps, interval_ms} (needs _meta.progressToken);
 fail {code, message, data, http_status, raw_body} (a JSON-RPC error, by default code 4217);
 tenant {region} (region is mirrored in Mcp-Param-Region); ask {question} (MRTR: answers
 input_required with a form elicitation, completes on the retry with inputResponses);

@@ -213,12 +213,23 @@ impl<'a> Responder<'a> {
 
     fn head_text(&self, status: u16, headers: &Headers) -> String {
         let mut text = format!("HTTP/1.1 {status} {}\r\n", status_text(status));
+        // A handler's `Connection` tokens are kept (they nominate hop-by-hop headers); `close`
+        // is this server's to add, and the other framing headers are this server's to write.
+        let mut connection: Vec<&str> = Vec::new();
         for (name, value) in headers.iter() {
             let lower = name.to_ascii_lowercase();
-            // The framing headers are this server's to write.
+            if lower == "connection" {
+                connection.extend(
+                    value
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|t| !t.is_empty() && !t.eq_ignore_ascii_case("close")),
+                );
+                continue;
+            }
             if matches!(
                 lower.as_str(),
-                "content-length" | "transfer-encoding" | "connection" | "keep-alive"
+                "content-length" | "transfer-encoding" | "keep-alive"
             ) {
                 continue;
             }
@@ -228,7 +239,12 @@ impl<'a> Responder<'a> {
             text.push_str("\r\n");
         }
         if self.close {
-            text.push_str("Connection: close\r\n");
+            connection.push("close");
+        }
+        if !connection.is_empty() {
+            text.push_str("Connection: ");
+            text.push_str(&connection.join(", "));
+            text.push_str("\r\n");
         }
         text
     }

@@ -25,7 +25,8 @@
 //! (`404`, `-32601`). An `Origin` header that is not a loopback origin gets `403`; `GET` gets
 //! `405`.
 //!
-//! **Tools** (see [`tool_definitions`]): `echo` (returns `text`), `slow` (sleeps `ms`, at most
+//! **Tools** (see [`tool_definitions`]): `echo` (returns `text`; over HTTP it adds the
+//! `response_headers` given, `Connection` nominations included, to test header filtering), `slow` (sleeps `ms`, at most
 //! [`Config::max_slow`]; stops early, answering nothing, when the client goes away or cancels),
 //! `progress` (streams `steps` `notifications/progress` over SSE, then the result; needs
 //! `_meta.progressToken`), `fail` (answers the JSON-RPC error [`FAIL_CODE`] /
@@ -246,6 +247,8 @@ trait Sink {
     fn cancelled(&self) -> bool;
     /// The HTTP request headers, when there are some.
     fn request_headers(&self) -> Option<&Headers>;
+    /// Adds a header to the HTTP response (before it starts); ignored on stdio.
+    fn add_response_header(&mut self, name: &str, value: &str) -> bool;
 }
 
 /// The modern `_meta` of a request, checked.
@@ -473,13 +476,20 @@ impl McpServer {
             .or_default() += 1;
         let text = |t: String| Answer::Result(json!({"content": [{"type": "text", "text": t}]}));
         match name {
-            "echo" => match args.get("text").and_then(Value::as_str) {
-                Some(t) => Answer::Result(json!({
+            "echo" => {
+                let Some(t) = args.get("text").and_then(Value::as_str) else {
+                    return invalid_params("Invalid params: echo needs a string argument text");
+                };
+                if let Some(extra) = args.get("response_headers") {
+                    if let Err(a) = add_response_headers(extra, sink) {
+                        return a;
+                    }
+                }
+                Answer::Result(json!({
                     "content": [{"type": "text", "text": t}],
                     "structuredContent": {"text": t}
-                })),
-                None => invalid_params("Invalid params: echo needs a string argument text"),
-            },
+                }))
+            }
             "slow" => {
                 let ms = match uint_arg(args, "ms", 1000) {
                     Ok(ms) => ms,
@@ -1295,8 +1305,11 @@ pub fn tool_definitions(era: Era) -> Vec<Value> {
     let mut tools = vec![
         json!({
             "name": "echo",
-            "description": "Returns its text argument.",
-            "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+            "description": "Returns its text argument (over HTTP, with the extra response_headers given).",
+            "inputSchema": {"type": "object", "properties": {
+                "text": {"type": "string"},
+                "response_headers": {"type": "object", "description": "Extra HTTP response headers: name to value or values."}
+            }, "required": ["text"]}
         }),
         json!({
             "name": "slow",
@@ -1344,6 +1357,33 @@ pub fn tool_definitions(era: Era) -> Vec<Value> {
         }));
     }
     tools
+}
+
+/// Applies the `echo` tool's `response_headers`: `{name: value or [values]}`.
+fn add_response_headers(extra: &Value, sink: &mut dyn Sink) -> Result<(), Answer> {
+    let bad = || {
+        invalid_params(
+            "Invalid params: response_headers must map header names to strings or arrays of strings that a header can carry",
+        )
+    };
+    let map = extra.as_object().ok_or_else(bad)?;
+    for (name, values) in map {
+        let values: Vec<&str> = match values {
+            Value::String(v) => vec![v.as_str()],
+            Value::Array(list) => list
+                .iter()
+                .map(Value::as_str)
+                .collect::<Option<_>>()
+                .ok_or_else(bad)?,
+            _ => return Err(bad()),
+        };
+        for v in values {
+            if !sink.add_response_header(name, v) {
+                return Err(bad());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A non-negative integer argument, `default` when absent.
@@ -1614,6 +1654,10 @@ impl Sink for HttpSink<'_, '_> {
     fn request_headers(&self) -> Option<&Headers> {
         Some(self.request_headers)
     }
+
+    fn add_response_header(&mut self, name: &str, value: &str) -> bool {
+        !self.res.is_sent() && self.extra.append(name, value).is_ok()
+    }
 }
 
 struct StdioWork {
@@ -1670,6 +1714,11 @@ impl Sink for StdioSink {
 
     fn request_headers(&self) -> Option<&Headers> {
         None
+    }
+
+    fn add_response_header(&mut self, name: &str, value: &str) -> bool {
+        mcpwire_core::http::validate_name(name).is_ok()
+            && mcpwire_core::http::validate_value(name, value).is_ok()
     }
 }
 
