@@ -4,6 +4,8 @@
 //! - [`blocking`] (feature `blocking`, the default): ureq, bounded std thread pools,
 //!   `std::process` for stdio MCP servers;
 //! - [`tunnel_run`]: `mcpwire tunnel run` (flags, health endpoints, logs) on top of a driver;
+//! - [`dev`]: the local dev servers behind `mcpwire dev` (a reference MCP server and a local
+//!   tunnel control plane);
 //! - [`demo`]: the in-memory driver behind `mcpwire tunnel demo`.
 //!
 //! The smol driver comes next.
@@ -13,4 +15,5 @@
 #[cfg(feature = "blocking")]
 pub mod blocking;
 pub mod demo;
+pub mod dev;
 pub mod tunnel_run;
