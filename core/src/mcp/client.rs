@@ -29,6 +29,45 @@
 //! [`Client::poll_timeout`]. HTTP outputs are POSTs on numbered streams ([`StreamId`]); the driver
 //! feeds each stream's response head, body bytes and end back. stdio outputs are lines to write;
 //! the driver feeds each line the server writes.
+//!
+//! # Example
+//!
+//! A driver's loop, with the server's answer written by hand:
+//!
+//! ```
+//! use std::time::{Instant, SystemTime};
+//! use mcpwire_core::http::{Headers, ResponseHead};
+//! use mcpwire_core::mcp::cache::ListKind;
+//! use mcpwire_core::mcp::client::{Client, ClientConfig, Event, Output};
+//! use mcpwire_core::mcp::meta::Implementation;
+//! use mcpwire_core::mcp::request::Transport;
+//!
+//! let now = Instant::now();
+//! let mut client = Client::new(ClientConfig::new(Transport::Http, Implementation::new("host", "1.0")));
+//! let op = client.list(now, ListKind::Tools, None);
+//!
+//! // The driver POSTs what comes out...
+//! let Some(Output::Http { stream, headers, body, .. }) = client.poll_output() else { panic!() };
+//! assert_eq!(headers.get("Mcp-Method"), Some("tools/list"));
+//! assert!(body.contains("\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\""));
+//!
+//! // ...and feeds the response back.
+//! let mut h = Headers::new();
+//! h.append("Content-Type", "application/json").unwrap();
+//! client.handle_response_head(now, SystemTime::now(), stream, ResponseHead { status: 200, headers: h }).unwrap();
+//! let answer = r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"echo","inputSchema":{"type":"object"}}]}}"#;
+//! client.handle_response_data(now, stream, answer.as_bytes()).unwrap();
+//! client.handle_response_end(now, stream).unwrap();
+//!
+//! let mut result = None;
+//! while let Some(out) = client.poll_output() {
+//!     if let Output::Event(Event::Result { op: o, result: r, .. }) = out {
+//!         assert_eq!(o, op);
+//!         result = Some(r);
+//!     }
+//! }
+//! assert!(result.unwrap().contains("echo"));
+//! ```
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
