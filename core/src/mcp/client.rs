@@ -2599,6 +2599,35 @@ impl Client {
                 self.dispatch_queued(now);
             }
             Err(e) => {
+                // A kept legacy verdict that no longer holds (the server was upgraded): probe
+                // again in the modern era (`basic/versioning.mdx`: "re-probing if the cached
+                // assumption later fails").
+                if self.config.protocol == ProtocolChoice::Auto
+                    && self.legacy_evidence == Some(EraEvidence::Cached)
+                {
+                    self.legacy_evidence = None;
+                    self.era = EraState::Unknown;
+                    let held: Vec<RequestHandle> = self.held.iter().map(|(r, _)| *r).collect();
+                    for req in held {
+                        if let Some(op_id) = self.by_req.get(&req).copied() {
+                            self.supersede_quietly(req);
+                            if let Some(op) = self.ops.get_mut(&op_id) {
+                                op.state = OpState::Queued;
+                            }
+                        }
+                    }
+                    self.held.clear();
+                    let queued: Vec<OpId> = self
+                        .ops
+                        .iter()
+                        .filter(|(_, o)| o.internal.is_none() && matches!(o.state, OpState::Queued))
+                        .map(|(&id, _)| id)
+                        .collect();
+                    for op_id in queued {
+                        self.dispatch(now, op_id);
+                    }
+                    return;
+                }
                 let error = OpError::Legacy(e);
                 self.fail_held(&error);
                 self.fail_queued(&error);
