@@ -15,6 +15,7 @@ use mcpwire_core::mcp::elicitation::ElicitAnswer;
 use mcpwire_core::mcp::meta::{ClientCapabilities, Implementation};
 use mcpwire_core::mcp::mrtr::InputAnswer;
 use mcpwire_core::mcp::request::{CallOptions, Transport};
+use mcpwire_core::mcp::subscription::{self, SubscriptionFilter};
 use serde_json::{json, Map, Value};
 
 fn info() -> Implementation {
@@ -564,4 +565,63 @@ fn output_debug_shows_sizes_not_results_or_arguments() {
             "{secret} in Debug output:\n{debug}"
         );
     }
+}
+
+/// `Client::shutdown` ("cancels every operation and subscription") with `basic/transports/
+/// stdio.mdx` / `subscriptions` (end a listen with `notifications/cancelled` on stdio, by
+/// closing on HTTP): every subscription ends, whether it has a stream (HTTP), none (stdio) or
+/// waits to reconnect; after shutdown nothing is ever sent again.
+#[test]
+fn shutdown_ends_every_subscription_on_both_transports() {
+    let filter = SubscriptionFilter {
+        tools_list_changed: true,
+        ..SubscriptionFilter::default()
+    };
+    // stdio: the listen request has no stream; shutdown must cancel it on the wire.
+    let mut config = ClientConfig::new(Transport::Stdio, info());
+    config.protocol = ProtocolChoice::Modern;
+    let mut h = H::new(config);
+    let sub = h.c.subscribe(h.now, filter.clone()).unwrap();
+    let listen = h.next_line();
+    assert_eq!(listen["method"], "subscriptions/listen");
+    h.c.shutdown(h.now);
+    h.drain();
+    let cancel = h
+        .lines
+        .iter()
+        .find(|l| l["method"] == "notifications/cancelled");
+    assert_eq!(
+        cancel.map(|c| c["params"]["requestId"].clone()),
+        Some(listen["id"].clone()),
+        "stdio listen cancelled: {:?}",
+        h.lines
+    );
+    assert!(h.take_events().iter().any(|e| matches!(e,
+        Event::Subscription(subscription::Event::Ended { sub: s, .. }) if *s == sub)));
+
+    // HTTP: a subscription waiting to reconnect (its stream broke) must not reconnect.
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.protocol = ProtocolChoice::Modern;
+    let mut h = H::new(config);
+    let _sub = h.c.subscribe(h.now, filter).unwrap();
+    let listen = h.next_sent();
+    h.c.handle_transport_failed(h.now, listen.stream).unwrap();
+    h.drain();
+    h.c.shutdown(h.now);
+    h.drain();
+    h.sent.clear();
+    for _ in 0..120 {
+        h.now += Duration::from_secs(1);
+        h.c.handle_timeout(h.now);
+    }
+    h.drain();
+    assert!(
+        h.sent.is_empty(),
+        "a listen after shutdown: {:?}",
+        h.sent
+            .iter()
+            .map(|s| s.body["method"].clone())
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(h.c.poll_timeout(), None, "no timer after shutdown");
 }

@@ -1817,7 +1817,9 @@ impl Client {
                 }
             }
         }
-        let subs: Vec<SubscriptionHandle> = self.sub_stream.keys().copied().collect();
+        // Every subscription, not only those with an HTTP stream (stdio has none; one may be
+        // waiting to reconnect).
+        let subs = self.subs.handles();
         for sub in subs {
             let _ = self.subs.close(now, sub);
         }
