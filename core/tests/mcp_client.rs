@@ -1707,3 +1707,55 @@ fn a_kept_legacy_verdict_that_breaks_is_probed_again() {
         }
     )));
 }
+
+/// `basic/patterns/mrtr.mdx` and `basic/patterns/caching.mdx`: a read that needed the host's
+/// input is not answered from a stale entry when its retry fails (that entry never saw the
+/// answers), even when the policy serves stale entries after errors.
+#[test]
+fn a_failed_mrtr_retry_is_not_answered_from_a_stale_entry() {
+    let mut config = elicit_config();
+    config.cache = CacheConfig {
+        stale_if_error: StaleIfError::Always,
+        ..CacheConfig::default()
+    };
+    config.call_options = CallOptions {
+        max_resends: 0,
+        ..CallOptions::default()
+    };
+    let mut h = Harness::new(config);
+    let read = || Operation::ReadResource {
+        uri: "fixture://r".into(),
+    };
+    h.c.start(h.now, read(), OpOptions::default());
+    let s = h.next_sent();
+    let body = json!({"jsonrpc": "2.0", "id": s.id(), "result": {"contents": [{"uri": "fixture://r", "text": "old"}]}});
+    h.reply(
+        s.stream,
+        200,
+        &[("content-type", "application/json")],
+        &body.to_string(),
+    );
+    let op = h.c.start(h.now, read(), OpOptions::default());
+    let s = h.next_sent();
+    let ir = json!({"jsonrpc": "2.0", "id": s.id(), "result": {"resultType": "input_required",
+        "inputRequests": {"k": {"method": "elicitation/create", "params": {"message": "ok?", "mode": "form",
+        "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}}}}}});
+    h.reply(
+        s.stream,
+        200,
+        &[("content-type", "application/json")],
+        &ir.to_string(),
+    );
+    h.c.answer_input(
+        h.now,
+        op,
+        "k",
+        InputAnswer::Elicitation(ElicitAnswer::Accept(obj(json!({"ok": true})))),
+    )
+    .unwrap();
+    let retry = h.next_sent();
+    h.c.handle_transport_failed(h.now, retry.stream).unwrap();
+    let ev = h.take_events();
+    assert!(result_of(&ev, op).is_none(), "{ev:?}");
+    assert!(matches!(failure_of(&ev, op), Some(OpError::Transport(_))));
+}

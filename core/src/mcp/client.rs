@@ -2250,8 +2250,9 @@ impl Client {
             }
             _ => {}
         }
-        // A failed refetch may be answered with a stale entry, when the policy allows it.
-        if op.internal.is_none() && op.operation.cacheable() {
+        // A failed refetch may be answered with a stale entry, when the policy allows it; not
+        // an MRTR retry: that read depended on the host's answers, which no entry reflects.
+        if op.internal.is_none() && op.operation.cacheable() && op.retry_params.is_none() {
             if let Ok(key) = cache_key(&op.operation) {
                 let auth = self.config.auth_context.clone();
                 if let Some(hit) = self.cache.serve_stale_on_error(now, &key, &auth) {
