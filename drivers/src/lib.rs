@@ -6,6 +6,8 @@
 //! - [`smol`] (feature `smol`): hyper 1 on smol's sockets, smol tasks, async-process for stdio
 //!   MCP servers;
 //! - [`tunnel_run`]: `mcpwire tunnel run` (flags, health endpoints, logs) on top of a driver;
+//! - [`dev`]: the local dev servers behind `mcpwire dev` (a reference MCP server and a local
+//!   tunnel control plane);
 //! - [`demo`]: the in-memory driver behind `mcpwire tunnel demo`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -13,6 +15,7 @@
 #[cfg(feature = "blocking")]
 pub mod blocking;
 pub mod demo;
+pub mod dev;
 #[cfg(feature = "smol")]
 pub mod smol;
 pub mod tunnel_run;

@@ -19,6 +19,12 @@ enum Command {
         #[command(subcommand)]
         command: TunnelCommand,
     },
+    /// Local servers for trying the tunnel path and for tests: a reference MCP server and a
+    /// local Secure MCP Tunnel control plane.
+    Dev {
+        #[command(subcommand)]
+        command: mcpwire_drivers::dev::cli::DevCommand,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -49,5 +55,6 @@ fn main() -> ExitCode {
         Command::Tunnel {
             command: TunnelCommand::Run(args),
         } => mcpwire_drivers::tunnel_run::run(&args),
+        Command::Dev { command } => mcpwire_drivers::dev::cli::run(command),
     }
 }

@@ -313,21 +313,37 @@ impl RespType {
 }
 
 /// The body of `POST /v1/tunnels/{tunnel_id}/response`. Never carries the shard token.
-#[derive(Clone, Debug, Serialize)]
+///
+/// It decodes too (for a control plane, such as `mcpwire dev control-plane`), with the
+/// contract's defaults: `channel` `main`, `resp_headers` empty and `resp_type`
+/// `jsonrpc_response` when absent; unknown members are ignored. `resp_json` is kept as the exact
+/// text received.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ResponsePayload {
     /// The polled command's request id.
     pub request_id: String,
     /// The polled command's channel.
+    #[serde(default = "main_channel")]
     pub channel: String,
     /// The JSON-RPC payload; omitted for acknowledgements.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resp_json: Option<Box<RawValue>>,
     /// Upstream response headers after the allowlist.
+    #[serde(default)]
     pub resp_headers: BTreeMap<String, Vec<String>>,
     /// HTTP-style status of the MCP interaction.
     pub resp_code: u16,
     /// The payload discriminator.
+    #[serde(default = "jsonrpc_response")]
     pub resp_type: RespType,
+}
+
+fn main_channel() -> String {
+    DEFAULT_CHANNEL.to_owned()
+}
+
+fn jsonrpc_response() -> RespType {
+    RespType::JsonrpcResponse
 }
 
 impl ResponsePayload {
@@ -407,6 +423,23 @@ mod object_only_tests {
             out[0],
             Err(DecodeError::NoRequestId { index: 0, .. })
         ));
+    }
+
+    #[test]
+    fn a_response_payload_decodes_with_the_contract_defaults() {
+        let p: ResponsePayload =
+            serde_json::from_str(r#"{"request_id":"r1","resp_code":204,"extra":1}"#).unwrap();
+        assert_eq!(p.channel, DEFAULT_CHANNEL);
+        assert!(p.resp_json.is_none() && p.resp_headers.is_empty());
+        assert_eq!(p.resp_type, RespType::JsonrpcResponse);
+        let body = br#"{"request_id":"r2","channel":"side","resp_json":{"id": 1 ,"b":[]},"resp_code":200,"resp_type":"jsonrpc_notify"}"#;
+        let p: ResponsePayload = serde_json::from_slice(body).unwrap();
+        assert_eq!(
+            p.resp_json.as_deref().map(RawValue::get),
+            Some(r#"{"id": 1 ,"b":[]}"#)
+        );
+        assert_eq!(p.resp_type, RespType::JsonrpcNotify);
+        assert!(serde_json::from_str::<ResponsePayload>(r#"{"request_id":"r3"}"#).is_err());
     }
 
     #[test]
