@@ -6,7 +6,8 @@
 //! - [`tunnel_run`]: `mcpwire tunnel run` (flags, health endpoints, logs) on top of a driver;
 //! - [`dev`]: the local dev servers behind `mcpwire dev` (a reference MCP server and a local
 //!   tunnel control plane);
-//! - [`demo`]: the in-memory driver behind `mcpwire tunnel demo`.
+//! - [`demo`]: the in-memory driver behind `mcpwire tunnel demo`;
+//! - [`loopback_demo`]: `mcpwire demo`, the whole path on loopback sockets in one process.
 //!
 //! The smol driver comes next.
 #![forbid(unsafe_code)]
@@ -16,4 +17,6 @@
 pub mod blocking;
 pub mod demo;
 pub mod dev;
+#[cfg(feature = "blocking")]
+pub mod loopback_demo;
 pub mod tunnel_run;
