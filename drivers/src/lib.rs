@@ -8,7 +8,8 @@
 //! - [`tunnel_run`]: `mcpwire tunnel run` (flags, health endpoints, logs) on top of a driver;
 //! - [`dev`]: the local dev servers behind `mcpwire dev` (a reference MCP server and a local
 //!   tunnel control plane);
-//! - [`demo`]: the in-memory driver behind `mcpwire tunnel demo`.
+//! - [`demo`]: the in-memory driver behind `mcpwire tunnel demo`;
+//! - [`loopback_demo`]: `mcpwire demo`, the whole path on loopback sockets in one process.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -16,6 +17,8 @@
 pub mod blocking;
 pub mod demo;
 pub mod dev;
+#[cfg(feature = "blocking")]
+pub mod loopback_demo;
 #[cfg(feature = "smol")]
 pub mod smol;
 pub mod tunnel_run;

@@ -14,6 +14,11 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run the whole tunnel path on loopback in this process: the reference MCP server, the
+    /// local control plane and the tunnel client (blocking driver), then send MCP requests
+    /// through it (tools/list, a call, progress over SSE, an expired response_timeout, a
+    /// session termination) and print what went where and how long each took.
+    Demo,
     /// The Secure MCP Tunnel client.
     Tunnel {
         #[command(subcommand)]
@@ -40,6 +45,7 @@ enum TunnelCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Demo => run_loopback_demo(),
         Command::Tunnel {
             command: TunnelCommand::Demo,
         } => match mcpwire_drivers::demo::run() {
@@ -57,4 +63,22 @@ fn main() -> ExitCode {
         } => mcpwire_drivers::tunnel_run::run(&args),
         Command::Dev { command } => mcpwire_drivers::dev::cli::run(command),
     }
+}
+
+#[cfg(feature = "blocking")]
+fn run_loopback_demo() -> ExitCode {
+    let mut out = std::io::stdout();
+    match mcpwire_drivers::loopback_demo::run(&mut out) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcpwire demo: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(not(feature = "blocking"))]
+fn run_loopback_demo() -> ExitCode {
+    eprintln!("mcpwire demo: this binary was built without the blocking driver it uses");
+    ExitCode::FAILURE
 }

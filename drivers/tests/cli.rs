@@ -53,3 +53,34 @@ fn unknown_subcommand_is_a_usage_error() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn demo_runs_the_whole_path_on_loopback_and_exits_zero() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpwire"))
+        .arg("demo")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for needle in [
+        "1. tools/list",
+        "HTTP 200, 7 tools: echo,",
+        "result text \"hello through the tunnel\"",
+        "3 notifications/progress events, then the result",
+        "jsonrpc_notify 200 x3, jsonrpc_response 200",
+        "response_timeout 300ms",
+        "HTTP 504",
+        "session_termination_response 204",
+        "method=tools/call",
+        "outcome=expired stage=during_forward",
+        "method=session_termination",
+        "summary: 5 steps behaved; 6 commands through the tunnel",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+    assert!(!text.contains("sk-demo-"), "the key was printed:\n{text}");
+}

@@ -146,9 +146,41 @@ struct Driver {
 
 /// Runs the tunnel until SIGINT/SIGTERM and the grace period, then returns.
 pub fn run(config: RunConfig, log: Arc<Logger>, status: Arc<Status>) -> Result<(), String> {
+    run_with(config, log, status, |stopper| {
+        watch_signals(stopper.0).map_err(|e| format!("cannot install signal handlers: {e}"))
+    })
+}
+
+/// Stops a tunnel started with [`run_with`] as SIGTERM would: polling stops, in-flight
+/// commands finish within the grace period, then [`run_with`] returns. A second `stop` ends it
+/// at once.
+#[derive(Clone)]
+pub struct Stopper(SyncSender<Completion>);
+
+impl std::fmt::Debug for Stopper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Stopper")
+    }
+}
+
+impl Stopper {
+    /// Asks the tunnel to stop; false when it has already stopped.
+    pub fn stop(&self) -> bool {
+        self.0.send(Completion::Signal).is_ok()
+    }
+}
+
+/// Runs the tunnel in this thread until `on_start`'s [`Stopper`] is used (no signal handlers
+/// are installed), for a tunnel inside another program (`mcpwire demo`, tests).
+pub fn run_with(
+    config: RunConfig,
+    log: Arc<Logger>,
+    status: Arc<Status>,
+    on_start: impl FnOnce(Stopper) -> Result<(), String>,
+) -> Result<(), String> {
     let now = Instant::now();
     let (tx, rx) = mpsc::sync_channel::<Completion>(COMPLETIONS);
-    watch_signals(tx.clone()).map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    on_start(Stopper(tx.clone()))?;
     let grace = config.grace;
     let max_in_flight = config.engine.max_in_flight;
     let max_forwards = config.engine.max_concurrent_forwards;
