@@ -135,6 +135,10 @@ pub struct CpState {
     pub post_script: BTreeMap<String, VecDeque<(u16, Option<&'static str>)>>,
     /// When set, every poll gets this status.
     pub poll_status: Option<u16>,
+    /// Requests to `GET /v1/tunnels/{id}/cloudflare/runtime`.
+    pub runtime_requests: Vec<Req>,
+    /// The answer to the runtime fetch: status and body (`None`: 404).
+    pub runtime: Option<(u16, Value)>,
 }
 
 #[derive(Clone)]
@@ -211,6 +215,23 @@ impl ControlPlane {
                         br#"{"status":"ok"}"#,
                     ),
                 }
+            } else if req.method == "GET"
+                && path == format!("/v1/tunnels/{TUNNEL}/cloudflare/runtime")
+            {
+                let mut st = lock.lock().unwrap();
+                st.runtime_requests.push(req.clone());
+                let (status, body) = st.runtime.clone().unwrap_or((404, json!({})));
+                drop(st);
+                cv.notify_all();
+                respond(
+                    conn,
+                    status,
+                    &[
+                        ("Content-Type", "application/json"),
+                        ("Cache-Control", "no-store"),
+                    ],
+                    body.to_string().as_bytes(),
+                );
             } else {
                 respond(conn, 404, &[], b"{}");
             }
@@ -547,6 +568,15 @@ impl Tunnel {
             .unwrap_or(0);
         let body = text.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
         (status, body)
+    }
+
+    /// Waits for the client to exit on its own: (exit code, log).
+    pub fn wait_exit(mut self) -> (Option<i32>, String) {
+        let code = wait_for("the client to exit", || {
+            self.child.try_wait().unwrap().map(|s| s.code())
+        });
+        thread::sleep(Duration::from_millis(50));
+        (code, self.log())
     }
 
     /// Sends SIGTERM and waits for the exit code.
