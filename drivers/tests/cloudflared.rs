@@ -23,12 +23,12 @@ const STATIC: &str = "cf-static-token-STATIC-51be02";
 
 const SCRIPT: &str = r#"#!/bin/sh
 dir=$(dirname "$0")
+trap 'echo term > "$dir/terminated"; exit 0' TERM
 for a in "$@"; do printf '%s\n' "$a"; done > "$dir/argv"
 env > "$dir/env"
 echo $$ > "$dir/pid"
 echo "stand-in cloudflared starting with token $TUNNEL_TOKEN"
 echo "stderr: token=$TUNNEL_TOKEN" >&2
-trap 'echo term > "$dir/terminated"; exit 0' TERM
 while :; do sleep 1 & wait $!; done
 "#;
 
@@ -394,4 +394,25 @@ fn a_missing_cloudflared_executable_is_a_clear_start_up_error() {
         "{log}"
     );
     assert!(!log.contains(FETCHED), "{log}");
+}
+
+#[test]
+fn a_signal_while_cloudflared_starts_stops_it_and_exits_cleanly() {
+    let (cp, mcp, fake) = (
+        ControlPlane::start(),
+        McpServer::start(),
+        Fake::new("sigstart"),
+    );
+    runtime_ok(&cp, FETCHED);
+    let t = mcp_tunnel(&cp, &mcp, &fake, &["--cloudflared.managed"]);
+    // Started (its environment is recorded) but never ready: no /ready is served.
+    fake.env();
+    let (code, log) = t.terminate();
+    assert_eq!(code, Some(0), "{log}");
+    assert!(
+        log.contains("signal received while cloudflared was starting"),
+        "{log}"
+    );
+    assert_eq!(fake.read("terminated").as_deref(), Some("term\n"), "{log}");
+    assert!(cp.with(|s| s.polls.is_empty()));
 }

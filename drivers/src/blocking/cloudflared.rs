@@ -205,15 +205,23 @@ impl Companion {
             .flatten()
     }
 
-    /// Waits until cloudflared's `/ready` says ready, it exits, or `timeout` passes.
-    pub fn wait_ready(&self, timeout: Duration) -> Result<(), String> {
+    /// Waits until cloudflared's `/ready` says ready (`Ok(true)`), it exits or `timeout` passes
+    /// (`Err`), or `interrupted` says a signal arrived (`Ok(false)`).
+    pub fn wait_ready(
+        &self,
+        timeout: Duration,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Result<bool, String> {
         let start = Instant::now();
         loop {
+            if interrupted() {
+                return Ok(false);
+            }
             if let Some(status) = Self::try_wait(&self.child) {
                 return Err(format!("cloudflared exited before it was ready ({status})"));
             }
             if probe(self.metrics) {
-                return Ok(());
+                return Ok(true);
             }
             if start.elapsed() >= timeout {
                 return Err(format!(

@@ -215,9 +215,23 @@ pub fn run(config: RunConfig, log: Arc<Logger>, status: Arc<Status>) -> Result<(
             let companion = Companion::start(cfg, &token, &log)
                 .map_err(|e| format!("managed cloudflared: {e}"))?;
             drop(token);
-            if let Err(e) = companion.wait_ready(cfg.ready_timeout) {
-                companion.stop(cloudflared::CHILD_GRACE);
-                return Err(format!("managed cloudflared: {e}"));
+            // Only the signal watcher reports this early: a signal ends the start-up cleanly.
+            let interrupted = || matches!(rx.try_recv(), Ok(Completion::Signal));
+            match companion.wait_ready(cfg.ready_timeout, &interrupted) {
+                Ok(true) => {}
+                Ok(false) => {
+                    log.log(
+                        Level::Info,
+                        "signal received while cloudflared was starting: stopping",
+                        &[],
+                    );
+                    companion.stop(cloudflared::CHILD_GRACE);
+                    return Ok(());
+                }
+                Err(e) => {
+                    companion.stop(cloudflared::CHILD_GRACE);
+                    return Err(format!("managed cloudflared: {e}"));
+                }
             }
             log.log(Level::Info, "cloudflared ready", &[]);
             companion.watch(tx.clone());
