@@ -1670,3 +1670,92 @@ fn a_legacy_elicitation_request_is_answered_through_the_same_api() {
     h.c.handle_response_end(h.now, s.stream).unwrap();
     assert!(result_of(&h.take_events(), call).is_some());
 }
+
+/// `basic/versioning.mdx` ("re-probing if the cached assumption later fails"): a kept legacy
+/// verdict whose `initialize` is refused (the server was upgraded) is dropped and the operation
+/// goes out in the modern era instead of failing.
+#[test]
+fn a_kept_legacy_verdict_that_breaks_is_probed_again() {
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.known_era = Some(CachedEra {
+        era: Era::Legacy,
+        protocol_version: Some("2025-11-25".into()),
+    });
+    let mut h = Harness::new(config);
+    let op = h.c.list(h.now, ListKind::Tools, None);
+    let init = h.next_sent();
+    assert_eq!(init.rpc_method(), "initialize");
+    let refused = json!({"jsonrpc": "2.0", "id": init.id(), "error": {"code": -32601, "message": "Method not found"}});
+    h.reply(
+        init.stream,
+        200,
+        &[("content-type", "application/json")],
+        &refused.to_string(),
+    );
+    let modern = h.next_sent();
+    assert_eq!(modern.rpc_method(), "tools/list");
+    assert_eq!(modern.header("MCP-Protocol-Version"), Some("2026-07-28"));
+    h.reply_fx(&modern, "python-sdk/http/02-tools-list.json");
+    let ev = h.take_events();
+    assert!(result_of(&ev, op).is_some());
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        Event::EraDetected {
+            era: Era::Modern,
+            evidence: EraEvidence::ModernAnswer,
+            ..
+        }
+    )));
+}
+
+/// `basic/patterns/mrtr.mdx` and `basic/patterns/caching.mdx`: a read that needed the host's
+/// input is not answered from a stale entry when its retry fails (that entry never saw the
+/// answers), even when the policy serves stale entries after errors.
+#[test]
+fn a_failed_mrtr_retry_is_not_answered_from_a_stale_entry() {
+    let mut config = elicit_config();
+    config.cache = CacheConfig {
+        stale_if_error: StaleIfError::Always,
+        ..CacheConfig::default()
+    };
+    config.call_options = CallOptions {
+        max_resends: 0,
+        ..CallOptions::default()
+    };
+    let mut h = Harness::new(config);
+    let read = || Operation::ReadResource {
+        uri: "fixture://r".into(),
+    };
+    h.c.start(h.now, read(), OpOptions::default());
+    let s = h.next_sent();
+    let body = json!({"jsonrpc": "2.0", "id": s.id(), "result": {"contents": [{"uri": "fixture://r", "text": "old"}]}});
+    h.reply(
+        s.stream,
+        200,
+        &[("content-type", "application/json")],
+        &body.to_string(),
+    );
+    let op = h.c.start(h.now, read(), OpOptions::default());
+    let s = h.next_sent();
+    let ir = json!({"jsonrpc": "2.0", "id": s.id(), "result": {"resultType": "input_required",
+        "inputRequests": {"k": {"method": "elicitation/create", "params": {"message": "ok?", "mode": "form",
+        "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}}}}}});
+    h.reply(
+        s.stream,
+        200,
+        &[("content-type", "application/json")],
+        &ir.to_string(),
+    );
+    h.c.answer_input(
+        h.now,
+        op,
+        "k",
+        InputAnswer::Elicitation(ElicitAnswer::Accept(obj(json!({"ok": true})))),
+    )
+    .unwrap();
+    let retry = h.next_sent();
+    h.c.handle_transport_failed(h.now, retry.stream).unwrap();
+    let ev = h.take_events();
+    assert!(result_of(&ev, op).is_none(), "{ev:?}");
+    assert!(matches!(failure_of(&ev, op), Some(OpError::Transport(_))));
+}

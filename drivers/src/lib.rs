@@ -3,12 +3,12 @@
 //!
 //! - [`blocking`] (feature `blocking`, the default): ureq, bounded std thread pools,
 //!   `std::process` for stdio MCP servers;
+//! - [`smol`] (feature `smol`): hyper 1 on smol's sockets, smol tasks, async-process for stdio
+//!   MCP servers;
 //! - [`tunnel_run`]: `mcpwire tunnel run` (flags, health endpoints, logs) on top of a driver;
 //! - [`dev`]: the local dev servers behind `mcpwire dev` (a reference MCP server and a local
 //!   tunnel control plane);
 //! - [`demo`]: the in-memory driver behind `mcpwire tunnel demo`.
-//!
-//! The smol driver comes next.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -16,4 +16,6 @@
 pub mod blocking;
 pub mod demo;
 pub mod dev;
+#[cfg(feature = "smol")]
+pub mod smol;
 pub mod tunnel_run;

@@ -148,7 +148,7 @@ fn mcp_tunnel(cp: &ControlPlane, mcp: &McpServer, fake: &Fake, extra: &[&str]) -
     let path = fake.path();
     let mut args = vec!["--mcp.server-url", &url, "--cloudflared.path", &path];
     args.extend_from_slice(extra);
-    Tunnel::start(cp, &args)
+    Tunnel::start_listening(cp, &args)
 }
 
 fn readyz(t: &Tunnel) -> (u16, String) {
@@ -376,7 +376,7 @@ fn cloudflared_that_never_gets_ready_fails_start_up_and_is_stopped() {
 fn a_missing_cloudflared_executable_is_a_clear_start_up_error() {
     let (cp, mcp) = (ControlPlane::start(), McpServer::start());
     runtime_ok(&cp, FETCHED);
-    let t = Tunnel::start(
+    let t = Tunnel::start_listening(
         &cp,
         &[
             "--mcp.server-url",

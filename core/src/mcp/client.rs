@@ -29,6 +29,45 @@
 //! [`Client::poll_timeout`]. HTTP outputs are POSTs on numbered streams ([`StreamId`]); the driver
 //! feeds each stream's response head, body bytes and end back. stdio outputs are lines to write;
 //! the driver feeds each line the server writes.
+//!
+//! # Example
+//!
+//! A driver's loop, with the server's answer written by hand:
+//!
+//! ```
+//! use std::time::{Instant, SystemTime};
+//! use mcpwire_core::http::{Headers, ResponseHead};
+//! use mcpwire_core::mcp::cache::ListKind;
+//! use mcpwire_core::mcp::client::{Client, ClientConfig, Event, Output};
+//! use mcpwire_core::mcp::meta::Implementation;
+//! use mcpwire_core::mcp::request::Transport;
+//!
+//! let now = Instant::now();
+//! let mut client = Client::new(ClientConfig::new(Transport::Http, Implementation::new("host", "1.0")));
+//! let op = client.list(now, ListKind::Tools, None);
+//!
+//! // The driver POSTs what comes out...
+//! let Some(Output::Http { stream, headers, body, .. }) = client.poll_output() else { panic!() };
+//! assert_eq!(headers.get("Mcp-Method"), Some("tools/list"));
+//! assert!(body.contains("\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\""));
+//!
+//! // ...and feeds the response back.
+//! let mut h = Headers::new();
+//! h.append("Content-Type", "application/json").unwrap();
+//! client.handle_response_head(now, SystemTime::now(), stream, ResponseHead { status: 200, headers: h }).unwrap();
+//! let answer = r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"echo","inputSchema":{"type":"object"}}]}}"#;
+//! client.handle_response_data(now, stream, answer.as_bytes()).unwrap();
+//! client.handle_response_end(now, stream).unwrap();
+//!
+//! let mut result = None;
+//! while let Some(out) = client.poll_output() {
+//!     if let Output::Event(Event::Result { op: o, result: r, .. }) = out {
+//!         assert_eq!(o, op);
+//!         result = Some(r);
+//!     }
+//! }
+//! assert!(result.unwrap().contains("echo"));
+//! ```
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -439,8 +478,9 @@ pub enum UsageError {
     WrongTransport,
 }
 
-/// A fact for the host.
-#[derive(Clone, Debug, PartialEq)]
+/// A fact for the host. `Debug` shows the sizes of results and notification texts, not the
+/// texts (they may be private: a tool's output, a server's log data).
+#[derive(Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Event {
     /// The server's era (and version) is known, or changed.
@@ -527,6 +567,85 @@ pub enum Event {
         /// Why.
         reason: &'static str,
     },
+}
+
+impl fmt::Debug for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Event::EraDetected {
+                era,
+                version,
+                evidence,
+            } => f
+                .debug_struct("EraDetected")
+                .field("era", era)
+                .field("version", version)
+                .field("evidence", evidence)
+                .finish(),
+            Event::Result {
+                op,
+                result,
+                is_error,
+                source,
+            } => f
+                .debug_struct("Result")
+                .field("op", op)
+                .field("result_bytes", &result.len())
+                .field("is_error", is_error)
+                .field("source", source)
+                .finish(),
+            Event::InputRequested {
+                op,
+                round,
+                requests,
+            } => f
+                .debug_struct("InputRequested")
+                .field("op", op)
+                .field("round", round)
+                .field("requests", requests)
+                .finish(),
+            Event::Progress {
+                op,
+                progress,
+                total,
+                message,
+            } => f
+                .debug_struct("Progress")
+                .field("op", op)
+                .field("progress", progress)
+                .field("total", total)
+                .field("message", message)
+                .finish(),
+            Event::Notification {
+                op,
+                method,
+                message,
+            } => f
+                .debug_struct("Notification")
+                .field("op", op)
+                .field("method", method)
+                .field("message_bytes", &message.len())
+                .finish(),
+            Event::ToolExcluded { tool, reason } => f
+                .debug_struct("ToolExcluded")
+                .field("tool", tool)
+                .field("reason", reason)
+                .finish(),
+            Event::Retrying { op, reason } => f
+                .debug_struct("Retrying")
+                .field("op", op)
+                .field("reason", reason)
+                .finish(),
+            Event::Cancelled { op } => f.debug_struct("Cancelled").field("op", op).finish(),
+            Event::Failed { op, error } => f
+                .debug_struct("Failed")
+                .field("op", op)
+                .field("error", error)
+                .finish(),
+            Event::Subscription(e) => f.debug_tuple("Subscription").field(e).finish(),
+            Event::Ignored { reason } => f.debug_struct("Ignored").field("reason", reason).finish(),
+        }
+    }
 }
 
 /// An output of the client.
@@ -693,8 +812,12 @@ pub struct Client {
     tools: BTreeMap<String, ToolHeaders>,
     /// Tools excluded from the latest `tools/list`, with the reason.
     excluded: BTreeMap<String, String>,
-    /// Lines held until the legacy handshake is done (stdio resends).
-    held: Vec<(RequestHandle, String)>,
+    /// Requests held until the legacy handshake is done (resends), with their attempt's id:
+    /// never written, so a cancellation of that id is not written either.
+    held: Vec<(RequestHandle, Id, String)>,
+    /// stdio: ids of held requests dropped by the client whose `notifications/cancelled` is
+    /// still to come out of the tracker (it is swallowed).
+    unsent: Vec<Id>,
     /// Legacy `elicitation/create` requests waiting for the host, per operation: key, the
     /// server's request id, the request.
     legacy_inputs: BTreeMap<OpId, Vec<(String, Id, ElicitationRequest)>>,
@@ -756,6 +879,7 @@ impl Client {
             legacy_inputs: BTreeMap::new(),
             next_legacy_sub: 0,
             fired: Vec::new(),
+            unsent: Vec::new(),
             legacy_evidence: None,
             current_headers: Headers::new(),
             next_op: 0,
@@ -1641,6 +1765,7 @@ impl Client {
     /// Drops `req` (the client's own decision: fallback, restart, host cancel): cancels it on
     /// the wire; its events are not reported.
     fn supersede(&mut self, now: Instant, req: RequestHandle) {
+        self.forget_held(req);
         if self.requests.cancel(now, req, None).is_ok() {
             self.superseded.push(req);
             if self.superseded.len() > 1024 {
@@ -1648,7 +1773,22 @@ impl Client {
             }
         }
         self.by_req.remove(&req);
-        self.held.retain(|(r, _)| *r != req);
+    }
+
+    /// `req` is dropped while held (never written): the tracker's cancellation of its id must
+    /// not reach the wire.
+    fn forget_held(&mut self, req: RequestHandle) {
+        let transport = self.config.transport;
+        let unsent = &mut self.unsent;
+        self.held.retain(|(r, id, _)| {
+            if *r != req {
+                return true;
+            }
+            if transport == Transport::Stdio {
+                unsent.push(id.clone());
+            }
+            false
+        });
     }
 
     /// Sends `op` again from the start of its current round (after a fix).
@@ -1778,7 +1918,9 @@ impl Client {
                 }
             }
         }
-        let subs: Vec<SubscriptionHandle> = self.sub_stream.keys().copied().collect();
+        // Every subscription, not only those with an HTTP stream (stdio has none; one may be
+        // waiting to reconnect).
+        let subs = self.subs.handles();
         for sub in subs {
             let _ = self.subs.close(now, sub);
         }
@@ -1873,7 +2015,7 @@ impl Client {
 
     fn on_request_output(&mut self, now: Instant, output: request::Output) {
         match output {
-            request::Output::Send { req, body, .. } => {
+            request::Output::Send { req, id, body, .. } => {
                 let op_id = self.by_req.get(&req).copied();
                 let waits_for_session = op_id
                     .and_then(|id| self.ops.get(&id))
@@ -1881,7 +2023,7 @@ impl Client {
                     && op_id != self.handshake
                     && self.legacy.phase() != legacy::Phase::Ready;
                 if waits_for_session {
-                    self.held.push((req, body));
+                    self.held.push((req, id, body));
                     if self.handshake.is_none() {
                         self.start_handshake(now);
                     }
@@ -1889,13 +2031,30 @@ impl Client {
                     self.transmit_request(req, body);
                 }
             }
-            request::Output::CloseStream { req, .. } => {
+            request::Output::CloseStream { req, id } => {
+                // A held attempt that timed out is never sent.
+                self.held.retain(|(r, i, _)| !(*r == req && *i == id));
                 if let Some(stream) = self.req_stream.remove(&req) {
                     self.streams.remove(&stream);
                     self.outputs.push_back(Output::CloseStream(stream));
                 }
             }
-            request::Output::Notify { body } => self.outputs.push_back(Output::Stdio(body)),
+            request::Output::Notify { body } => {
+                // A cancellation (timeout, or the client's own drop) of an attempt that was
+                // held, never written: the server never saw the id, so nothing is written.
+                if let Some(id) = cancelled_request_id(&body) {
+                    if let Some(i) = self.unsent.iter().position(|u| *u == id) {
+                        self.unsent.swap_remove(i);
+                        return;
+                    }
+                    let before = self.held.len();
+                    self.held.retain(|(_, i, _)| *i != id);
+                    if self.held.len() != before {
+                        return;
+                    }
+                }
+                self.outputs.push_back(Output::Stdio(body));
+            }
             request::Output::Event(e) => self.on_request_event(now, e),
         }
     }
@@ -2085,14 +2244,15 @@ impl Client {
             Some(Internal::Initialize) => {
                 self.ops.remove(&op_id);
                 self.handshake = None;
-                self.fail_held(&error);
+                self.fail_held(now, &error);
                 self.fail_queued(&error);
                 return;
             }
             _ => {}
         }
-        // A failed refetch may be answered with a stale entry, when the policy allows it.
-        if op.internal.is_none() && op.operation.cacheable() {
+        // A failed refetch may be answered with a stale entry, when the policy allows it; not
+        // an MRTR retry: that read depended on the host's answers, which no entry reflects.
+        if op.internal.is_none() && op.operation.cacheable() && op.retry_params.is_none() {
             if let Ok(key) = cache_key(&op.operation) {
                 let auth = self.config.auth_context.clone();
                 if let Some(hit) = self.cache.serve_stale_on_error(now, &key, &auth) {
@@ -2110,24 +2270,20 @@ impl Client {
         self.fail(op_id, error);
     }
 
-    fn fail_held(&mut self, error: &OpError) {
-        let held: Vec<RequestHandle> = self.held.iter().map(|(r, _)| *r).collect();
+    fn fail_held(&mut self, now: Instant, error: &OpError) {
+        let held: Vec<RequestHandle> = self.held.iter().map(|(r, _, _)| *r).collect();
         for req in held {
-            if let Some(op_id) = self.by_req.get(&req).copied() {
+            let op_id = self.by_req.get(&req).copied();
+            // Ends the attempt in the tracker too (its timer), with nothing written.
+            self.supersede(now, req);
+            if let Some(op_id) = op_id {
                 if let Some(op) = self.ops.get_mut(&op_id) {
                     op.state = OpState::Queued;
                 }
-                self.supersede_quietly(req);
                 self.fail(op_id, error.clone());
             }
         }
         self.held.clear();
-    }
-
-    /// Forgets `req` without a wire cancellation (it was never sent).
-    fn supersede_quietly(&mut self, req: RequestHandle) {
-        self.superseded.push(req);
-        self.by_req.remove(&req);
     }
 
     fn mark_modern_confirmed(&mut self) {
@@ -2398,10 +2554,13 @@ impl Client {
             ModernError::MissingRequiredClientCapability { required } => {
                 match declare_required(&op.declared, &self.config.host_capabilities, &required) {
                     Ok(declared) => {
+                        // An MRTR retry goes out again with its inputResponses and
+                        // requestState (only `_meta` is rebuilt); its round checks later
+                        // input kinds against the larger declaration.
+                        if let Some(round) = op.mrtr.as_mut() {
+                            round.set_capabilities(InputCapabilities::from(&declared));
+                        }
                         op.declared = declared;
-                        // The round tracker checks input kinds against what is declared.
-                        op.mrtr = None;
-                        op.retry_params = None;
                         self.restart(now, op_id, RetryReason::Capabilities);
                     }
                     Err(e) => self.fail(op_id, OpError::Capability(e)),
@@ -2463,7 +2622,10 @@ impl Client {
         if !matches!(self.era, EraState::Legacy) {
             self.set_era(EraState::Legacy, evidence);
         }
-        if self.handshake.is_none() {
+        if self.legacy.phase() == legacy::Phase::Ready {
+            // The session is already up (this answer came after the handshake).
+            self.dispatch_queued(now);
+        } else if self.handshake.is_none() {
             self.start_handshake(now);
         }
     }
@@ -2554,14 +2716,43 @@ impl Client {
                         evidence,
                     });
                 }
-                for (req, body) in std::mem::take(&mut self.held) {
+                for (req, _, body) in std::mem::take(&mut self.held) {
                     self.transmit_request(req, body);
                 }
                 self.dispatch_queued(now);
             }
             Err(e) => {
+                // A kept legacy verdict that no longer holds (the server was upgraded): probe
+                // again in the modern era (`basic/versioning.mdx`: "re-probing if the cached
+                // assumption later fails").
+                if self.config.protocol == ProtocolChoice::Auto
+                    && self.legacy_evidence == Some(EraEvidence::Cached)
+                {
+                    self.legacy_evidence = None;
+                    self.era = EraState::Unknown;
+                    let held: Vec<RequestHandle> = self.held.iter().map(|(r, _, _)| *r).collect();
+                    for req in held {
+                        let op_id = self.by_req.get(&req).copied();
+                        // Ends the held attempt in the tracker, with nothing written.
+                        self.supersede(now, req);
+                        if let Some(op) = op_id.and_then(|id| self.ops.get_mut(&id)) {
+                            op.state = OpState::Queued;
+                        }
+                    }
+                    self.held.clear();
+                    let queued: Vec<OpId> = self
+                        .ops
+                        .iter()
+                        .filter(|(_, o)| o.internal.is_none() && matches!(o.state, OpState::Queued))
+                        .map(|(&id, _)| id)
+                        .collect();
+                    for op_id in queued {
+                        self.dispatch(now, op_id);
+                    }
+                    return;
+                }
                 let error = OpError::Legacy(e);
-                self.fail_held(&error);
+                self.fail_held(now, &error);
                 self.fail_queued(&error);
             }
         }
@@ -2844,7 +3035,9 @@ impl Client {
                     && match &self.era {
                         EraState::Unknown => true,
                         EraState::Modern { confirmed, .. } => !*confirmed || !jsonrpc_error,
-                        EraState::Legacy => false,
+                        // A modern request sent before another one's answer made the server
+                        // legacy: it goes out again in the legacy session too.
+                        EraState::Legacy => true,
                     };
                 if may_fall_back {
                     self.fall_back(now, op_id, EraEvidence::HttpStatus(status));
@@ -3015,6 +3208,12 @@ fn result_text(message: &str) -> Option<String> {
         Ok(Message::Response { result, .. }) => Some(result.get().to_owned()),
         _ => None,
     }
+}
+
+/// The `requestId` of a `notifications/cancelled` text.
+fn cancelled_request_id(body: &str) -> Option<Id> {
+    let v: Value = serde_json::from_str(body).ok()?;
+    serde_json::from_value(v.get("params")?.get("requestId")?.clone()).ok()
 }
 
 fn is_jsonrpc_error(body: &[u8]) -> bool {

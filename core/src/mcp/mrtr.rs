@@ -714,6 +714,12 @@ impl MrtrRound {
         self
     }
 
+    /// Replaces the declared capabilities (after `-32021` the retry declares more); later
+    /// rounds are checked against them.
+    pub fn set_capabilities(&mut self, capabilities: InputCapabilities) {
+        self.capabilities = capabilities;
+    }
+
     /// How many `input_required` results this request has received.
     pub fn rounds(&self) -> u32 {
         self.rounds

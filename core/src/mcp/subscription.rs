@@ -685,6 +685,11 @@ impl Subscriptions {
         self.subs.is_empty()
     }
 
+    /// The subscriptions that have not ended (connected, connecting or waiting to reconnect).
+    pub fn handles(&self) -> Vec<SubscriptionHandle> {
+        self.subs.keys().copied().collect()
+    }
+
     /// The current listen id of `sub` (`None` while it waits to reconnect).
     pub fn current_id(&self, sub: SubscriptionHandle) -> Option<&Id> {
         self.subs.get(&sub)?.current_id()

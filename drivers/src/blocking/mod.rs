@@ -18,7 +18,7 @@ mod http;
 mod pool;
 mod stdio;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
@@ -27,9 +27,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use mcpwire_core::http::{Method, Request, ResponseHead};
 use mcpwire_core::tunnel::cloudflare::{after_probe, CompanionState};
-use mcpwire_core::tunnel::engine::{
-    CommandId, Event, Forward, ForwardKind, Output, PollId, PostId, Stage,
-};
+use mcpwire_core::tunnel::engine::{CommandId, Forward, ForwardKind, Output, PollId, PostId};
 use mcpwire_core::tunnel::failure::{
     transport_failure, FailureSource, TransportStage, TunnelFailure,
 };
@@ -42,6 +40,7 @@ use self::stdio::StdioChannel;
 use crate::tunnel_run::config::{RunConfig, TargetKind};
 use crate::tunnel_run::health::{Metrics, Status};
 use crate::tunnel_run::log::{Level, Logger};
+use crate::tunnel_run::report::Report;
 
 /// The largest poll response body read.
 pub const MAX_POLL_BODY: u64 = 64 * 1024 * 1024;
@@ -139,14 +138,6 @@ enum Route {
     Stdio(usize),
 }
 
-/// What the log line of a command's outcome says about it.
-struct CmdInfo {
-    channel: String,
-    method: String,
-    started: Instant,
-    failure: Option<&'static str>,
-}
-
 struct Driver {
     engine: Engine,
     log: Arc<Logger>,
@@ -161,9 +152,7 @@ struct Driver {
     last_poll: Option<PollId>,
     forward_jobs: BTreeMap<CommandId, Arc<JobCtl>>,
     post_jobs: BTreeMap<PostId, Arc<JobCtl>>,
-    post_failed: BTreeSet<CommandId>,
-    info: BTreeMap<String, CmdInfo>,
-    metrics: Metrics,
+    report: Report,
     poll_timeout: Duration,
     stopping: Option<Instant>,
     companion: Option<Companion>,
@@ -243,6 +232,7 @@ pub fn run(config: RunConfig, log: Arc<Logger>, status: Arc<Status>) -> Result<(
     let mcp = Arc::new(http::mcp_agent);
     let mut d = Driver {
         engine,
+        report: Report::new(Arc::clone(&log)),
         log,
         status,
         tx,
@@ -255,9 +245,6 @@ pub fn run(config: RunConfig, log: Arc<Logger>, status: Arc<Status>) -> Result<(
         last_poll: None,
         forward_jobs: BTreeMap::new(),
         post_jobs: BTreeMap::new(),
-        post_failed: BTreeSet::new(),
-        info: BTreeMap::new(),
-        metrics: Metrics::default(),
         poll_timeout,
         stopping: None,
         companion,
@@ -280,9 +267,10 @@ pub fn run(config: RunConfig, log: Arc<Logger>, status: Arc<Status>) -> Result<(
     loop {
         d.pump();
         let stopping = d.stopping;
-        d.metrics
+        d.report
+            .metrics
             .update(&d.engine.health(), d.companion_state, stopping.is_some());
-        d.status.publish(d.metrics.clone());
+        d.status.publish(d.report.metrics.clone());
         let now = Instant::now();
         if let Some(until) = stopping {
             if d.engine.is_idle() || now >= until {
@@ -403,12 +391,12 @@ impl Driver {
                     ctl.cancel();
                 }
             }
-            Output::Event(e) => self.event(e),
+            Output::Event(e) => self.report.event(e),
         }
     }
 
     fn start_poll(&mut self, id: PollId, request: Request) {
-        self.metrics.polls += 1;
+        self.report.metrics.polls += 1;
         let ctl = JobCtl::new();
         let tx = self.tx.clone();
         let timeout = self.poll_timeout;
@@ -439,19 +427,7 @@ impl Driver {
     }
 
     fn start_forward(&mut self, f: Forward) {
-        let method = match &f.kind {
-            ForwardKind::JsonRpc { method, .. } => method.clone().unwrap_or_else(|| "-".into()),
-            ForwardKind::SessionTermination => "session_termination".into(),
-        };
-        self.info.insert(
-            f.request_id.clone(),
-            CmdInfo {
-                channel: f.channel.clone(),
-                method,
-                started: Instant::now(),
-                failure: None,
-            },
-        );
+        self.report.forward_started(&f);
         match self.routes.get(&f.channel).cloned() {
             Some(Route::Stdio(i)) => self.forward_stdio(i, f),
             Some(Route::Http(url)) => self.forward_http(url, f),
@@ -479,7 +455,7 @@ impl Driver {
             ForwardKind::SessionTermination => Some(session_termination_failure()),
         };
         if let Some(failure) = refused {
-            self.note_failure(&f.request_id, failure);
+            self.report.note_failure(&f.request_id, failure);
             let _ = self.engine.handle_forward_failed(now, f.cmd, failure);
         }
     }
@@ -521,9 +497,7 @@ impl Driver {
         request: Request,
         deadline: Option<Instant>,
     ) {
-        if self.post_failed.remove(&cmd) {
-            self.metrics.delivery_retries += 1;
-        }
+        self.report.post_started(cmd);
         let tx = self.tx.clone();
         let work = Box::new(move |agent: &ureq::Agent, ctl: &JobCtl| {
             let timeout = deadline
@@ -677,12 +651,7 @@ impl Driver {
             }
             Completion::Post { id, cmd, result } => {
                 self.post_jobs.remove(&id);
-                let failed = result
-                    .as_ref()
-                    .map_or(true, |h| !(200..300).contains(&h.status) && h.status != 404);
-                if failed {
-                    self.post_failed.insert(cmd);
-                }
+                self.report.post_ended(cmd, &result);
                 let _ = match result {
                     Ok(head) => self.engine.handle_post_response(now, wall, id, &head),
                     Err(written) => self.engine.handle_post_failed(now, id, written),
@@ -732,169 +701,6 @@ impl Driver {
                 &[("channel", &s.name)],
             );
             s.binding.handle_child_exit();
-        }
-    }
-
-    fn note_failure(&mut self, request_id: &str, failure: TunnelFailure) {
-        if let Some(info) = self.info.get_mut(request_id) {
-            info.failure = Some(failure.source().as_str());
-        }
-    }
-
-    fn outcome(
-        &mut self,
-        request_id: &str,
-        outcome: &'static str,
-        level: Level,
-        detail: &[(&str, &dyn std::fmt::Display)],
-    ) {
-        self.metrics.count(outcome);
-        let info = self.info.remove(request_id);
-        let (channel, method, ms) = match &info {
-            Some(i) => (
-                i.channel.as_str(),
-                i.method.as_str(),
-                i.started.elapsed().as_millis(),
-            ),
-            None => ("-", "-", 0),
-        };
-        let failure = info.as_ref().and_then(|i| i.failure).unwrap_or("-");
-        let mut fields: Vec<(&str, &dyn std::fmt::Display)> = vec![
-            ("request_id", &request_id),
-            ("channel", &channel),
-            ("method", &method),
-            ("duration_ms", &ms),
-            ("outcome", &outcome),
-        ];
-        fields.extend_from_slice(detail);
-        if failure != "-" {
-            fields.push(("failure", &failure));
-        }
-        self.log.log(level, "command", &fields);
-    }
-
-    fn event(&mut self, e: Event) {
-        match e {
-            Event::Polled { commands } => {
-                self.metrics.polled_now();
-                self.log
-                    .log(Level::Debug, "polled", &[("commands", &commands)]);
-            }
-            Event::PollFailed {
-                status,
-                code,
-                retry_in,
-            } => {
-                self.metrics.poll_errors += 1;
-                let status = status.map_or_else(|| "transport".to_owned(), |s| s.to_string());
-                let code = code.unwrap_or_else(|| "-".into());
-                self.log.log(
-                    Level::Warn,
-                    "poll failed",
-                    &[
-                        ("status", &status),
-                        ("code", &code),
-                        ("retry_in_ms", &retry_in.as_millis()),
-                    ],
-                );
-            }
-            Event::OperatorActionRequired { status, code } => {
-                let code = code.unwrap_or_else(|| "-".into());
-                self.log.log(
-                    Level::Error,
-                    "the control plane refuses this client: check the API key and tunnel id",
-                    &[("status", &status), ("code", &code)],
-                );
-            }
-            Event::UnknownCommandType {
-                request_id,
-                command_type,
-            } => {
-                self.outcome(
-                    &request_id,
-                    "skipped",
-                    Level::Warn,
-                    &[("command_type", &command_type)],
-                );
-            }
-            Event::MalformedCommand { request_id, reason } => {
-                let rid = request_id.unwrap_or_else(|| "-".into());
-                self.log.log(
-                    Level::Warn,
-                    "malformed command",
-                    &[("request_id", &rid), ("reason", &reason)],
-                );
-            }
-            Event::Expired { request_id, stage } => {
-                let stage = match stage {
-                    Stage::BeforeForward => "before_forward",
-                    Stage::DuringForward => "during_forward",
-                    Stage::DuringDelivery => "during_delivery",
-                };
-                self.outcome(&request_id, "expired", Level::Info, &[("stage", &stage)]);
-            }
-            Event::Completed {
-                request_id,
-                resp_type,
-                resp_code,
-            } => {
-                let outcome = if resp_code < 400 {
-                    "completed"
-                } else {
-                    "failed"
-                };
-                let rt = resp_type.as_str();
-                self.outcome(
-                    &request_id,
-                    outcome,
-                    Level::Info,
-                    &[("resp_type", &rt), ("resp_code", &resp_code)],
-                );
-            }
-            Event::AlreadyFulfilled { request_id } => {
-                self.outcome(&request_id, "already_fulfilled", Level::Info, &[]);
-            }
-            Event::DeliveryFailed { request_id, status } => {
-                let status = status.map_or_else(|| "transport".to_owned(), |s| s.to_string());
-                self.outcome(
-                    &request_id,
-                    "delivery_failed",
-                    Level::Warn,
-                    &[("status", &status)],
-                );
-            }
-            Event::NotificationDropped { request_id, status } => {
-                let status = status.map_or_else(|| "transport".to_owned(), |s| s.to_string());
-                self.log.log(
-                    Level::Warn,
-                    "notification not delivered",
-                    &[("request_id", &request_id), ("status", &status)],
-                );
-            }
-            Event::ToolRejected {
-                request_id,
-                channel,
-                tool,
-                reason,
-            } => {
-                self.log.log(
-                    Level::Warn,
-                    "tool has invalid x-mcp-header annotations; its calls carry no Mcp-Param headers",
-                    &[
-                        ("request_id", &request_id),
-                        ("channel", &channel),
-                        ("tool", &tool),
-                        ("reason", &reason),
-                    ],
-                );
-            }
-            other => {
-                self.log.log(
-                    Level::Debug,
-                    "engine event",
-                    &[("event", &format!("{other:?}"))],
-                );
-            }
         }
     }
 

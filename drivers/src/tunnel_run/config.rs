@@ -96,7 +96,7 @@ pub struct RunArgs {
 pub enum Driver {
     /// ureq, std threads, `std::process`.
     Blocking,
-    /// smol (not built yet).
+    /// smol tasks, hyper 1 on smol sockets, async-process (feature `smol`).
     Smol,
 }
 
@@ -866,6 +866,13 @@ pub fn resolve(
         ..StdioConfig::default()
     };
     let cloudflared = cloudflared(args, env, read_file)?;
+    if cloudflared.is_some() && driver == Driver::Smol {
+        return Err(ConfigError(
+            "invalid --driver \"smol\": managed cloudflared (--cloudflared.managed or \
+             --cloudflared.token) runs on the blocking driver only for now; use --driver blocking"
+                .to_owned(),
+        ));
+    }
     Ok(RunConfig {
         engine,
         targets,

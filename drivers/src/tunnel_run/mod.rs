@@ -7,6 +7,7 @@
 pub mod config;
 pub mod health;
 pub mod log;
+pub mod report;
 
 use std::net::TcpListener;
 use std::process::ExitCode;
@@ -27,9 +28,17 @@ pub fn run(args: &RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    #[cfg(not(feature = "smol"))]
     if config.driver == Driver::Smol {
         eprintln!(
-            "mcpwire: invalid --driver \"smol\": the smol driver is not built yet; use --driver blocking"
+            "mcpwire: invalid --driver \"smol\": this binary was built without the smol feature; use --driver blocking"
+        );
+        return ExitCode::from(2);
+    }
+    #[cfg(not(feature = "blocking"))]
+    if config.driver == Driver::Blocking {
+        eprintln!(
+            "mcpwire: invalid --driver \"blocking\": this binary was built without the blocking feature; use --driver smol"
         );
         return ExitCode::from(2);
     }
@@ -51,12 +60,13 @@ pub fn run(args: &RunArgs) -> ExitCode {
     let status = Status::new();
     health::serve(listener, Arc::clone(&status));
     log.log(Level::Info, "health listener", &[("addr", &addr)]);
-    #[cfg(feature = "blocking")]
-    let result = crate::blocking::run(config, Arc::clone(&log), status);
-    #[cfg(not(feature = "blocking"))]
-    let result: Result<(), String> = {
-        drop(status);
-        Err("the blocking driver is not built into this binary".to_owned())
+    let result = match config.driver {
+        #[cfg(feature = "blocking")]
+        Driver::Blocking => crate::blocking::run(config, Arc::clone(&log), status),
+        #[cfg(feature = "smol")]
+        Driver::Smol => crate::smol::run(config, Arc::clone(&log), status),
+        #[allow(unreachable_patterns)]
+        _ => Err("this driver is not built into this binary".to_owned()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

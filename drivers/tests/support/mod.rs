@@ -2,6 +2,7 @@
 //! 127.0.0.1 and written here, plus a handle on a running `mcpwire tunnel run`.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -485,6 +486,27 @@ pub fn stdio_server() {
 // ---------------------------------------------------------------------------------------------
 // The tunnel client under test.
 
+/// The drivers built into the binary under test.
+pub const DRIVERS: &[&str] = if cfg!(feature = "smol") {
+    &["blocking", "smol"]
+} else {
+    &["blocking"]
+};
+
+thread_local! {
+    /// The driver [`Tunnel::start`] asks for.
+    static DRIVER: Cell<&'static str> = const { Cell::new("blocking") };
+}
+
+/// Runs `body` once per driver in [`DRIVERS`]; [`Tunnel::start`] inside it uses that driver.
+pub fn each_driver(body: impl Fn()) {
+    for driver in DRIVERS {
+        eprintln!("=== driver {driver}");
+        DRIVER.with(|d| d.set(driver));
+        body();
+    }
+}
+
 pub struct Tunnel {
     child: Child,
     log: Arc<Mutex<String>>,
@@ -493,8 +515,25 @@ pub struct Tunnel {
 
 impl Tunnel {
     /// Starts `mcpwire tunnel run` against `cp` with `extra` flags; waits for its health
-    /// listener.
+    /// listener and its driver's start line.
     pub fn start(cp: &ControlPlane, extra: &[&str]) -> Tunnel {
+        let t = Tunnel::start_listening(cp, extra);
+        // The driver asked for is the one running.
+        let driver = DRIVER.with(Cell::get);
+        wait_for("the driver's start line", || {
+            t.log()
+                .lines()
+                .any(|l| {
+                    l.contains("tunnel client started") && l.contains(&format!("driver={driver}"))
+                })
+                .then_some(())
+        });
+        t
+    }
+
+    /// Starts `mcpwire tunnel run` like [`Tunnel::start`] but waits only for its health
+    /// listener (for start-ups that block or fail before the driver starts).
+    pub fn start_listening(cp: &ControlPlane, extra: &[&str]) -> Tunnel {
         let mut args: Vec<String> = [
             "tunnel",
             "run",
@@ -516,6 +555,7 @@ impl Tunnel {
         .iter()
         .map(|s| (*s).to_owned())
         .collect();
+        args.extend(["--driver".to_owned(), DRIVER.with(Cell::get).to_owned()]);
         args.extend(extra.iter().map(|s| (*s).to_owned()));
         let mut child = Command::new(env!("CARGO_BIN_EXE_mcpwire"))
             .args(&args)
