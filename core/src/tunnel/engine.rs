@@ -447,6 +447,12 @@ pub enum NotReady {
         /// How many recent forwards failed.
         recent_failures: usize,
     },
+    /// The managed `cloudflared` companion is not ready (never set by the engine; see
+    /// [`super::cloudflare::combine_readiness`]).
+    Companion {
+        /// Where the companion stands.
+        state: super::cloudflare::CompanionState,
+    },
 }
 
 /// The readiness verdict.
@@ -616,6 +622,36 @@ fn encode_component(s: &str) -> String {
     out
 }
 
+/// The headers every control-plane request carries: the API key, the client's name, version,
+/// wire version and instance id, and the server-info declaration when there is one.
+pub(crate) fn common_headers(config: &Config) -> Result<Headers, ConfigError> {
+    let mut common = Headers::new();
+    common.append(
+        "Authorization",
+        format!("Bearer {}", config.api_key.expose()),
+    )?;
+    common.append("X-Tunnel-Client-Name", config.client_name.clone())?;
+    common.append("X-Tunnel-Client-Version", config.client_version.clone())?;
+    common.append(
+        "X-Tunnel-Client-Wire-Protocol-Version",
+        WIRE_PROTOCOL_VERSION,
+    )?;
+    common.append("X-Tunnel-Client-Instance-Id", config.instance_id.clone())?;
+    if let Some(info) = &config.server_info {
+        common.append("X-Tunnel-MCP-Server-Info", info.header_value())?;
+    }
+    Ok(common)
+}
+
+/// `{base_url}/v1/tunnels/{tunnel_id}`, the id percent-encoded (ids are opaque strings).
+pub(crate) fn tunnel_base_url(config: &Config) -> String {
+    format!(
+        "{}/v1/tunnels/{}",
+        config.base_url.trim_end_matches('/'),
+        encode_component(&config.tunnel_id)
+    )
+}
+
 impl Engine {
     /// A new engine; the first poll is due at `now`.
     pub fn new(config: Config, now: Instant) -> Result<Self, ConfigError> {
@@ -636,26 +672,8 @@ impl Engine {
         if config.poll_wait.is_zero() {
             return Err(ConfigError::Invalid("poll_wait must be at least 1 ms"));
         }
-        let mut common = Headers::new();
-        common.append(
-            "Authorization",
-            format!("Bearer {}", config.api_key.expose()),
-        )?;
-        common.append("X-Tunnel-Client-Name", config.client_name.clone())?;
-        common.append("X-Tunnel-Client-Version", config.client_version.clone())?;
-        common.append(
-            "X-Tunnel-Client-Wire-Protocol-Version",
-            WIRE_PROTOCOL_VERSION,
-        )?;
-        common.append("X-Tunnel-Client-Instance-Id", config.instance_id.clone())?;
-        if let Some(info) = &config.server_info {
-            common.append("X-Tunnel-MCP-Server-Info", info.header_value())?;
-        }
-        let base = format!(
-            "{}/v1/tunnels/{}",
-            config.base_url.trim_end_matches('/'),
-            encode_component(&config.tunnel_id)
-        );
+        let common = common_headers(&config)?;
+        let base = tunnel_base_url(&config);
         let mut query = String::new();
         if let Some(channels) = &config.poll_channels {
             let mut sorted: Vec<&String> = channels.iter().collect();

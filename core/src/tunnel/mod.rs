@@ -7,8 +7,10 @@
 //! - [`failure`]: synthesized `-32603` failures with `tunnel_failure` provenance;
 //! - [`forward_headers`]: the final request headers of a forward to an HTTP MCP server;
 //! - [`engine`]: [`Engine`], the whole client's state machine;
-//! - [`stdio`]: the shared stdio binding (one child's JSON-RPC frames).
+//! - [`stdio`]: the shared stdio binding (one child's JSON-RPC frames);
+//! - [`cloudflare`]: managed `cloudflared` (runtime fetch, companion argv/env, readiness).
 
+pub mod cloudflare;
 pub mod engine;
 pub mod failure;
 pub mod forward_headers;

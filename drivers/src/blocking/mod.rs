@@ -13,6 +13,7 @@
 //!   up to [`MAX_POLL_BODY`], forward bodies are streamed to the engine (which bounds them),
 //!   and a stdio binding bounds its queue and frames.
 
+mod cloudflared;
 mod http;
 mod pool;
 mod stdio;
@@ -25,6 +26,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
 use mcpwire_core::http::{Method, Request, ResponseHead};
+use mcpwire_core::tunnel::cloudflare::{after_probe, CompanionState};
 use mcpwire_core::tunnel::engine::{CommandId, Forward, ForwardKind, Output, PollId, PostId};
 use mcpwire_core::tunnel::failure::{
     transport_failure, FailureSource, TransportStage, TunnelFailure,
@@ -32,10 +34,11 @@ use mcpwire_core::tunnel::failure::{
 use mcpwire_core::tunnel::stdio::{session_termination_failure, StdioOutput};
 use mcpwire_core::tunnel::Engine;
 
+use self::cloudflared::Companion;
 use self::pool::{JobCtl, Pool};
 use self::stdio::StdioChannel;
 use crate::tunnel_run::config::{RunConfig, TargetKind};
-use crate::tunnel_run::health::Status;
+use crate::tunnel_run::health::{Metrics, Status};
 use crate::tunnel_run::log::{Level, Logger};
 use crate::tunnel_run::report::Report;
 
@@ -114,6 +117,16 @@ pub enum Completion {
         /// The child's generation.
         generation: u64,
     },
+    /// The cloudflared companion's readiness changed.
+    CompanionProbe {
+        /// Its `/ready` said ready.
+        ready: bool,
+    },
+    /// The cloudflared companion exited on its own.
+    CompanionExited {
+        /// How it ended.
+        status: String,
+    },
     /// SIGINT or SIGTERM.
     Signal,
 }
@@ -142,6 +155,10 @@ struct Driver {
     report: Report,
     poll_timeout: Duration,
     stopping: Option<Instant>,
+    companion: Option<Companion>,
+    companion_state: Option<CompanionState>,
+    /// Why the client stops with an error (the companion died), if it does.
+    fatal: Option<String>,
 }
 
 /// Runs the tunnel until SIGINT/SIGTERM and the grace period, then returns.
@@ -205,6 +222,44 @@ pub fn run_with(
             }
         }
     }
+    let companion = match &config.cloudflared {
+        None => None,
+        Some(cfg) => {
+            status.publish(Metrics {
+                not_ready: CompanionState::Starting
+                    .not_ready_reason()
+                    .map(str::to_owned),
+                ..Metrics::default()
+            });
+            let token = cloudflared::token(cfg, &config.engine, &log)
+                .map_err(|e| format!("managed cloudflared: {e}"))?;
+            let companion = Companion::start(cfg, &token, &log)
+                .map_err(|e| format!("managed cloudflared: {e}"))?;
+            drop(token);
+            // Only the signal watcher reports this early: a signal ends the start-up cleanly.
+            let interrupted = || matches!(rx.try_recv(), Ok(Completion::Signal));
+            match companion.wait_ready(cfg.ready_timeout, &interrupted) {
+                Ok(true) => {}
+                Ok(false) => {
+                    log.log(
+                        Level::Info,
+                        "signal received while cloudflared was starting: stopping",
+                        &[],
+                    );
+                    companion.stop(cloudflared::CHILD_GRACE);
+                    return Ok(());
+                }
+                Err(e) => {
+                    companion.stop(cloudflared::CHILD_GRACE);
+                    return Err(format!("managed cloudflared: {e}"));
+                }
+            }
+            log.log(Level::Info, "cloudflared ready", &[]);
+            companion.watch(tx.clone());
+            Some(companion)
+        }
+    };
+    let companion_state = companion.as_ref().map(|_| CompanionState::Ready);
     let control = Arc::new(http::control_agent);
     let mcp = Arc::new(http::mcp_agent);
     let mut d = Driver {
@@ -224,6 +279,9 @@ pub fn run_with(
         post_jobs: BTreeMap::new(),
         poll_timeout,
         stopping: None,
+        companion,
+        companion_state,
+        fatal: None,
     };
     for i in 0..d.stdio.len() {
         d.start_stdio(i, now);
@@ -243,7 +301,7 @@ pub fn run_with(
         let stopping = d.stopping;
         d.report
             .metrics
-            .update(&d.engine.health(), stopping.is_some());
+            .update(&d.engine.health(), d.companion_state, stopping.is_some());
         d.status.publish(d.report.metrics.clone());
         let now = Instant::now();
         if let Some(until) = stopping {
@@ -271,6 +329,18 @@ pub fn run_with(
                 }
                 d.begin_shutdown(grace);
             }
+            Ok(Completion::CompanionExited { status }) => {
+                d.companion_state = Some(CompanionState::Exited);
+                if d.stopping.is_none() {
+                    d.log.log(
+                        Level::Error,
+                        "cloudflared exited unexpectedly; the tunnel client stops",
+                        &[("status", &status)],
+                    );
+                    d.fatal = Some(format!("cloudflared exited unexpectedly ({status})"));
+                    d.begin_shutdown(grace);
+                }
+            }
             Ok(c) => d.complete(c),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
@@ -288,7 +358,10 @@ pub fn run_with(
         }
     }
     d.finish();
-    Ok(())
+    match d.fatal {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 fn watch_signals(tx: SyncSender<Completion>) -> std::io::Result<()> {
@@ -628,7 +701,19 @@ impl Driver {
                 }
             }
             Completion::StdioExit { chan, generation } => self.stdio_exit(chan, generation, now),
-            Completion::Signal => {}
+            Completion::CompanionProbe { ready } => {
+                if let Some(state) = self.companion_state {
+                    let next = after_probe(state, ready);
+                    if next != state {
+                        let level = if ready { Level::Info } else { Level::Warn };
+                        let why = next.not_ready_reason().unwrap_or("ready");
+                        self.log
+                            .log(level, "cloudflared readiness changed", &[("state", &why)]);
+                    }
+                    self.companion_state = Some(next);
+                }
+            }
+            Completion::Signal | Completion::CompanionExited { .. } => {}
         }
     }
 
@@ -678,6 +763,13 @@ impl Driver {
         }
         for s in &mut self.stdio {
             s.stop();
+        }
+        if let Some(c) = self.companion.take() {
+            let status = c
+                .stop(cloudflared::CHILD_GRACE)
+                .map_or_else(|| "unknown".to_owned(), |s| s.to_string());
+            self.log
+                .log(Level::Info, "cloudflared stopped", &[("status", &status)]);
         }
         let h = self.engine.health();
         self.log.log(

@@ -211,7 +211,7 @@ async fn run_async(config: RunConfig, log: Arc<Logger>, status: Arc<Status>) -> 
         let stopping = d.stopping;
         d.report
             .metrics
-            .update(&d.engine.health(), stopping.is_some());
+            .update(&d.engine.health(), None, stopping.is_some());
         d.status.publish(d.report.metrics.clone());
         let now = Instant::now();
         if let Some(until) = stopping {

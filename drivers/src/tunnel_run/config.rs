@@ -73,6 +73,22 @@ pub struct RunArgs {
     /// blocking or smol [env: MCPWIRE_DRIVER] [default: blocking]
     #[arg(long = "driver", value_name = "DRIVER")]
     pub driver: Option<String>,
+    /// Run the cloudflared companion with a token fetched from the control plane
+    /// [env: CLOUDFLARED_MANAGED] [default: false]
+    #[arg(long = "cloudflared.managed", value_name = "BOOL",
+          num_args = 0..=1, default_missing_value = "true")]
+    pub cloudflared_managed: Option<String>,
+    /// Static cloudflared tunnel token: the token, env:VAR or file:PATH; runs the companion
+    /// without the control-plane fetch [env: CLOUDFLARED_TUNNEL_TOKEN]
+    #[arg(long = "cloudflared.token", value_name = "TOKEN")]
+    pub cloudflared_token: Option<String>,
+    /// The cloudflared executable [env: CLOUDFLARED_PATH] [default: cloudflared on PATH]
+    #[arg(long = "cloudflared.path", value_name = "PATH")]
+    pub cloudflared_path: Option<String>,
+    /// How long cloudflared may take to report ready at start-up
+    /// [env: CLOUDFLARED_READY_TIMEOUT] [default: 30s]
+    #[arg(long = "cloudflared.ready-timeout", value_name = "DURATION")]
+    pub cloudflared_ready_timeout: Option<String>,
 }
 
 /// Which driver runs the engine.
@@ -108,6 +124,28 @@ pub struct Target {
     pub kind: TargetKind,
 }
 
+/// Where the cloudflared companion's token comes from.
+#[derive(Clone, Debug)]
+pub enum CloudflaredToken {
+    /// Given by the operator (`--cloudflared.token`): no control-plane fetch.
+    Static(Secret),
+    /// Fetched from `GET /v1/tunnels/{id}/cloudflare/runtime` at start-up.
+    Managed,
+}
+
+/// The cloudflared companion's settings (present when one is to run).
+#[derive(Clone, Debug)]
+pub struct Cloudflared {
+    /// The token's source.
+    pub token: CloudflaredToken,
+    /// The executable (a path, or a name looked up on `PATH`).
+    pub path: String,
+    /// How long it may take to report ready at start-up.
+    pub ready_timeout: Duration,
+    /// Environment variables named by `env:VAR` secrets, kept from the child.
+    pub secret_vars: Vec<String>,
+}
+
 /// Everything `tunnel run` needs, resolved and checked.
 #[derive(Clone, Debug)]
 pub struct RunConfig {
@@ -127,6 +165,8 @@ pub struct RunConfig {
     pub driver: Driver,
     /// The shutdown grace period.
     pub grace: Duration,
+    /// The cloudflared companion, when one runs.
+    pub cloudflared: Option<Cloudflared>,
 }
 
 /// A setting that cannot be used. Its `Display` is the one line printed at start-up.
@@ -477,6 +517,115 @@ fn api_key(
     Ok(Secret::new(key))
 }
 
+/// Reads a secret given as the value itself, `env:VAR` or `file:PATH`; the value is never
+/// repeated in an error. Returns the secret and the variable it came from, if any.
+fn secret_value(
+    raw: &str,
+    origin: &str,
+    what: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    read_file: &dyn Fn(&str) -> std::io::Result<String>,
+) -> Result<(String, Option<String>), ConfigError> {
+    if let Some(var) = raw.strip_prefix("env:") {
+        let v = env(var).filter(|v| !v.is_empty()).ok_or_else(|| {
+            ConfigError(format!(
+                "invalid {origin}: environment variable {var:?} is not set or empty"
+            ))
+        })?;
+        Ok((v.trim().to_owned(), Some(var.to_owned())))
+    } else if let Some(path) = raw.strip_prefix("file:") {
+        let text = read_file(path).map_err(|e| {
+            ConfigError(format!("invalid {origin}: cannot read file {path:?}: {e}"))
+        })?;
+        Ok((text.trim().to_owned(), None))
+    } else if raw.trim().is_empty() {
+        Err(ConfigError(format!(
+            "invalid {origin}: the {what} is empty"
+        )))
+    } else {
+        Ok((raw.trim().to_owned(), None))
+    }
+}
+
+/// The cloudflared companion: `None` unless `--cloudflared.managed` or a static token is given.
+fn cloudflared(
+    args: &RunArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+    read_file: &dyn Fn(&str) -> std::io::Result<String>,
+) -> Result<Option<Cloudflared>, ConfigError> {
+    let managed = boolean(pick(
+        "cloudflared.managed",
+        args.cloudflared_managed.as_ref(),
+        "CLOUDFLARED_MANAGED",
+        env,
+    ))?;
+    let static_raw = pick(
+        "cloudflared.token",
+        args.cloudflared_token.as_ref(),
+        "CLOUDFLARED_TUNNEL_TOKEN",
+        env,
+    );
+    let mut secret_vars = Vec::new();
+    let token = match static_raw {
+        Some(raw) => {
+            let (token, var) = secret_value(&raw.value, &raw.origin, "token", env, read_file)?;
+            mcpwire_core::tunnel::cloudflare::validate_token(&token)
+                .map_err(|why| ConfigError(format!("invalid {}: {why}", raw.origin)))?;
+            secret_vars.extend(var);
+            CloudflaredToken::Static(Secret::new(token))
+        }
+        None if managed => CloudflaredToken::Managed,
+        None => return Ok(None),
+    };
+    let path = match pick(
+        "cloudflared.path",
+        args.cloudflared_path.as_ref(),
+        "CLOUDFLARED_PATH",
+        env,
+    ) {
+        None => "cloudflared".to_owned(),
+        Some(raw) => {
+            let v = raw.value.trim();
+            if v.is_empty() || v.contains(char::is_control) {
+                return Err(bad(
+                    &raw.origin,
+                    &raw.value,
+                    "expected a path to the cloudflared executable",
+                ));
+            }
+            v.to_owned()
+        }
+    };
+    let ready_raw = pick(
+        "cloudflared.ready-timeout",
+        args.cloudflared_ready_timeout.as_ref(),
+        "CLOUDFLARED_READY_TIMEOUT",
+        env,
+    );
+    let ready_origin = ready_raw
+        .as_ref()
+        .map(|r| (r.origin.clone(), r.value.clone()));
+    let ready_timeout = duration(ready_raw, Duration::from_secs(30))?;
+    if ready_timeout < Duration::from_millis(100) || ready_timeout > Duration::from_secs(3600) {
+        let (origin, value) = ready_origin.unwrap_or_default();
+        return Err(bad(&origin, &value, "expected a duration from 100ms to 1h"));
+    }
+    let key_ref = args
+        .api_key
+        .clone()
+        .or_else(|| env("CONTROL_PLANE_API_KEY"))
+        .or_else(|| env("OPENAI_API_KEY"));
+    if let Some(var) = key_ref.as_deref().and_then(|k| k.strip_prefix("env:")) {
+        secret_vars.push(var.to_owned());
+    }
+    Ok(Some(Cloudflared {
+        token,
+        path,
+        ready_timeout,
+        secret_vars,
+    }))
+}
+
 /// A value unique enough for the instance id and the jitter seed (std's randomly keyed hasher,
 /// the clock and the process id).
 pub fn random_u64() -> u64 {
@@ -716,6 +865,14 @@ pub fn resolve(
         send_initialized_notification: send_initialized,
         ..StdioConfig::default()
     };
+    let cloudflared = cloudflared(args, env, read_file)?;
+    if cloudflared.is_some() && driver == Driver::Smol {
+        return Err(ConfigError(
+            "invalid --driver \"smol\": managed cloudflared (--cloudflared.managed or \
+             --cloudflared.token) runs on the blocking driver only for now; use --driver blocking"
+                .to_owned(),
+        ));
+    }
     Ok(RunConfig {
         engine,
         targets,
@@ -725,6 +882,7 @@ pub fn resolve(
         log_json,
         driver,
         grace,
+        cloudflared,
     })
 }
 
@@ -924,5 +1082,81 @@ mod tests {
         );
         assert!(parse_argv("a 'b").is_err());
         assert!(parse_argv("   ").is_err());
+    }
+
+    #[test]
+    fn cloudflared_is_off_unless_managed_or_a_static_token_is_given() {
+        assert!(run(base(), &[]).unwrap().cloudflared.is_none());
+        let mut a = base();
+        a.cloudflared_managed = Some("true".into());
+        let c = run(a, &[]).unwrap().cloudflared.unwrap();
+        assert!(matches!(c.token, CloudflaredToken::Managed));
+        assert_eq!(c.path, "cloudflared");
+        assert_eq!(c.ready_timeout, Duration::from_secs(30));
+        let c = run(
+            base(),
+            &[
+                ("CLOUDFLARED_MANAGED", "1"),
+                ("CLOUDFLARED_PATH", "/opt/cf"),
+            ],
+        )
+        .unwrap()
+        .cloudflared
+        .unwrap();
+        assert!(matches!(c.token, CloudflaredToken::Managed));
+        assert_eq!(c.path, "/opt/cf");
+    }
+
+    #[test]
+    fn a_static_cloudflared_token_takes_precedence_in_every_form() {
+        let mut a = base();
+        a.cloudflared_managed = Some("true".into());
+        a.cloudflared_token = Some("env:CF_TOK".into());
+        let c = run(a, &[("CF_TOK", "tok-from-env")])
+            .unwrap()
+            .cloudflared
+            .unwrap();
+        let CloudflaredToken::Static(t) = &c.token else {
+            panic!("expected a static token")
+        };
+        assert_eq!(t.expose(), "tok-from-env");
+        assert!(c.secret_vars.contains(&"CF_TOK".to_owned()));
+        let mut a = base();
+        a.cloudflared_token = Some("file:/keys/cp".into());
+        let c = run(a, &[]).unwrap().cloudflared.unwrap();
+        assert!(matches!(&c.token, CloudflaredToken::Static(t) if t.expose() == "from-file-key"));
+        let c = run(base(), &[("CLOUDFLARED_TUNNEL_TOKEN", "tok-direct")])
+            .unwrap()
+            .cloudflared
+            .unwrap();
+        assert!(matches!(&c.token, CloudflaredToken::Static(t) if t.expose() == "tok-direct"));
+    }
+
+    #[test]
+    fn a_bad_cloudflared_setting_names_the_flag_and_never_echoes_the_token() {
+        let mut a = base();
+        a.cloudflared_token = Some("tok secret".into());
+        let e = run(a, &[]).unwrap_err().0;
+        assert!(
+            e.contains("--cloudflared.token") && !e.contains("secret"),
+            "{e}"
+        );
+        let mut a = base();
+        a.cloudflared_token = Some("env:NOPE".into());
+        assert!(run(a, &[]).unwrap_err().0.contains("\"NOPE\""));
+        let e = run(base(), &[("CLOUDFLARED_MANAGED", "maybe")])
+            .unwrap_err()
+            .0;
+        assert!(
+            e.contains("--cloudflared.managed (from CLOUDFLARED_MANAGED)"),
+            "{e}"
+        );
+        let mut a = base();
+        a.cloudflared_managed = Some("true".into());
+        a.cloudflared_ready_timeout = Some("1ms".into());
+        assert!(run(a, &[])
+            .unwrap_err()
+            .0
+            .contains("--cloudflared.ready-timeout"));
     }
 }

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use mcpwire_core::tunnel::cloudflare::{combine_readiness, CompanionState};
 use mcpwire_core::tunnel::engine::{Health, NotReady, Readiness};
 
 /// What the health endpoints report: counters the driver keeps and the engine's state.
@@ -50,8 +51,9 @@ impl Metrics {
         self.last_successful_poll = Some(t.as_secs_f64());
     }
 
-    /// Copies the engine's gauges and readiness.
-    pub fn update(&mut self, health: &Health, stopping: bool) {
+    /// Copies the engine's gauges and readiness, with the cloudflared companion's state when
+    /// one runs.
+    pub fn update(&mut self, health: &Health, companion: Option<CompanionState>, stopping: bool) {
         self.in_flight = health.in_flight;
         self.queued = health.queued_forwards;
         self.forwards_in_flight = health.forwards_in_flight;
@@ -59,7 +61,7 @@ impl Metrics {
         self.not_ready = if stopping {
             Some("shutting down".to_owned())
         } else {
-            match &health.readiness {
+            match &combine_readiness(health.readiness.clone(), companion) {
                 Readiness::Ready => None,
                 Readiness::NotReady(why) => Some(not_ready_text(why)),
             }
@@ -157,6 +159,10 @@ fn not_ready_text(why: &NotReady) -> String {
         NotReady::ForwardsFailing { recent_failures } => {
             format!("the last {recent_failures} forwards to the MCP server failed")
         }
+        NotReady::Companion { state } => state
+            .not_ready_reason()
+            .unwrap_or("cloudflared is not ready")
+            .to_owned(),
         _ => "not ready".to_owned(),
     }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 use std::io::Write;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A log level, lowest first.
@@ -45,7 +45,7 @@ impl Level {
 pub struct Logger {
     level: Level,
     json: bool,
-    secrets: Vec<String>,
+    secrets: RwLock<Vec<String>>,
     out: Mutex<Box<dyn Write + Send>>,
 }
 
@@ -54,7 +54,7 @@ impl std::fmt::Debug for Logger {
         f.debug_struct("Logger")
             .field("level", &self.level)
             .field("json", &self.json)
-            .field("secrets", &self.secrets.len())
+            .field("secrets", &self.secrets_read().len())
             .finish_non_exhaustive()
     }
 }
@@ -72,7 +72,7 @@ impl Logger {
         Logger {
             level,
             json,
-            secrets,
+            secrets: RwLock::new(secrets),
             out: Mutex::new(out),
         }
     }
@@ -80,6 +80,20 @@ impl Logger {
     /// A logger writing to standard error.
     pub fn stderr(level: Level, json: bool, secrets: Vec<String>) -> Self {
         Self::new(level, json, secrets, Box::new(std::io::stderr()))
+    }
+
+    /// Adds a secret learnt after start-up (e.g. a fetched token): redacted from now on.
+    pub fn add_secret(&self, secret: &str) {
+        if secret.len() >= MIN_SECRET_LEN {
+            self.secrets
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(secret.to_owned());
+        }
+    }
+
+    fn secrets_read(&self) -> std::sync::RwLockReadGuard<'_, Vec<String>> {
+        self.secrets.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Whether lines at `level` are written.
@@ -128,7 +142,7 @@ impl Logger {
     /// `text` with every configured secret and every bearer token replaced by `[redacted]`.
     pub fn redact(&self, text: &str) -> String {
         let mut s = text.replace(['\n', '\r'], " ");
-        for secret in &self.secrets {
+        for secret in self.secrets_read().iter() {
             if s.contains(secret.as_str()) {
                 s = s.replace(secret.as_str(), "[redacted]");
             }
@@ -228,6 +242,23 @@ mod tests {
         assert!(!text.contains("sk-very-secret"), "{text}");
         assert!(!text.contains("tok123") && !text.contains("abc"), "{text}");
         assert!(text.contains("[redacted]"));
+    }
+
+    #[test]
+    fn a_secret_added_after_start_up_is_redacted_from_then_on() {
+        let sink = Sink::default();
+        let log = Logger::new(Level::Info, false, vec![], Box::new(sink.clone()));
+        log.add_secret("cf-runtime-token-1");
+        log.log(
+            Level::Info,
+            "child said cf-runtime-token-1",
+            &[("t", &"cf-runtime-token-1")],
+        );
+        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        assert!(
+            !text.contains("cf-runtime-token-1") && text.contains("[redacted]"),
+            "{text}"
+        );
     }
 
     #[test]

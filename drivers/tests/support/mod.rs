@@ -136,6 +136,10 @@ pub struct CpState {
     pub post_script: BTreeMap<String, VecDeque<(u16, Option<&'static str>)>>,
     /// When set, every poll gets this status.
     pub poll_status: Option<u16>,
+    /// Requests to `GET /v1/tunnels/{id}/cloudflare/runtime`.
+    pub runtime_requests: Vec<Req>,
+    /// The answer to the runtime fetch: status and body (`None`: 404).
+    pub runtime: Option<(u16, Value)>,
 }
 
 #[derive(Clone)]
@@ -212,6 +216,23 @@ impl ControlPlane {
                         br#"{"status":"ok"}"#,
                     ),
                 }
+            } else if req.method == "GET"
+                && path == format!("/v1/tunnels/{TUNNEL}/cloudflare/runtime")
+            {
+                let mut st = lock.lock().unwrap();
+                st.runtime_requests.push(req.clone());
+                let (status, body) = st.runtime.clone().unwrap_or((404, json!({})));
+                drop(st);
+                cv.notify_all();
+                respond(
+                    conn,
+                    status,
+                    &[
+                        ("Content-Type", "application/json"),
+                        ("Cache-Control", "no-store"),
+                    ],
+                    body.to_string().as_bytes(),
+                );
             } else {
                 respond(conn, 404, &[], b"{}");
             }
@@ -494,8 +515,25 @@ pub struct Tunnel {
 
 impl Tunnel {
     /// Starts `mcpwire tunnel run` against `cp` with `extra` flags; waits for its health
-    /// listener.
+    /// listener and its driver's start line.
     pub fn start(cp: &ControlPlane, extra: &[&str]) -> Tunnel {
+        let t = Tunnel::start_listening(cp, extra);
+        // The driver asked for is the one running.
+        let driver = DRIVER.with(Cell::get);
+        wait_for("the driver's start line", || {
+            t.log()
+                .lines()
+                .any(|l| {
+                    l.contains("tunnel client started") && l.contains(&format!("driver={driver}"))
+                })
+                .then_some(())
+        });
+        t
+    }
+
+    /// Starts `mcpwire tunnel run` like [`Tunnel::start`] but waits only for its health
+    /// listener (for start-ups that block or fail before the driver starts).
+    pub fn start_listening(cp: &ControlPlane, extra: &[&str]) -> Tunnel {
         let mut args: Vec<String> = [
             "tunnel",
             "run",
@@ -549,16 +587,6 @@ impl Tunnel {
                 .parse()
                 .ok()
         });
-        // The driver asked for is the one running.
-        let driver = DRIVER.with(Cell::get);
-        wait_for("the driver's start line", || {
-            let text = log.lock().unwrap().clone();
-            text.lines()
-                .any(|l| {
-                    l.contains("tunnel client started") && l.contains(&format!("driver={driver}"))
-                })
-                .then_some(())
-        });
         Tunnel { child, log, health }
     }
 
@@ -580,6 +608,15 @@ impl Tunnel {
             .unwrap_or(0);
         let body = text.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
         (status, body)
+    }
+
+    /// Waits for the client to exit on its own: (exit code, log).
+    pub fn wait_exit(mut self) -> (Option<i32>, String) {
+        let code = wait_for("the client to exit", || {
+            self.child.try_wait().unwrap().map(|s| s.code())
+        });
+        thread::sleep(Duration::from_millis(50));
+        (code, self.log())
     }
 
     /// Sends SIGTERM and waits for the exit code.
