@@ -13,6 +13,11 @@ use ureq::{Agent, Body, RequestExt, Timeout};
 /// How long a connection may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// ureq's read and write buffers per connection (its default is 128 KiB each). Every forward
+/// worker has its own agent, so with 100 workers the defaults alone hold 25 MiB; 16 KiB still
+/// fits any response head we accept, and bodies are streamed through it.
+const BUFFER_BYTES: usize = 16 * 1024;
+
 /// The agent for control-plane requests: statuses are answers, not errors; no redirects (the
 /// API key must not follow one to another host).
 pub fn control_agent() -> Agent {
@@ -20,6 +25,8 @@ pub fn control_agent() -> Agent {
         .http_status_as_error(false)
         .max_redirects(0)
         .timeout_connect(Some(CONNECT_TIMEOUT))
+        .input_buffer_size(BUFFER_BYTES)
+        .output_buffer_size(BUFFER_BYTES)
         .user_agent(concat!("mcpwire/", env!("CARGO_PKG_VERSION")))
         .build()
         .into()
@@ -30,6 +37,10 @@ pub fn mcp_agent() -> Agent {
     Agent::config_builder()
         .http_status_as_error(false)
         .timeout_connect(Some(CONNECT_TIMEOUT))
+        .input_buffer_size(BUFFER_BYTES)
+        .output_buffer_size(BUFFER_BYTES)
+        .max_idle_connections(4)
+        .max_idle_connections_per_host(4)
         .user_agent(concat!("mcpwire/", env!("CARGO_PKG_VERSION")))
         .build()
         .into()
