@@ -15,6 +15,7 @@
 //!   forward bodies are streamed to the engine (which bounds them), and a stdio binding bounds
 //!   its queue and frames.
 
+mod cloudflared;
 mod http;
 mod stdio;
 
@@ -25,6 +26,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use futures_rustls::rustls::ClientConfig;
 use mcpwire_core::http::{Method, Request, ResponseHead};
+use mcpwire_core::tunnel::cloudflare::CompanionState;
 use mcpwire_core::tunnel::engine::{CommandId, Forward, ForwardKind, Output, PollId, PostId};
 use mcpwire_core::tunnel::failure::{FailureSource, TunnelFailure};
 use mcpwire_core::tunnel::stdio::{session_termination_failure, StdioOutput};
@@ -115,6 +117,16 @@ pub enum Completion {
         /// The child's generation.
         generation: u64,
     },
+    /// The cloudflared companion's readiness changed.
+    CompanionProbe {
+        /// Its `/ready` said ready.
+        ready: bool,
+    },
+    /// The cloudflared companion exited on its own.
+    CompanionExited {
+        /// How it ended.
+        status: String,
+    },
     /// SIGINT or SIGTERM.
     Signal,
 }
@@ -142,6 +154,9 @@ struct Driver {
     report: Report,
     poll_timeout: Duration,
     stopping: Option<Instant>,
+    companion: Option<cloudflared::Managed>,
+    /// Why the client stops with an error (the companion died), if it does.
+    fatal: Option<String>,
 }
 
 /// Runs the tunnel until SIGINT/SIGTERM and the grace period, then returns.
@@ -176,6 +191,15 @@ async fn run_async(config: RunConfig, log: Arc<Logger>, status: Arc<Status>) -> 
         }
     }
     let tls = http::tls_config()?;
+    let companion = match &config.cloudflared {
+        None => None,
+        Some(cfg) => {
+            match cloudflared::start(cfg, &config.engine, &log, &status, &tls, &rx, &tx).await? {
+                cloudflared::Started::Running(c) => Some(c),
+                cloudflared::Started::Interrupted => return Ok(()),
+            }
+        }
+    };
     let mut d = Driver {
         engine,
         report: Report::new(Arc::clone(&log)),
@@ -192,6 +216,8 @@ async fn run_async(config: RunConfig, log: Arc<Logger>, status: Arc<Status>) -> 
         post_tasks: BTreeMap::new(),
         poll_timeout,
         stopping: None,
+        companion,
+        fatal: None,
     };
     for i in 0..d.stdio.len() {
         d.start_stdio(i, now);
@@ -211,7 +237,7 @@ async fn run_async(config: RunConfig, log: Arc<Logger>, status: Arc<Status>) -> 
         let stopping = d.stopping;
         d.report
             .metrics
-            .update(&d.engine.health(), None, stopping.is_some());
+            .update(&d.engine.health(), d.companion_state(), stopping.is_some());
         d.status.publish(d.report.metrics.clone());
         let now = Instant::now();
         if let Some(until) = stopping {
@@ -235,6 +261,9 @@ async fn run_async(config: RunConfig, log: Arc<Logger>, status: Arc<Status>) -> 
                 }
                 d.begin_shutdown(grace);
             }
+            Wake::Completion(Completion::CompanionExited { status }) => {
+                d.companion_exited(&status, grace);
+            }
             Wake::Completion(c) => d.complete(c),
             Wake::Deadline => {}
             Wake::Closed => break,
@@ -251,8 +280,14 @@ async fn run_async(config: RunConfig, log: Arc<Logger>, status: Arc<Status>) -> 
             }
         }
     }
+    if let Some(c) = d.companion.take() {
+        c.stop().await;
+    }
     d.finish();
-    Ok(())
+    match d.fatal {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// Why the loop woke up.
@@ -600,7 +635,32 @@ impl Driver {
                 }
             }
             Completion::StdioExit { chan, generation } => self.stdio_exit(chan, generation, now),
-            Completion::Signal => {}
+            Completion::CompanionProbe { ready } => {
+                if let Some(c) = &mut self.companion {
+                    c.probed(ready);
+                }
+            }
+            Completion::Signal | Completion::CompanionExited { .. } => {}
+        }
+    }
+
+    fn companion_state(&self) -> Option<CompanionState> {
+        self.companion.as_ref().map(cloudflared::Managed::state)
+    }
+
+    /// cloudflared exited on its own: the client stops (the blocking driver's policy).
+    fn companion_exited(&mut self, status: &str, grace: Duration) {
+        if let Some(c) = &mut self.companion {
+            c.exited();
+        }
+        if self.stopping.is_none() {
+            self.log.log(
+                Level::Error,
+                "cloudflared exited unexpectedly; the tunnel client stops",
+                &[("status", &status)],
+            );
+            self.fatal = Some(format!("cloudflared exited unexpectedly ({status})"));
+            self.begin_shutdown(grace);
         }
     }
 

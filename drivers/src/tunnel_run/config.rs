@@ -866,13 +866,6 @@ pub fn resolve(
         ..StdioConfig::default()
     };
     let cloudflared = cloudflared(args, env, read_file)?;
-    if cloudflared.is_some() && driver == Driver::Smol {
-        return Err(ConfigError(
-            "invalid --driver \"smol\": managed cloudflared (--cloudflared.managed or \
-             --cloudflared.token) runs on the blocking driver only for now; use --driver blocking"
-                .to_owned(),
-        ));
-    }
     Ok(RunConfig {
         engine,
         targets,

@@ -1,0 +1,488 @@
+//! The managed `cloudflared` companion on the smol driver: the runtime-token fetch (hyper on
+//! smol, [`super::http`]), the child (async-process), its readiness probe, watching it, and
+//! stopping it.
+//!
+//! The decisions are the core's ([`mcpwire_core::tunnel::cloudflare`]): what to request, what
+//! an answer means, how long to wait before another attempt, the child's argv and environment,
+//! what a probe answer means and how the companion's state moves. This module performs them,
+//! as the blocking driver's `cloudflared` module does with threads:
+//!
+//! - The token is held in memory only (never disk, argv or logs: it joins the logger's
+//!   redaction list the moment it is known) and reaches the child only in its environment.
+//! - Readiness comes from cloudflared's `GET /ready` on `--metrics 127.0.0.1:PORT` (a loopback
+//!   port reserved just before the start).
+//! - A watcher task probes readiness and notices the child's exit; the loop reflects both in
+//!   `/readyz`, and an unexpected exit stops the client (the blocking driver's policy).
+//! - On exit the child gets SIGTERM, then SIGKILL after [`CHILD_GRACE`]. The child is reaped
+//!   only through `try_status` under the one lock that also guards signalling it (async-process
+//!   reaps a live child only when asked), so a reused pid is never signalled.
+//! - A signal during start-up (the fetch, its retries, or the readiness wait) ends it cleanly.
+
+use std::net::{SocketAddr, TcpListener};
+use std::process::ExitStatus;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use futures_rustls::rustls::ClientConfig;
+use mcpwire_core::backoff::{Jitter, DEFAULT_RETRY_AFTER_CAP};
+use mcpwire_core::http::{Headers, Method, Request};
+use mcpwire_core::tunnel::cloudflare::{
+    self, after_probe, companion_args, companion_env, fetch_retry_in, keep_from_child_env,
+    parse_runtime_response, ready_from_probe, CompanionState, RuntimeError, READY_PATH,
+};
+use mcpwire_core::tunnel::engine::{Config, Secret};
+use smol::channel::{Receiver, Sender};
+use smol::future::FutureExt as _;
+use smol::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
+use smol::process::{Child, Command, Stdio};
+use smol::{Task, Timer};
+
+use super::{http, Completion};
+use crate::tunnel_run::config::{Cloudflared, CloudflaredToken};
+use crate::tunnel_run::health::{Metrics, Status};
+use crate::tunnel_run::log::{Level, Logger};
+
+/// How long the child may take to stop after SIGTERM before it is killed.
+pub const CHILD_GRACE: Duration = Duration::from_secs(5);
+/// How long one runtime fetch may take.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
+/// The most bytes of a runtime response read.
+const MAX_RUNTIME_BODY: u64 = 64 * 1024;
+/// How often readiness is probed while starting.
+const START_PROBE_EVERY: Duration = Duration::from_millis(200);
+/// How often readiness is probed once running.
+const PROBE_EVERY: Duration = Duration::from_secs(1);
+/// How often the watcher checks whether the child exited.
+const EXIT_CHECK_EVERY: Duration = Duration::from_millis(100);
+/// How long one probe may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// The most bytes of a probe answer read.
+const MAX_PROBE_BODY: u64 = 64 * 1024;
+/// How long reaping may take after SIGKILL.
+const KILL_WAIT: Duration = Duration::from_secs(2);
+/// The longest child output line logged (the rest of the line is dropped).
+const MAX_OUTPUT_LINE: usize = 4096;
+
+/// How the start-up ended.
+pub enum Started {
+    /// cloudflared runs and said ready; its watcher reports on the loop's channel.
+    Running(Managed),
+    /// A signal arrived first; nothing is left running.
+    Interrupted,
+}
+
+/// Starts the companion for `cfg`: the token (static or fetched), the child, the wait for its
+/// readiness (`/readyz` says "starting" meanwhile), then its watcher. A completion on `signals`
+/// (before the loop starts only the signal watcher sends there) ends the start-up cleanly.
+pub async fn start(
+    cfg: &Cloudflared,
+    engine: &Config,
+    log: &Arc<Logger>,
+    status: &Status,
+    tls: &Arc<ClientConfig>,
+    signals: &Receiver<Completion>,
+    tx: &Sender<Completion>,
+) -> Result<Started, String> {
+    status.publish(Metrics {
+        not_ready: CompanionState::Starting
+            .not_ready_reason()
+            .map(str::to_owned),
+        ..Metrics::default()
+    });
+    let token = match async { Some(token(cfg, engine, log, tls).await) }
+        .or(signalled(signals))
+        .await
+    {
+        Some(token) => token.map_err(|e| format!("managed cloudflared: {e}"))?,
+        None => {
+            log.log(
+                Level::Info,
+                "signal received while fetching the cloudflared token: stopping",
+                &[],
+            );
+            return Ok(Started::Interrupted);
+        }
+    };
+    let companion =
+        Companion::start(cfg, &token, log).map_err(|e| format!("managed cloudflared: {e}"))?;
+    drop(token);
+    let ready = async { Some(companion.wait_ready(tls, cfg.ready_timeout).await) }
+        .or(signalled(signals))
+        .await;
+    match ready {
+        Some(Ok(())) => {}
+        Some(Err(e)) => {
+            companion.stop().await;
+            return Err(format!("managed cloudflared: {e}"));
+        }
+        None => {
+            log.log(
+                Level::Info,
+                "signal received while cloudflared was starting: stopping",
+                &[],
+            );
+            companion.stop().await;
+            return Ok(Started::Interrupted);
+        }
+    }
+    log.log(Level::Info, "cloudflared ready", &[]);
+    let watcher = companion.watch(Arc::clone(tls), tx.clone());
+    Ok(Started::Running(Managed {
+        companion,
+        watcher: Some(watcher),
+        state: CompanionState::Ready,
+        log: Arc::clone(log),
+    }))
+}
+
+/// `None` once a completion (a signal) arrives on `signals`.
+async fn signalled<T>(signals: &Receiver<Completion>) -> Option<T> {
+    let _ = signals.recv().await;
+    None
+}
+
+/// The token for the companion: the static one, or one fetched from the control plane (no
+/// cache: fetched once per start-up, kept in memory only), retried as the core says. The token
+/// is added to the log's redaction list before this returns.
+async fn token(
+    cfg: &Cloudflared,
+    engine: &Config,
+    log: &Logger,
+    tls: &Arc<ClientConfig>,
+) -> Result<Secret, String> {
+    if let CloudflaredToken::Static(token) = &cfg.token {
+        log.add_secret(token.expose());
+        log.log(
+            Level::Info,
+            "cloudflared token: static (managed runtime fetch skipped)",
+            &[],
+        );
+        return Ok(token.clone());
+    }
+    let request = cloudflare::runtime_request(engine).map_err(|e| e.to_string())?;
+    let mut jitter = Jitter::new(crate::tunnel_run::config::random_u64());
+    let mut attempt = 1;
+    loop {
+        match fetch_once(tls, &request).await {
+            Ok(runtime) => {
+                log.add_secret(runtime.token.expose());
+                log.log(
+                    Level::Info,
+                    "cloudflared token: fetched from the control plane",
+                    &[
+                        ("cloudflare_tunnel_id", &runtime.tunnel.tunnel_id),
+                        ("cloudflare_tunnel_name", &runtime.tunnel.name),
+                    ],
+                );
+                return Ok(runtime.token);
+            }
+            Err(e) => match fetch_retry_in(&e, attempt, jitter.next_u64()) {
+                Some(wait) => {
+                    log.log(
+                        Level::Warn,
+                        "managed Cloudflare runtime fetch failed; retrying",
+                        &[
+                            ("error", &e),
+                            ("attempt", &attempt),
+                            ("retry_in_ms", &wait.as_millis()),
+                        ],
+                    );
+                    Timer::after(wait).await;
+                    attempt += 1;
+                }
+                None => return Err(e.to_string()),
+            },
+        }
+    }
+}
+
+/// One runtime fetch, bounded by [`FETCH_TIMEOUT`] and [`MAX_RUNTIME_BODY`].
+async fn fetch_once(
+    tls: &Arc<ClientConfig>,
+    request: &Request,
+) -> Result<cloudflare::ManagedRuntime, RuntimeError> {
+    let exchange = async {
+        let mut ex = http::send(tls, request).await?;
+        let body = ex.read_to_vec(MAX_RUNTIME_BODY).await?;
+        Ok::<_, http::HttpError>((ex.head, body))
+    };
+    let (head, body) = exchange
+        .or(async {
+            Timer::after(FETCH_TIMEOUT).await;
+            Err(http::HttpError::TimedOut)
+        })
+        .await
+        .map_err(|e| RuntimeError::Transport {
+            // The error's kind only: never the URL's query or a header.
+            detail: format!("{e:?}"),
+        })?;
+    parse_runtime_response(&head, &body, SystemTime::now(), DEFAULT_RETRY_AFTER_CAP)
+}
+
+/// A running companion, its watcher, and its state as the loop knows it.
+pub struct Managed {
+    companion: Companion,
+    watcher: Option<Task<()>>,
+    state: CompanionState,
+    log: Arc<Logger>,
+}
+
+impl Managed {
+    /// The companion's state, for `/readyz`.
+    pub fn state(&self) -> CompanionState {
+        self.state
+    }
+
+    /// The watcher saw readiness change (the core decides the next state; a change is logged).
+    pub fn probed(&mut self, ready: bool) {
+        let next = after_probe(self.state, ready);
+        if next != self.state {
+            let level = if ready { Level::Info } else { Level::Warn };
+            let why = next.not_ready_reason().unwrap_or("ready");
+            self.log
+                .log(level, "cloudflared readiness changed", &[("state", &why)]);
+        }
+        self.state = next;
+    }
+
+    /// The watcher saw the child exit.
+    pub fn exited(&mut self) {
+        self.state = CompanionState::Exited;
+    }
+
+    /// Stops the watcher, then the child (SIGTERM, SIGKILL after [`CHILD_GRACE`]), and logs
+    /// how it ended.
+    pub async fn stop(mut self) {
+        if let Some(watcher) = self.watcher.take() {
+            watcher.cancel().await;
+        }
+        let status = self
+            .companion
+            .stop()
+            .await
+            .map_or_else(|| "unknown".to_owned(), |s| s.to_string());
+        self.log
+            .log(Level::Info, "cloudflared stopped", &[("status", &status)]);
+    }
+}
+
+/// The child and where its readiness is asked.
+struct Companion {
+    child: Arc<Mutex<Child>>,
+    metrics: SocketAddr,
+}
+
+/// A loopback port free a moment ago, for cloudflared's `--metrics` listener.
+fn reserve_loopback() -> std::io::Result<SocketAddr> {
+    TcpListener::bind("127.0.0.1:0")?.local_addr()
+}
+
+fn try_status(child: &Mutex<Child>) -> Option<ExitStatus> {
+    child
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .try_status()
+        .ok()
+        .flatten()
+}
+
+impl Companion {
+    /// Starts `cfg.path tunnel --no-autoupdate --metrics 127.0.0.1:PORT run` with the token in
+    /// its environment only, its output copied to the log (redacted).
+    fn start(cfg: &Cloudflared, token: &Secret, log: &Arc<Logger>) -> Result<Self, String> {
+        let metrics = reserve_loopback()
+            .map_err(|e| format!("cannot reserve a loopback port for cloudflared: {e}"))?;
+        let mut cmd = Command::new(&cfg.path);
+        cmd.args(companion_args(&metrics.to_string()));
+        let extra: Vec<&str> = cfg.secret_vars.iter().map(String::as_str).collect();
+        for (name, _) in std::env::vars_os() {
+            if name
+                .to_str()
+                .is_some_and(|n| keep_from_child_env(n, &extra))
+            {
+                cmd.env_remove(&name);
+            }
+        }
+        cmd.envs(companion_env(token))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Whatever path leaves it behind, the child does not outlive its handle.
+            .kill_on_drop(true);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start cloudflared {:?}: {e}", cfg.path))?;
+        if let Some(out) = child.stdout.take() {
+            let log = Arc::clone(log);
+            smol::spawn(async move { output_loop(out, &log, "stdout").await }).detach();
+        }
+        if let Some(err) = child.stderr.take() {
+            let log = Arc::clone(log);
+            smol::spawn(async move { output_loop(err, &log, "stderr").await }).detach();
+        }
+        log.log(
+            Level::Info,
+            "cloudflared started",
+            &[("pid", &child.id()), ("metrics_addr", &metrics)],
+        );
+        Ok(Companion {
+            child: Arc::new(Mutex::new(child)),
+            metrics,
+        })
+    }
+
+    /// Waits until cloudflared's `/ready` says ready, or fails when it exits or `timeout`
+    /// passes.
+    async fn wait_ready(&self, tls: &Arc<ClientConfig>, timeout: Duration) -> Result<(), String> {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = try_status(&self.child) {
+                return Err(format!("cloudflared exited before it was ready ({status})"));
+            }
+            if probe(tls, self.metrics).await {
+                return Ok(());
+            }
+            if start.elapsed() >= timeout {
+                return Err(format!(
+                    "cloudflared did not report ready within {}ms (GET http://{}{READY_PATH})",
+                    timeout.as_millis(),
+                    self.metrics
+                ));
+            }
+            Timer::after(START_PROBE_EVERY).await;
+        }
+    }
+
+    /// A task that reports each readiness change and the child's exit on `tx`; it ends after
+    /// the exit (or when cancelled by [`Managed::stop`]).
+    fn watch(&self, tls: Arc<ClientConfig>, tx: Sender<Completion>) -> Task<()> {
+        let child = Arc::clone(&self.child);
+        let metrics = self.metrics;
+        smol::spawn(async move {
+            let mut last = true; // wait_ready saw it ready
+            let mut next_probe = Instant::now() + PROBE_EVERY;
+            loop {
+                if let Some(status) = try_status(&child) {
+                    let status = status.to_string();
+                    let _ = tx.send(Completion::CompanionExited { status }).await;
+                    return;
+                }
+                if Instant::now() >= next_probe {
+                    let ready = probe(&tls, metrics).await;
+                    if ready != last {
+                        last = ready;
+                        if tx.send(Completion::CompanionProbe { ready }).await.is_err() {
+                            return;
+                        }
+                    }
+                    next_probe = Instant::now() + PROBE_EVERY;
+                }
+                Timer::after(EXIT_CHECK_EVERY).await;
+            }
+        })
+    }
+
+    /// Stops the child: SIGTERM, then SIGKILL after [`CHILD_GRACE`]; reaps it. Returns how it
+    /// ended, when known.
+    async fn stop(&self) -> Option<ExitStatus> {
+        {
+            let mut child = self.child.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Ok(Some(status)) = child.try_status() {
+                return Some(status);
+            }
+            // Not reaped (checked under this lock): the pid is still this child's.
+            terminate(&child);
+        }
+        let start = Instant::now();
+        while start.elapsed() < CHILD_GRACE {
+            if let Some(status) = try_status(&self.child) {
+                return Some(status);
+            }
+            Timer::after(Duration::from_millis(20)).await;
+        }
+        let status = {
+            let mut child = self.child.lock().unwrap_or_else(PoisonError::into_inner);
+            let _ = child.kill();
+            child.status()
+        };
+        status
+            .or(async {
+                Timer::after(KILL_WAIT).await;
+                Err(std::io::ErrorKind::TimedOut.into())
+            })
+            .await
+            .ok()
+    }
+}
+
+#[cfg(unix)]
+fn terminate(child: &Child) {
+    let pid = i32::try_from(child.id())
+        .ok()
+        .and_then(rustix::process::Pid::from_raw);
+    if let Some(pid) = pid {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+    }
+}
+
+#[cfg(not(unix))]
+fn terminate(_child: &Child) {}
+
+/// One `GET /ready` on cloudflared's metrics listener, bounded by [`PROBE_TIMEOUT`]; false on
+/// any failure.
+async fn probe(tls: &Arc<ClientConfig>, addr: SocketAddr) -> bool {
+    let request = Request {
+        method: Method::Get,
+        url: format!("http://{addr}{READY_PATH}"),
+        headers: Headers::new(),
+        body: Vec::new(),
+    };
+    let exchange = async {
+        let mut ex = http::send(tls, &request).await.ok()?;
+        let body = ex.read_to_vec(MAX_PROBE_BODY).await.ok()?;
+        Some(ready_from_probe(ex.head.status, &body))
+    };
+    exchange
+        .or(async {
+            Timer::after(PROBE_TIMEOUT).await;
+            None
+        })
+        .await
+        .unwrap_or(false)
+}
+
+/// Copies the child's output to the log line by line (redacted by the logger); an over-long
+/// line is cut at [`MAX_OUTPUT_LINE`] bytes and its rest dropped.
+async fn output_loop(pipe: impl AsyncRead + Unpin, log: &Logger, stream: &str) {
+    let mut reader = BufReader::new(pipe);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let mut limited = (&mut reader).take(MAX_OUTPUT_LINE as u64);
+        match limited.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        if !line.ends_with(b"\n") {
+            let mut rest = Vec::new();
+            loop {
+                rest.clear();
+                let mut chunk = (&mut reader).take(MAX_OUTPUT_LINE as u64);
+                match chunk.read_until(b'\n', &mut rest).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) if rest.ends_with(b"\n") => break,
+                    Ok(_) => {}
+                }
+            }
+        }
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end();
+        if !text.is_empty() {
+            log.log(
+                Level::Info,
+                "cloudflared output",
+                &[("stream", &stream), ("line", &text)],
+            );
+        }
+    }
+}
