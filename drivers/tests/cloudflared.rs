@@ -271,6 +271,39 @@ fn a_static_token_takes_precedence_and_skips_the_runtime_fetch() {
 }
 
 #[test]
+fn a_busy_runtime_endpoint_is_retried_and_the_token_it_later_gives_is_used() {
+    each_driver(|| {
+        let (cp, mcp, fake) = (ControlPlane::start(), McpServer::start(), Fake::new("busy"));
+        cp.with(|s| {
+            s.runtime = Some((503, json!({"error": {"message": "later", "code": "busy"}})))
+        });
+        let t = mcp_tunnel(&cp, &mcp, &fake, &["--cloudflared.managed"]);
+        wait_for("the first runtime fetch", || {
+            cp.with(|s| (!s.runtime_requests.is_empty()).then_some(()))
+        });
+        runtime_ok(&cp, FETCHED);
+        fake.serve_ready(Arc::new(AtomicU16::new(200)));
+        wait_for("/readyz to say ready", || {
+            (readyz(&t).0 == 200).then_some(())
+        });
+        assert!(cp.with(|s| s.runtime_requests.len()) >= 2);
+        let env = fake.env();
+        assert!(
+            env.lines().any(|l| l == format!("TUNNEL_TOKEN={FETCHED}")),
+            "{env}"
+        );
+        let (code, log) = t.terminate();
+        assert_eq!(code, Some(0), "{log}");
+        assert!(
+            log.lines()
+                .any(|l| l.contains("fetch failed; retrying") && l.contains("HTTP 503")),
+            "{log}"
+        );
+        assert!(!log.contains(FETCHED), "{log}");
+    });
+}
+
+#[test]
 fn unauthorized_runtime_fetch_stops_start_up_with_a_clear_line_and_no_fallback() {
     each_driver(|| {
         let (cp, mcp, fake) = (
