@@ -37,6 +37,8 @@ each_driver!(
     a_target_json_rpc_error_is_preserved_exactly,
     response_headers_are_stripped_to_the_allowlist,
     secrets_never_reach_the_logs,
+    a_stop_ends_polling_and_lets_the_in_flight_call_finish,
+    a_second_stop_ends_the_client_at_once,
 );
 
 fn http_stack(driver: Driver) -> (ControlPlaneHandleAlias, McpHandleAlias, Tunnel) {
@@ -655,4 +657,69 @@ fn secrets_never_reach_the_logs(d: Driver) {
     for secret in [KEY, "shard-secret-req_s", "user-token-e2e-secret"] {
         assert!(!log.contains(secret), "{secret} in the log:\n{log}");
     }
+}
+
+/// Shutdown (issue 4, "SIGINT/SIGTERM"): a stop, as SIGTERM, stops polling and lets the
+/// command in flight finish and post its result within the grace period, then the client
+/// returns.
+fn a_stop_ends_polling_and_lets_the_in_flight_call_finish(d: Driver) {
+    let cp = plane();
+    let mcp = reference_server();
+    let url = mcp.url();
+    let t = Tunnel::start(d, &cp, |a| {
+        a.server_urls = vec![url];
+        a.grace = Some("30s".to_owned());
+    });
+    enqueue(
+        &cp,
+        vec![command(
+            "req_slow",
+            Some("30s"),
+            call(1, "slow", json!({"ms": 1500})),
+        )],
+    );
+    wait_for("the slow call to reach the MCP server", || {
+        mcp.server()
+            .stats()
+            .tool_calls
+            .contains_key("slow")
+            .then_some(())
+    });
+    let log = t.stop();
+    assert!(log.contains("polling stopped"), "{log}");
+    let posts = posts_for(&cp, "req_slow");
+    assert_eq!(posts.len(), 1, "{posts:?}");
+    assert_eq!(posts[0].0, 200, "{posts:?}");
+    assert_eq!(text_of(&posts[0].1), "slept 1500 ms");
+    assert_eq!(mcp.server().stats().cancelled, 0);
+}
+
+/// Shutdown: a second stop, as a second SIGTERM, ends the client at once, without waiting for
+/// the command in flight or the rest of the grace period (60 s here, twice the longest wait).
+fn a_second_stop_ends_the_client_at_once(d: Driver) {
+    let cp = plane();
+    let mcp = reference_server();
+    let url = mcp.url();
+    let t = Tunnel::start(d, &cp, |a| {
+        a.server_urls = vec![url];
+        a.grace = Some("60s".to_owned());
+    });
+    enqueue(
+        &cp,
+        vec![command(
+            "req_slow",
+            Some("120s"),
+            call(1, "slow", json!({"ms": 60000})),
+        )],
+    );
+    wait_for("the slow call to reach the MCP server", || {
+        mcp.server()
+            .stats()
+            .tool_calls
+            .contains_key("slow")
+            .then_some(())
+    });
+    let log = t.stop_twice();
+    assert!(log.contains("second signal: stopping now"), "{log}");
+    assert!(posts_for(&cp, "req_slow").is_empty());
 }

@@ -18,6 +18,7 @@ use mcpwire_drivers::dev::ApiKey;
 use mcpwire_drivers::tunnel_run::config::{self, RunArgs};
 use mcpwire_drivers::tunnel_run::health::{self, Status};
 use mcpwire_drivers::tunnel_run::log::{Level, Logger};
+use mcpwire_drivers::tunnel_run::stop::Stopper;
 use serde_json::{json, Value};
 
 /// The tunnel clients' API key (a test greps the logs for it).
@@ -33,6 +34,8 @@ pub const PATIENCE: Duration = Duration::from_secs(30);
 pub enum Driver {
     /// ureq, std threads, `std::process`.
     Blocking,
+    /// hyper 1 on smol's sockets, smol tasks, async-process.
+    Smol,
 }
 
 impl Driver {
@@ -40,12 +43,12 @@ impl Driver {
     pub fn flag(self) -> &'static str {
         match self {
             Driver::Blocking => "blocking",
+            Driver::Smol => "smol",
         }
     }
 }
 
-/// `each_driver!(a, b)` makes `a::blocking` (and, once built, `a::smol`) tests calling
-/// `a(Driver::...)`.
+/// `each_driver!(a, b)` makes `a::blocking` and `a::smol` tests calling `a(Driver::...)`.
 #[macro_export]
 macro_rules! each_driver {
     ($($name:ident),* $(,)?) => {$(
@@ -53,6 +56,10 @@ macro_rules! each_driver {
             #[test]
             fn blocking() {
                 super::$name(super::Driver::Blocking)
+            }
+            #[test]
+            fn smol() {
+                super::$name(super::Driver::Smol)
             }
         }
     )*};
@@ -129,7 +136,7 @@ impl Captured {
 
 /// A running tunnel client: its health listener, status and log. Stopped on drop.
 pub struct Tunnel {
-    stop: Box<dyn Fn() -> bool + Send>,
+    stop: Stopper,
     join: Option<thread::JoinHandle<Result<(), String>>>,
     log: Captured,
     pub health: SocketAddr,
@@ -171,23 +178,36 @@ impl Tunnel {
         let status = Status::new();
         health::serve(listener, Arc::clone(&status));
         let (tx, rx) = mpsc::channel();
+        let on_start = move |stopper: Stopper| {
+            tx.send(stopper)
+                .map_err(|_| "the test went away".to_owned())
+        };
         let join = match driver {
             Driver::Blocking => thread::spawn(move || {
-                mcpwire_drivers::blocking::run_with(config, logger, status, move |stopper| {
-                    let stop: Box<dyn Fn() -> bool + Send> = Box::new(move || stopper.stop());
-                    tx.send(stop).map_err(|_| "the test went away".to_owned())
-                })
+                mcpwire_drivers::blocking::run_with(config, logger, status, on_start)
+            }),
+            Driver::Smol => thread::spawn(move || {
+                mcpwire_drivers::smol::run_with(config, logger, status, on_start)
             }),
         };
         let stop = rx
             .recv_timeout(PATIENCE)
             .expect("the tunnel client started");
-        Tunnel {
+        let t = Tunnel {
             stop,
             join: Some(join),
             log,
             health,
-        }
+        };
+        // The chosen driver, not another one, runs the engine.
+        let started = format!("driver={}", driver.flag());
+        wait_for("the driver's start line", || {
+            let text = t.log();
+            let line = text.lines().find(|l| l.contains("tunnel client started"))?;
+            assert!(line.contains(&started), "{line}");
+            Some(())
+        });
+        t
     }
 
     /// The log so far.
@@ -215,7 +235,7 @@ impl Tunnel {
 
     /// Stops it as SIGTERM would, waits for it, and returns its whole log.
     pub fn stop(mut self) -> String {
-        (self.stop)();
+        self.stop.stop();
         if let Some(j) = self.join.take() {
             j.join().unwrap().unwrap();
         }
@@ -223,11 +243,26 @@ impl Tunnel {
     }
 }
 
+impl Tunnel {
+    /// Stops it twice, as a second SIGTERM would; waits (at most [`PATIENCE`]) for it to end
+    /// and returns its whole log.
+    pub fn stop_twice(mut self) -> String {
+        self.stop.stop();
+        self.stop.stop();
+        let join = self.join.take().expect("running");
+        wait_for("the tunnel client to end after a second stop", || {
+            join.is_finished().then_some(())
+        });
+        join.join().unwrap().unwrap();
+        self.log.text()
+    }
+}
+
 impl Drop for Tunnel {
     fn drop(&mut self) {
         if let Some(j) = self.join.take() {
-            (self.stop)();
-            (self.stop)();
+            self.stop.stop();
+            self.stop.stop();
             let _ = j.join();
         }
     }

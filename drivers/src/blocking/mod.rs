@@ -22,7 +22,6 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
-use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
 use mcpwire_core::http::{Method, Request, ResponseHead};
@@ -41,6 +40,8 @@ use crate::tunnel_run::config::{RunConfig, TargetKind};
 use crate::tunnel_run::health::{Metrics, Status};
 use crate::tunnel_run::log::{Level, Logger};
 use crate::tunnel_run::report::Report;
+use crate::tunnel_run::stop::watch_signals;
+pub use crate::tunnel_run::stop::Stopper;
 
 /// The largest poll response body read.
 pub const MAX_POLL_BODY: u64 = 64 * 1024 * 1024;
@@ -164,27 +165,8 @@ struct Driver {
 /// Runs the tunnel until SIGINT/SIGTERM and the grace period, then returns.
 pub fn run(config: RunConfig, log: Arc<Logger>, status: Arc<Status>) -> Result<(), String> {
     run_with(config, log, status, |stopper| {
-        watch_signals(stopper.0).map_err(|e| format!("cannot install signal handlers: {e}"))
+        watch_signals(stopper).map_err(|e| format!("cannot install signal handlers: {e}"))
     })
-}
-
-/// Stops a tunnel started with [`run_with`] as SIGTERM would: polling stops, in-flight
-/// commands finish within the grace period, then [`run_with`] returns. A second `stop` ends it
-/// at once.
-#[derive(Clone)]
-pub struct Stopper(SyncSender<Completion>);
-
-impl std::fmt::Debug for Stopper {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Stopper")
-    }
-}
-
-impl Stopper {
-    /// Asks the tunnel to stop; false when it has already stopped.
-    pub fn stop(&self) -> bool {
-        self.0.send(Completion::Signal).is_ok()
-    }
 }
 
 /// Runs the tunnel in this thread until `on_start`'s [`Stopper`] is used (no signal handlers
@@ -197,7 +179,10 @@ pub fn run_with(
 ) -> Result<(), String> {
     let now = Instant::now();
     let (tx, rx) = mpsc::sync_channel::<Completion>(COMPLETIONS);
-    on_start(Stopper(tx.clone()))?;
+    let signal = tx.clone();
+    on_start(Stopper::new(move || {
+        signal.send(Completion::Signal).is_ok()
+    }))?;
     let grace = config.grace;
     let max_in_flight = config.engine.max_in_flight;
     let max_forwards = config.engine.max_concurrent_forwards;
@@ -362,21 +347,6 @@ pub fn run_with(
         Some(e) => Err(e),
         None => Ok(()),
     }
-}
-
-fn watch_signals(tx: SyncSender<Completion>) -> std::io::Result<()> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
-    thread::Builder::new()
-        .name("signals".into())
-        .spawn(move || {
-            for _ in signals.forever() {
-                if tx.send(Completion::Signal).is_err() {
-                    return;
-                }
-            }
-        })?;
-    Ok(())
 }
 
 impl Driver {

@@ -21,7 +21,6 @@ mod stdio;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
 use futures_rustls::rustls::ClientConfig;
@@ -41,6 +40,8 @@ use crate::tunnel_run::config::{RunConfig, TargetKind};
 use crate::tunnel_run::health::Status;
 use crate::tunnel_run::log::{Level, Logger};
 use crate::tunnel_run::report::Report;
+use crate::tunnel_run::stop::watch_signals;
+pub use crate::tunnel_run::stop::Stopper;
 
 /// The largest poll response body read.
 pub const MAX_POLL_BODY: u64 = 64 * 1024 * 1024;
@@ -161,13 +162,34 @@ struct Driver {
 
 /// Runs the tunnel until SIGINT/SIGTERM and the grace period, then returns.
 pub fn run(config: RunConfig, log: Arc<Logger>, status: Arc<Status>) -> Result<(), String> {
-    smol::block_on(run_async(config, log, status))
+    run_with(config, log, status, |stopper| {
+        watch_signals(stopper).map_err(|e| format!("cannot install signal handlers: {e}"))
+    })
 }
 
-async fn run_async(config: RunConfig, log: Arc<Logger>, status: Arc<Status>) -> Result<(), String> {
+/// Runs the tunnel in this thread (on smol's executor) until `on_start`'s [`Stopper`] is used
+/// (no signal handlers are installed), for a tunnel inside another program (tests).
+pub fn run_with(
+    config: RunConfig,
+    log: Arc<Logger>,
+    status: Arc<Status>,
+    on_start: impl FnOnce(Stopper) -> Result<(), String>,
+) -> Result<(), String> {
+    smol::block_on(run_async(config, log, status, on_start))
+}
+
+async fn run_async(
+    config: RunConfig,
+    log: Arc<Logger>,
+    status: Arc<Status>,
+    on_start: impl FnOnce(Stopper) -> Result<(), String>,
+) -> Result<(), String> {
     let now = Instant::now();
     let (tx, rx) = channel::bounded::<Completion>(COMPLETIONS);
-    watch_signals(tx.clone()).map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    let signal = tx.clone();
+    on_start(Stopper::new(move || {
+        signal.send_blocking(Completion::Signal).is_ok()
+    }))?;
     let grace = config.grace;
     let poll_timeout = config.engine.poll_wait + POLL_GUARD;
     let engine = Engine::new(config.engine.clone(), now).map_err(|e| e.to_string())?;
@@ -315,21 +337,6 @@ async fn next_completion(rx: &Receiver<Completion>, deadline: Option<Instant>) -
         }
         None => recv.await,
     }
-}
-
-fn watch_signals(tx: Sender<Completion>) -> std::io::Result<()> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
-    thread::Builder::new()
-        .name("signals".into())
-        .spawn(move || {
-            for _ in signals.forever() {
-                if tx.send_blocking(Completion::Signal).is_err() {
-                    return;
-                }
-            }
-        })?;
-    Ok(())
 }
 
 impl Driver {

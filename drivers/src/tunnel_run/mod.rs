@@ -2,12 +2,13 @@
 //!
 //! [`config`] resolves flags and environment variables; [`health`] serves `/healthz`,
 //! `/readyz` and `/metrics`; [`log`] writes redacted one-line logs; the driver chosen with
-//! `--driver` runs the engine.
+//! `--driver` runs the engine; [`stop`] stops it (on a signal, or from an embedding program).
 
 pub mod config;
 pub mod health;
 pub mod log;
 pub mod report;
+pub mod stop;
 
 use std::net::TcpListener;
 use std::process::ExitCode;
