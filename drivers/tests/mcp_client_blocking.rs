@@ -112,6 +112,29 @@ fn op_error(e: Error) -> OpError {
     }
 }
 
+/// Cancels `client`'s running operation from another thread, again and again until `stop`
+/// (bounded): whichever attempt lands while the call runs cancels it.
+fn keep_cancelling(
+    c: &McpClient,
+) -> (
+    Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<()>,
+) {
+    let canceller = c.canceller();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let t = std::thread::spawn(move || {
+        for _ in 0..200 {
+            if flag.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            canceller.cancel();
+        }
+    });
+    (stop, t)
+}
+
 // ---------------------------------------------------------------------------------------------
 // HTTP
 
@@ -283,6 +306,26 @@ fn http_slow_call_times_out_and_the_server_sees_the_client_go_away() {
     assert_eq!(
         text_of(&c.call_tool("echo", json!({"text": "x"})).unwrap()),
         "x"
+    );
+}
+
+#[test]
+fn http_cancel_from_another_thread_ends_the_call_and_closes_its_exchange() {
+    let srv = server(EraMode::Dual);
+    let mut c = McpClient::connect_http(&srv.url(), ClientOptions::default()).unwrap();
+    let (stop, t) = keep_cancelling(&c);
+    let e = c.call_tool("slow", json!({"ms": 20_000})).unwrap_err();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    t.join().unwrap();
+    assert!(matches!(e, Error::Cancelled), "{e:?}");
+    let until = Instant::now() + Duration::from_secs(10);
+    while srv.server().stats().cancelled == 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(srv.server().stats().cancelled, 1);
+    assert_eq!(
+        text_of(&c.call_tool("echo", json!({"text": "z"})).unwrap()),
+        "z"
     );
 }
 
@@ -504,6 +547,21 @@ fn stdio_slow_call_times_out_and_the_client_stays_usable() {
     assert_eq!(
         text_of(&c.call_tool("echo", json!({"text": "y"})).unwrap()),
         "y"
+    );
+}
+
+#[test]
+fn stdio_cancel_from_another_thread_ends_the_call_and_the_client_stays_usable() {
+    let mut c = stdio("modern", ClientOptions::default());
+    c.discover().unwrap();
+    let (stop, t) = keep_cancelling(&c);
+    let e = c.call_tool("slow", json!({"ms": 20_000})).unwrap_err();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    t.join().unwrap();
+    assert!(matches!(e, Error::Cancelled), "{e:?}");
+    assert_eq!(
+        text_of(&c.call_tool("echo", json!({"text": "w"})).unwrap()),
+        "w"
     );
 }
 

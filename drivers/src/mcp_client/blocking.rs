@@ -29,6 +29,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
@@ -83,6 +84,27 @@ enum Input {
     },
     Line(String),
     StdioClosed,
+    /// A [`Canceller`] asked to cancel this operation (ignored unless it is still running).
+    Cancel(OpId),
+}
+
+/// Cancels the operation an [`McpClient`] is running, from another thread. The operation then
+/// ends with [`Error::Cancelled`] (on HTTP its exchange is closed; on stdio the server gets
+/// `notifications/cancelled`). Without an operation running it does nothing.
+#[derive(Clone, Debug)]
+pub struct Canceller {
+    tx: SyncSender<Input>,
+    running: Arc<AtomicU64>,
+}
+
+impl Canceller {
+    /// Cancels the running operation (if none runs, or the client is gone, nothing happens).
+    pub fn cancel(&self) {
+        let running = self.running.load(Ordering::SeqCst);
+        if running > 0 {
+            let _ = self.tx.send(Input::Cancel(OpId(running - 1)));
+        }
+    }
 }
 
 struct HttpLink {
@@ -118,6 +140,10 @@ pub struct McpClient {
     subscription_events: VecDeque<subscription::Event>,
     /// The transport's last error (HTTP), for the message of an operation it failed.
     last_cause: Option<String>,
+    /// The operation a method is running.
+    current: Option<OpId>,
+    /// The same, for [`Canceller`]s: its id plus one, 0 for none.
+    running: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for McpClient {
@@ -229,6 +255,8 @@ impl McpClient {
             finished: BTreeMap::new(),
             subscription_events: VecDeque::new(),
             last_cause: None,
+            current: None,
+            running: Arc::new(AtomicU64::new(0)),
         };
         client.drain();
         client
@@ -237,6 +265,14 @@ impl McpClient {
     /// Sets the host hooks (elicitation answers, progress, notifications, events).
     pub fn set_host(&mut self, host: Box<dyn Host + Send>) {
         self.host = host;
+    }
+
+    /// A handle that cancels the running operation from another thread.
+    pub fn canceller(&self) -> Canceller {
+        Canceller {
+            tx: self.tx.clone(),
+            running: Arc::clone(&self.running),
+        }
     }
 
     /// The era and version in use, once known.
@@ -394,6 +430,15 @@ impl McpClient {
 
     /// Runs the loop until `op` ends.
     fn wait_for(&mut self, op: OpId) -> Result<String, Error> {
+        self.current = Some(op);
+        self.running.store(op.0.saturating_add(1), Ordering::SeqCst);
+        let outcome = self.wait_for_current(op);
+        self.running.store(0, Ordering::SeqCst);
+        self.current = None;
+        outcome
+    }
+
+    fn wait_for_current(&mut self, op: OpId) -> Result<String, Error> {
         loop {
             self.drain();
             if let Some(outcome) = self.finished.remove(&op) {
@@ -461,6 +506,8 @@ impl McpClient {
                 self.reap();
                 self.core.handle_stdio_closed(now)
             }
+            Input::Cancel(op) if self.current == Some(op) => self.core.cancel(now, op),
+            Input::Cancel(_) => Ok(()),
         };
         self.drain();
     }
