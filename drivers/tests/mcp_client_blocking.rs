@@ -601,3 +601,20 @@ fn stdio_missing_program_is_a_spawn_error() {
     .unwrap_err();
     assert!(matches!(e, Error::Spawn { .. }), "{e:?}");
 }
+
+#[test]
+fn pinned_era_event_reaches_a_host_set_after_connecting() {
+    let srv = server(EraMode::Modern);
+    let options = ClientOptions::default().with_protocol(ProtocolChoice::Modern);
+    let mut c = McpClient::connect_http(&srv.url(), options).unwrap();
+    let seen = recorder(&mut c, None);
+    c.discover().unwrap();
+    assert!(seen.lock().unwrap().events.iter().any(|e| matches!(
+        e,
+        Event::EraDetected {
+            era: Era::Modern,
+            evidence: EraEvidence::Configured,
+            ..
+        }
+    )));
+}

@@ -119,6 +119,8 @@ struct StdioLink {
     child: Child,
     stdin: Option<Sender<String>>,
     stderr: Arc<Mutex<StderrTail>>,
+    /// Closed by the stderr reader when the child's stderr ends.
+    stderr_done: Receiver<()>,
     /// How the child ended, once it did.
     exit: Option<String>,
 }
@@ -233,20 +235,28 @@ impl McpClient {
         let out_tx = tx.clone();
         spawn("mcp-stdio-out", move || read_lines(stdout, &out_tx)).map_err(spawn_err)?;
         let tail = Arc::clone(&stderr);
-        spawn("mcp-stdio-err", move || keep_stderr(err, &tail)).map_err(spawn_err)?;
+        let (done_tx, stderr_done) = mpsc::channel::<()>();
+        spawn("mcp-stdio-err", move || {
+            keep_stderr(err, &tail);
+            drop(done_tx);
+        })
+        .map_err(spawn_err)?;
         let core = Client::new(options.core_config(Transport::Stdio, jitter_seed()));
         let link = Link::Stdio(StdioLink {
             program: program.to_owned(),
             child,
             stdin: Some(stdin_tx),
             stderr,
+            stderr_done,
             exit: None,
         });
         Ok(McpClient::with_link(core, link, tx, rx))
     }
 
     fn with_link(core: Client, link: Link, tx: SyncSender<Input>, rx: Receiver<Input>) -> Self {
-        let mut client = McpClient {
+        // Nothing is drained yet: events the core emits at creation (a pinned era) reach the
+        // host set with `set_host` before the first operation.
+        McpClient {
             core,
             link,
             tx,
@@ -257,9 +267,7 @@ impl McpClient {
             last_cause: None,
             current: None,
             running: Arc::new(AtomicU64::new(0)),
-        };
-        client.drain();
-        client
+        }
     }
 
     /// Sets the host hooks (elicitation answers, progress, notifications, events).
@@ -691,8 +699,8 @@ impl McpClient {
                 Err(e) => break format!("its status is unknown: {e}"),
             }
         };
-        // Let the stderr reader catch the last lines.
-        thread::sleep(Duration::from_millis(20));
+        // Let the stderr reader take the last lines (bounded: a grandchild may hold the pipe).
+        let _ = s.stderr_done.recv_timeout(Duration::from_millis(500));
         s.exit = Some(status);
     }
 
