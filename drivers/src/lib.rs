@@ -5,6 +5,7 @@
 //!   `std::process` for stdio MCP servers;
 //! - [`smol`] (feature `smol`): hyper 1 on smol's sockets, smol tasks, async-process for stdio
 //!   MCP servers;
+//! - [`mcp_client`]: an MCP client of one server on a driver ([`mcp_client::blocking::McpClient`]);
 //! - [`tunnel_run`]: `mcpwire tunnel run` (flags, health endpoints, logs) on top of a driver;
 //! - [`dev`]: the local dev servers behind `mcpwire dev` (a reference MCP server and a local
 //!   tunnel control plane);
@@ -19,6 +20,7 @@ pub mod demo;
 pub mod dev;
 #[cfg(feature = "blocking")]
 pub mod loopback_demo;
+pub mod mcp_client;
 #[cfg(feature = "smol")]
 pub mod smol;
 pub mod tunnel_run;

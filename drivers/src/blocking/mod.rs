@@ -14,8 +14,8 @@
 //!   and a stdio binding bounds its queue and frames.
 
 mod cloudflared;
-mod http;
-mod pool;
+pub(crate) mod http;
+pub(crate) mod pool;
 mod stdio;
 
 use std::collections::BTreeMap;

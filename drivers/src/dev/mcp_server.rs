@@ -110,6 +110,9 @@ pub struct Config {
     pub max_slow: Duration,
     /// HTTP bounds.
     pub limits: Limits,
+    /// The `ttlMs` put on modern `tools/list` results (default `None`: no `ttlMs`, so a client
+    /// treats the list as immediately stale). Lets client tests see caching.
+    pub tools_list_ttl_ms: Option<u64>,
 }
 
 impl Default for Config {
@@ -118,6 +121,7 @@ impl Default for Config {
             era: EraMode::Dual,
             max_slow: Duration::from_secs(60),
             limits: Limits::default(),
+            tools_list_ttl_ms: None,
         }
     }
 }
@@ -429,7 +433,13 @@ impl McpServer {
                 Answer::Result(result.to_value())
             }
             (Era::Legacy, "ping") => Answer::Result(json!({})),
-            (_, "tools/list") => Answer::Result(json!({"tools": tool_definitions(era)})),
+            (_, "tools/list") => {
+                let mut result = json!({"tools": tool_definitions(era)});
+                if let (Era::Modern, Some(ttl)) = (era, self.config.tools_list_ttl_ms) {
+                    result["ttlMs"] = json!(ttl);
+                }
+                Answer::Result(result)
+            }
             (_, "tools/call") => self.call_tool(era, params, caps, sink),
             (_, m) => not_found(m),
         };

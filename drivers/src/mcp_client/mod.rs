@@ -1,0 +1,309 @@
+//! An MCP client of one server, on a driver: [`mcp_client::blocking::McpClient`](blocking).
+//!
+//! The protocol lives in [`mcpwire_core::mcp::client::Client`]; this module holds what every
+//! driver of it shares: the options a host sets ([`ClientOptions`]), the host's hooks
+//! ([`Host`]: elicitation answers, progress, notifications, informational events) and the
+//! error type ([`Error`]: the core's [`OpError`] plus what only a driver can see, such as a
+//! refused connection or a crashed child process).
+
+#[cfg(feature = "blocking")]
+pub mod blocking;
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::Duration;
+
+use mcpwire_core::mcp::cache::CacheConfig;
+use mcpwire_core::mcp::client::{ClientConfig, Event, OpError, OpId, ProtocolChoice, UsageError};
+use mcpwire_core::mcp::elicitation::ElicitAnswer;
+use mcpwire_core::mcp::meta::{ClientCapabilities, Implementation};
+use mcpwire_core::mcp::mrtr::{InputAnswer, InputRequestEvent};
+use mcpwire_core::mcp::request::Transport;
+
+/// How many stderr lines of a stdio server are kept for error messages.
+pub const STDERR_TAIL_LINES: usize = 20;
+/// The longest stderr line kept (the rest of the line is dropped).
+pub const STDERR_LINE_BYTES: usize = 512;
+
+/// How a client is set up. [`ClientOptions::default`] is a sensible start.
+///
+/// `Debug` shows header names, never their values (an `Authorization` header holds a token).
+#[derive(Clone)]
+pub struct ClientOptions {
+    /// `clientInfo`.
+    pub client_info: Implementation,
+    /// Extra HTTP headers sent with every request (e.g. `Authorization`); ignored on stdio.
+    /// A header the core sets itself (the `Mcp-*` headers, `Content-Type`, `Accept`) wins.
+    pub headers: Vec<(String, String)>,
+    /// The era policy (detect, or pin modern or legacy).
+    pub protocol: ProtocolChoice,
+    /// How long one request may wait for its answer.
+    pub request_timeout: Duration,
+    /// How long opening an HTTP connection may take.
+    pub connect_timeout: Duration,
+    /// stdio: how long the `server/discover` probe waits before the server counts as legacy.
+    pub probe_timeout: Duration,
+    /// The capabilities declared on every request (e.g. elicitation form/url mode).
+    pub capabilities: ClientCapabilities,
+    /// The result cache.
+    pub cache: CacheConfig,
+    /// HTTP: how many exchanges run at once (one worker thread each; long-lived subscription
+    /// streams hold one too).
+    pub max_exchanges: usize,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            client_info: Implementation::new("mcpwire", env!("CARGO_PKG_VERSION")),
+            headers: Vec::new(),
+            protocol: ProtocolChoice::Auto,
+            request_timeout: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(10),
+            probe_timeout: mcpwire_core::mcp::client::DEFAULT_PROBE_TIMEOUT,
+            capabilities: ClientCapabilities::none(),
+            cache: CacheConfig::default(),
+            max_exchanges: 8,
+        }
+    }
+}
+
+impl fmt::Debug for ClientOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("ClientOptions")
+            .field("client_info", &self.client_info)
+            .field("headers", &names)
+            .field("protocol", &self.protocol)
+            .field("request_timeout", &self.request_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("probe_timeout", &self.probe_timeout)
+            .field("capabilities", &self.capabilities)
+            .field("max_exchanges", &self.max_exchanges)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientOptions {
+    /// Sends `Authorization: Bearer TOKEN` with every HTTP request.
+    pub fn with_bearer_token(self, token: &str) -> Self {
+        self.with_header("Authorization", &format!("Bearer {token}"))
+    }
+
+    /// Sends `name: value` with every HTTP request.
+    pub fn with_header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Pins or frees the era.
+    pub fn with_protocol(mut self, protocol: ProtocolChoice) -> Self {
+        self.protocol = protocol;
+        self
+    }
+
+    /// Sets the per-request timeout.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Declares these capabilities (e.g. `ClientCapabilities::none().with_elicitation_form()`).
+    pub fn with_capabilities(mut self, capabilities: ClientCapabilities) -> Self {
+        self.capabilities = capabilities;
+        self
+    }
+
+    /// The core's configuration for `transport`; `jitter_seed` comes from the driver.
+    pub fn core_config(&self, transport: Transport, jitter_seed: u64) -> ClientConfig {
+        let mut config = ClientConfig::new(transport, self.client_info.clone())
+            .with_capabilities(self.capabilities.clone());
+        config.protocol = self.protocol.clone();
+        config.call_options.timeout = self.request_timeout;
+        config.probe_timeout = self.probe_timeout;
+        config.cache = self.cache;
+        config.jitter_seed = jitter_seed;
+        config
+    }
+}
+
+/// The host's side of the conversation. Every method has a default: input requests are
+/// declined, everything else is ignored.
+pub trait Host {
+    /// The server needs input to continue `op` (MRTR `input_required`, or a legacy
+    /// `elicitation/create`). The answer is checked against the request; a refused answer
+    /// ends the operation with [`Error::InputRefused`].
+    fn on_input_request(&mut self, op: OpId, request: &InputRequestEvent) -> InputAnswer {
+        let _ = (op, request);
+        InputAnswer::Elicitation(ElicitAnswer::Decline)
+    }
+
+    /// A progress notification for `op`.
+    fn on_progress(&mut self, op: OpId, progress: f64, total: Option<f64>, message: Option<&str>) {
+        let _ = (op, progress, total, message);
+    }
+
+    /// A notification from the server (`op` is the operation whose stream carried it).
+    fn on_notification(&mut self, op: Option<OpId>, method: &str, message: &str) {
+        let _ = (op, method, message);
+    }
+
+    /// Every event of the core, before the driver acts on it: the era detected, a tool
+    /// excluded, a retry, a fallback. Meant for logs (its `Debug` shows no private text).
+    fn on_event(&mut self, event: &Event) {
+        let _ = event;
+    }
+}
+
+/// A host that declines every input request and ignores everything else.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoHost;
+
+impl Host for NoHost {}
+
+/// Why an operation of the driver failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The operation failed in the core (the server's error, a timeout, no common version, ...).
+    #[error("{0}")]
+    Op(Box<OpError>),
+    /// The HTTP exchange failed and could not be retried; `cause` is what the transport said.
+    #[error("{url}: {cause} ({error})")]
+    Transport {
+        /// The server URL.
+        url: String,
+        /// The transport's error (connection refused, reset, ...).
+        cause: String,
+        /// The core's verdict.
+        error: Box<OpError>,
+    },
+    /// The operation was cancelled.
+    #[error("the operation was cancelled")]
+    Cancelled,
+    /// The server URL cannot be used.
+    #[error("invalid server URL {url:?}: {reason}")]
+    InvalidUrl {
+        /// The URL.
+        url: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// Tool or prompt arguments must be a JSON object (or null).
+    #[error("arguments must be a JSON object, not {0}")]
+    InvalidArguments(&'static str),
+    /// The stdio server could not be started.
+    #[error("cannot start the stdio server {program:?}: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The stdio server exited (or closed its stdout).
+    #[error("{}", exited_message(program, status, stderr_tail))]
+    ServerExited {
+        /// The program.
+        program: String,
+        /// How it ended (`exit status: 3`, `signal: 9`, ...).
+        status: String,
+        /// The last lines it wrote to stderr.
+        stderr_tail: Vec<String>,
+    },
+    /// The host's answer to an input request was refused.
+    #[error("the answer to input request {key:?} was refused: {error}")]
+    InputRefused {
+        /// The server's key.
+        key: String,
+        /// Why.
+        error: Box<UsageError>,
+    },
+    /// The core refused a call (e.g. a subscription before the era is known).
+    #[error("{0}")]
+    Usage(Box<UsageError>),
+    /// The result is not JSON (the core hands out the JSON text it received).
+    #[error("the result is not valid JSON: {0}")]
+    BadResult(String),
+}
+
+fn exited_message(program: &str, status: &str, tail: &[String]) -> String {
+    let mut m = format!("the stdio server {program:?} exited ({status})");
+    if tail.is_empty() {
+        m.push_str(" and wrote nothing to stderr");
+    } else {
+        m.push_str("; the end of its stderr:");
+        for line in tail {
+            m.push_str("\n  ");
+            m.push_str(line);
+        }
+    }
+    m
+}
+
+/// The last lines a child wrote to stderr, bounded in count and length.
+#[derive(Debug, Default)]
+pub struct StderrTail {
+    lines: VecDeque<String>,
+}
+
+impl StderrTail {
+    /// Keeps `line` (cut to [`STDERR_LINE_BYTES`]), dropping the oldest beyond
+    /// [`STDERR_TAIL_LINES`].
+    pub fn push(&mut self, line: &str) {
+        let line = line.trim_end();
+        if line.is_empty() {
+            return;
+        }
+        let mut end = line.len().min(STDERR_LINE_BYTES);
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        if self.lines.len() == STDERR_TAIL_LINES {
+            self.lines.pop_front();
+        }
+        self.lines
+            .push_back(line.get(..end).unwrap_or_default().to_owned());
+    }
+
+    /// The lines kept, oldest first.
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.iter().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_debug_never_shows_header_values() {
+        let o = ClientOptions::default().with_bearer_token("s3cr3t-token-value");
+        let text = format!("{o:?}");
+        assert!(text.contains("Authorization"));
+        assert!(!text.contains("s3cr3t"));
+    }
+
+    #[test]
+    fn stderr_tail_keeps_the_last_lines_and_cuts_long_ones() {
+        let mut t = StderrTail::default();
+        for i in 0..(STDERR_TAIL_LINES + 5) {
+            t.push(&format!("line {i}"));
+        }
+        t.push(&"é".repeat(STDERR_LINE_BYTES));
+        let lines = t.lines();
+        assert_eq!(lines.len(), STDERR_TAIL_LINES);
+        assert_eq!(lines[0], "line 6");
+        assert!(lines[STDERR_TAIL_LINES - 1].len() <= STDERR_LINE_BYTES);
+    }
+
+    #[test]
+    fn exited_error_names_the_status_and_the_stderr_tail() {
+        let e = Error::ServerExited {
+            program: "srv".into(),
+            status: "exit status: 3".into(),
+            stderr_tail: vec!["boom".into()],
+        };
+        let m = e.to_string();
+        assert!(m.contains("exit status: 3") && m.contains("boom"), "{m}");
+    }
+}
