@@ -6,6 +6,7 @@
 //! - [`smol`] (feature `smol`): hyper 1 on smol's sockets, smol tasks, async-process for stdio
 //!   MCP servers;
 //! - [`mcp_client`]: an MCP client of one server on a driver ([`mcp_client::blocking::McpClient`]);
+//! - [`client_cli`]: `mcpwire client`, an MCP client for people and scripts;
 //! - [`tunnel_run`]: `mcpwire tunnel run` (flags, health endpoints, logs) on top of a driver;
 //! - [`dev`]: the local dev servers behind `mcpwire dev` (a reference MCP server and a local
 //!   tunnel control plane);
@@ -16,6 +17,8 @@
 
 #[cfg(feature = "blocking")]
 pub mod blocking;
+#[cfg(feature = "blocking")]
+pub mod client_cli;
 pub mod demo;
 pub mod dev;
 #[cfg(feature = "blocking")]

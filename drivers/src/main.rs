@@ -30,6 +30,9 @@ enum Command {
         #[command(subcommand)]
         command: mcpwire_drivers::dev::cli::DevCommand,
     },
+    /// An MCP client: discover, list, call tools, read resources, get prompts, subscribe.
+    #[cfg(feature = "blocking")]
+    Client(Box<mcpwire_drivers::client_cli::ClientArgs>),
 }
 
 #[derive(Subcommand, Debug)]
@@ -43,7 +46,12 @@ enum TunnelCommand {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    #[cfg(feature = "blocking")]
+    let (argv, stdio_command) =
+        mcpwire_drivers::client_cli::split_stdio_command(std::env::args_os().collect());
+    #[cfg(not(feature = "blocking"))]
+    let argv = std::env::args_os();
+    let cli = Cli::parse_from(argv);
     match cli.command {
         Command::Demo => run_loopback_demo(),
         Command::Tunnel {
@@ -62,6 +70,11 @@ fn main() -> ExitCode {
             command: TunnelCommand::Run(args),
         } => mcpwire_drivers::tunnel_run::run(&args),
         Command::Dev { command } => mcpwire_drivers::dev::cli::run(command),
+        #[cfg(feature = "blocking")]
+        Command::Client(mut args) => {
+            args.set_trailing_command(stdio_command);
+            mcpwire_drivers::client_cli::run(*args)
+        }
     }
 }
 
