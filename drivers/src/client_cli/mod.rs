@@ -320,7 +320,9 @@ fn connect(
         (None, None) => {
             Err("no server: give --url URL, --stdio \"CMD ARGS\" or -- CMD ARGS".into())
         }
-        (Some(url), None) => McpClient::connect_http(url, options).map_err(|e| Failure(error_line(&e))),
+        (Some(url), None) => {
+            McpClient::connect_http(url, options).map_err(|e| Failure(error_line(&e)))
+        }
         (None, Some(words)) => {
             let Some((program, rest)) = words.split_first() else {
                 return Err("the stdio server command is empty".into());
@@ -358,7 +360,11 @@ impl Ctx {
             } => return self.call_tool(call, opts.yes, stdin_tty),
             ClientCommand::Resources {
                 command: ResourcesCommand::List,
-            } => self.list("resources", McpClient::list_resources, output::resources_table)?,
+            } => self.list(
+                "resources",
+                McpClient::list_resources,
+                output::resources_table,
+            )?,
             ClientCommand::Resources {
                 command: ResourcesCommand::Templates,
             } => self.list(
@@ -384,6 +390,11 @@ impl Ctx {
             }
             ClientCommand::Subscribe(sub) => return self.subscribe(sub),
             ClientCommand::Ping => {
+                // ping exists only in the legacy era: learn the era first, so that a legacy
+                // server is pinged in its session rather than refused as modern.
+                if self.client.era().is_none() {
+                    self.op(McpClient::discover)?;
+                }
                 let result = self.op(McpClient::ping)?;
                 if self.json {
                     println!("{result}");
@@ -396,10 +407,7 @@ impl Ctx {
     }
 
     /// Runs one operation, turning its error into the line a person reads.
-    fn op<T>(
-        &mut self,
-        f: impl FnOnce(&mut McpClient) -> Result<T, Error>,
-    ) -> Result<T, Failure> {
+    fn op<T>(&mut self, f: impl FnOnce(&mut McpClient) -> Result<T, Error>) -> Result<T, Failure> {
         let outcome = f(&mut self.client);
         self.report_era();
         let pending = std::mem::take(
@@ -507,6 +515,10 @@ impl Ctx {
                 return Err(format!("tool '{}' not called", call.name).into());
             }
         }
+        // The tool list first: the core then knows the tool's x-mcp-header annotations (sent
+        // as Mcp-Param-* on the first try, and an invalid one is refused before calling).
+        // A failure here is left to the call itself to report.
+        let _ = self.client.list_tools(None);
         let result = self.op(|c| c.call_tool(&call.name, Value::Object(arguments)))?;
         terminal::clear_progress(&self.shared);
         let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
@@ -560,9 +572,7 @@ impl Ctx {
                 subscription::Event::Changed { change, .. } => {
                     let (method, uri) = match &change {
                         Change::ToolsListChanged => ("notifications/tools/list_changed", None),
-                        Change::PromptsListChanged => {
-                            ("notifications/prompts/list_changed", None)
-                        }
+                        Change::PromptsListChanged => ("notifications/prompts/list_changed", None),
                         Change::ResourcesListChanged => {
                             ("notifications/resources/list_changed", None)
                         }
@@ -578,7 +588,10 @@ impl Ctx {
                         }
                         println!("{}", Value::Object(o));
                     } else {
-                        println!("{method}{}", uri.map(|u| format!(" {u}")).unwrap_or_default());
+                        println!(
+                            "{method}{}",
+                            uri.map(|u| format!(" {u}")).unwrap_or_default()
+                        );
                     }
                 }
                 subscription::Event::Refetch { targets, .. } => {
@@ -788,7 +801,14 @@ mod tests {
     fn arg_values_are_json_when_they_parse_else_strings() {
         let m = arguments(&named(
             Some(r#"{"a":1,"b":"x"}"#),
-            &["b=2", "c=true", "d=hello world", "e={\"k\":[1]}", "f=", "g=a=b"],
+            &[
+                "b=2",
+                "c=true",
+                "d=hello world",
+                "e={\"k\":[1]}",
+                "f=",
+                "g=a=b",
+            ],
         ))
         .unwrap();
         assert_eq!(
@@ -833,6 +853,18 @@ mod tests {
             error_line(&e).starts_with("server requires capability elicitation.url"),
             "{}",
             error_line(&e)
+        );
+    }
+
+    #[test]
+    fn excluded_tool_error_names_the_tool_and_the_reason() {
+        let e = Error::Op(Box::new(OpError::ToolExcluded {
+            tool: "x".into(),
+            reason: "x-mcp-header \"A B\" at properties.a is not an HTTP token (1*tchar)".into(),
+        }));
+        assert_eq!(
+            error_line(&e),
+            "tool 'x' excluded: x-mcp-header \"A B\" at properties.a is not an HTTP token (1*tchar)"
         );
     }
 

@@ -42,8 +42,8 @@ fn table(rows: &[(String, String)], header: (&str, &str), width: usize) -> Strin
         .unwrap_or(0);
     let rest = width.saturating_sub(key_w + 2).max(10);
     let mut out = String::new();
-    for (k, v) in std::iter::once((header.0.to_owned(), header.1.to_owned()))
-        .chain(rows.iter().cloned())
+    for (k, v) in
+        std::iter::once((header.0.to_owned(), header.1.to_owned())).chain(rows.iter().cloned())
     {
         let pad = key_w.saturating_sub(k.chars().count());
         let line = format!("{k}{}  {}", " ".repeat(pad), cut(&v, rest));

@@ -307,7 +307,11 @@ fn ask_field(name: &str, prop: &PropertySchema, required: bool) -> Field {
         &prop.kind
     {
         for (i, o) in options.iter().enumerate() {
-            let title = o.title.as_deref().map(|t| format!(" ({t})")).unwrap_or_default();
+            let title = o
+                .title
+                .as_deref()
+                .map(|t| format!(" ({t})"))
+                .unwrap_or_default();
             eprintln!("  {}. {}{title}", i + 1, o.value);
         }
     }
