@@ -63,8 +63,9 @@ pub struct ClientOptions {
     pub capabilities: ClientCapabilities,
     /// The result cache.
     pub cache: CacheConfig,
-    /// HTTP: how many exchanges run at once (one worker thread each; long-lived subscription
-    /// streams hold one too).
+    /// HTTP, blocking driver: how many exchanges run at once (one worker thread each;
+    /// long-lived subscription streams hold one too). The smol driver runs one task per
+    /// exchange and does not use it.
     pub max_exchanges: usize,
 }
 

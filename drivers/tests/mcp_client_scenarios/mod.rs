@@ -184,14 +184,14 @@ macro_rules! scenario_tests {
     };
 }
 
-fn server(era: EraMode) -> McpServerHandle {
+pub fn server(era: EraMode) -> McpServerHandle {
     server_with(mcp_server::Config {
         era,
         ..mcp_server::Config::default()
     })
 }
 
-fn server_with(config: mcp_server::Config) -> McpServerHandle {
+pub fn server_with(config: mcp_server::Config) -> McpServerHandle {
     McpServer::start_http(config, "127.0.0.1:0").unwrap()
 }
 
@@ -264,7 +264,7 @@ fn rpc_count(srv: &McpServerHandle, method: &str) -> usize {
         .count()
 }
 
-fn text_of(result: &Value) -> &str {
+pub fn text_of(result: &Value) -> &str {
     result["content"][0]["text"].as_str().unwrap_or_default()
 }
 
