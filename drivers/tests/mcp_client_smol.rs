@@ -76,3 +76,15 @@ fn a_dropped_operation_future_is_cancelled_and_its_exchange_closed() {
     }
     assert_eq!(srv.server().stats().cancelled, 1);
 }
+
+#[test]
+fn the_client_and_its_operation_futures_can_move_to_another_thread() {
+    fn is_send<T: Send>(_: &T) {}
+    let srv = server(EraMode::Dual);
+    let mut c = McpClient::connect_http(&srv.url(), ClientOptions::default()).unwrap();
+    is_send(&c);
+    let call = c.call_tool("echo", json!({"text": "sent"}));
+    is_send(&call);
+    let result = std::thread::scope(|s| s.spawn(|| smol::block_on(call)).join().unwrap());
+    assert_eq!(text_of(&result.unwrap()), "sent");
+}
