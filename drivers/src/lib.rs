@@ -5,7 +5,8 @@
 //!   `std::process` for stdio MCP servers;
 //! - [`smol`] (feature `smol`): hyper 1 on smol's sockets, smol tasks, async-process for stdio
 //!   MCP servers;
-//! - [`mcp_client`]: an MCP client of one server on a driver ([`mcp_client::blocking::McpClient`]);
+//! - [`mcp_client`]: an MCP client of one server on a driver ([`mcp_client::blocking::McpClient`],
+//!   and `mcp_client::smol::McpClient` with the same methods as `async fn`s);
 //! - [`client_cli`]: `mcpwire client`, an MCP client for people and scripts;
 //! - [`tunnel_run`]: `mcpwire tunnel run` (flags, health endpoints, logs) on top of a driver;
 //! - [`dev`]: the local dev servers behind `mcpwire dev` (a reference MCP server and a local

@@ -24,9 +24,7 @@
 //! # Ok::<(), mcpwire_drivers::mcp_client::Error>(())
 //! ```
 
-use std::collections::hash_map::RandomState;
-use std::collections::{BTreeMap, VecDeque};
-use std::hash::{BuildHasher, Hasher};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,16 +35,16 @@ use std::time::{Duration, Instant, SystemTime};
 
 use mcpwire_core::http::{Headers, Method, Request, ResponseHead};
 use mcpwire_core::mcp::cache::ListKind;
-use mcpwire_core::mcp::client::{
-    Client, Event, OpError, OpId, OpOptions, Operation, Output, StreamId,
-};
+use mcpwire_core::mcp::client::{Client, OpError, OpId, OpOptions, Operation, Output, StreamId};
 use mcpwire_core::mcp::era::CachedEra;
-use mcpwire_core::mcp::meta::JsonObject;
 use mcpwire_core::mcp::request::Transport;
 use mcpwire_core::mcp::subscription::{self, SubscriptionFilter, SubscriptionHandle};
 use serde_json::Value;
 
-use super::{ClientOptions, Error, Host, NoHost, StderrTail};
+use super::{
+    arguments_object, check_http_url, explain_http_failure, http_request, jitter_seed,
+    ClientOptions, Error, Host, Outcomes, StderrTail,
+};
 use crate::blocking::http;
 use crate::blocking::pool::{AgentFactory, JobCtl, Pool, Work};
 
@@ -60,8 +58,6 @@ const JOB_QUEUE: usize = 64;
 const MAX_SLEEP: Duration = Duration::from_secs(1);
 /// The longest stdout line of a stdio server (a longer one is skipped).
 const MAX_STDIO_LINE: usize = 16 * 1024 * 1024;
-/// Subscription events kept while nobody reads them (the oldest are dropped).
-const MAX_SUBSCRIPTION_EVENTS: usize = 1024;
 /// How long dropping the client waits for its goodbye requests (a legacy `DELETE`).
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
 
@@ -136,10 +132,8 @@ pub struct McpClient {
     link: Link,
     tx: SyncSender<Input>,
     rx: Receiver<Input>,
-    host: Box<dyn Host + Send>,
-    /// Final outcomes by operation (the JSON text of a result, or the error).
-    finished: BTreeMap<OpId, Result<String, Error>>,
-    subscription_events: VecDeque<subscription::Event>,
+    /// The host, final outcomes and subscription events.
+    outcomes: Outcomes,
     /// The transport's last error (HTTP), for the message of an operation it failed.
     last_cause: Option<String>,
     /// The operation a method is running.
@@ -161,33 +155,11 @@ impl std::fmt::Debug for McpClient {
     }
 }
 
-fn jitter_seed() -> u64 {
-    let mut h = RandomState::new().build_hasher();
-    h.write_u128(
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    h.finish()
-}
-
 impl McpClient {
     /// A client of the Streamable HTTP server at `url` (`http://` or `https://`). Nothing is
     /// sent until the first operation, which also detects the server's era.
     pub fn connect_http(url: &str, options: ClientOptions) -> Result<McpClient, Error> {
-        let lower = url.to_ascii_lowercase();
-        if !(lower.starts_with("http://") || lower.starts_with("https://")) {
-            return Err(Error::InvalidUrl {
-                url: url.to_owned(),
-                reason: "only http:// and https:// URLs are supported",
-            });
-        }
-        if url.contains(char::is_whitespace) {
-            return Err(Error::InvalidUrl {
-                url: url.to_owned(),
-                reason: "a URL cannot contain whitespace",
-            });
-        }
+        check_http_url(url)?;
         let connect_timeout = options.connect_timeout;
         let agents: AgentFactory = Arc::new(move || mcp_client_agent(connect_timeout));
         let pool = Pool::new("mcp-client", options.max_exchanges, JOB_QUEUE, agents);
@@ -261,9 +233,7 @@ impl McpClient {
             link,
             tx,
             rx,
-            host: Box::new(NoHost),
-            finished: BTreeMap::new(),
-            subscription_events: VecDeque::new(),
+            outcomes: Outcomes::default(),
             last_cause: None,
             current: None,
             running: Arc::new(AtomicU64::new(0)),
@@ -272,7 +242,7 @@ impl McpClient {
 
     /// Sets the host hooks (elicitation answers, progress, notifications, events).
     pub fn set_host(&mut self, host: Box<dyn Host + Send>) {
-        self.host = host;
+        self.outcomes.set_host(host);
     }
 
     /// A handle that cancels the running operation from another thread.
@@ -344,7 +314,7 @@ impl McpClient {
     ) -> Result<Value, Error> {
         let operation = Operation::CallTool {
             name: name.to_owned(),
-            arguments: object(arguments)?,
+            arguments: arguments_object(arguments)?,
         };
         self.run(operation, options)
     }
@@ -353,7 +323,7 @@ impl McpClient {
     pub fn get_prompt(&mut self, name: &str, arguments: Value) -> Result<Value, Error> {
         let operation = Operation::GetPrompt {
             name: name.to_owned(),
-            arguments: object(arguments)?,
+            arguments: arguments_object(arguments)?,
         };
         self.run(operation, OpOptions::default())
     }
@@ -407,7 +377,7 @@ impl McpClient {
         let until = Instant::now().checked_add(timeout);
         loop {
             self.drain();
-            if let Some(e) = self.subscription_events.pop_front() {
+            if let Some(e) = self.outcomes.next_subscription_event() {
                 return Ok(Some(e));
             }
             self.check_alive()?;
@@ -449,13 +419,13 @@ impl McpClient {
     fn wait_for_current(&mut self, op: OpId) -> Result<String, Error> {
         loop {
             self.drain();
-            if let Some(outcome) = self.finished.remove(&op) {
+            if let Some(outcome) = self.outcomes.take(op) {
                 return outcome.map_err(|e| self.explain(e));
             }
             if let Err(e) = self.check_alive() {
                 let _ = self.core.cancel(Instant::now(), op);
                 self.drain();
-                self.finished.remove(&op);
+                self.outcomes.take(op);
                 return Err(e);
             }
             self.wait_once(None);
@@ -545,26 +515,16 @@ impl McpClient {
                         }
                     }
                 }
-                Output::Event(event) => self.on_event(event),
+                Output::Event(event) => self.outcomes.on_event(&mut self.core, event),
             }
         }
     }
 
-    fn send_http(&mut self, stream: StreamId, method: Method, mut headers: Headers, body: String) {
+    fn send_http(&mut self, stream: StreamId, method: Method, headers: Headers, body: String) {
         let Link::Http(h) = &mut self.link else {
             return;
         };
-        for (name, value) in &h.extra {
-            if headers.get(name).is_none() {
-                let _ = headers.append(name, value);
-            }
-        }
-        let request = Request {
-            method,
-            url: h.url.clone(),
-            headers,
-            body: body.into_bytes(),
-        };
+        let request = http_request(&h.url, &h.extra, method, headers, body);
         let ctl = JobCtl::new();
         let tx = self.tx.clone();
         let work: Work = Box::new(move |agent, ctl| exchange(agent, ctl, &request, stream, &tx));
@@ -582,69 +542,11 @@ impl McpClient {
         }
     }
 
-    fn on_event(&mut self, event: Event) {
-        self.host.on_event(&event);
-        match event {
-            Event::Result { op, result, .. } => {
-                self.finished.entry(op).or_insert(Ok(result));
-            }
-            Event::Failed { op, error } => {
-                self.finished
-                    .entry(op)
-                    .or_insert(Err(Error::Op(Box::new(error))));
-            }
-            Event::Cancelled { op } => {
-                self.finished.entry(op).or_insert(Err(Error::Cancelled));
-            }
-            Event::InputRequested { op, requests, .. } => {
-                for request in requests {
-                    let answer = self.host.on_input_request(op, &request);
-                    let now = Instant::now();
-                    if let Err(error) = self.core.answer_input(now, op, &request.key, answer) {
-                        self.finished.entry(op).or_insert(Err(Error::InputRefused {
-                            key: request.key.clone(),
-                            error: Box::new(error),
-                        }));
-                        let _ = self.core.cancel(now, op);
-                        break;
-                    }
-                }
-            }
-            Event::Progress {
-                op,
-                progress,
-                total,
-                message,
-            } => self
-                .host
-                .on_progress(op, progress, total, message.as_deref()),
-            Event::Notification {
-                op,
-                method,
-                message,
-            } => self.host.on_notification(op, &method, &message),
-            Event::Subscription(e) => {
-                if self.subscription_events.len() == MAX_SUBSCRIPTION_EVENTS {
-                    self.subscription_events.pop_front();
-                }
-                self.subscription_events.push_back(e);
-            }
-            _ => {}
-        }
-    }
-
     /// Adds what the transport said to a transport failure of the core.
     fn explain(&mut self, e: Error) -> Error {
         match (e, &self.link) {
-            (Error::Op(error), Link::Http(h)) if matches!(*error, OpError::Transport(_)) => {
-                match self.last_cause.take() {
-                    Some(cause) => Error::Transport {
-                        url: h.url.clone(),
-                        cause,
-                        error,
-                    },
-                    None => Error::Op(error),
-                }
+            (Error::Op(error), Link::Http(h)) => {
+                explain_http_failure(error, &h.url, self.last_cause.take())
             }
             (Error::Op(error), Link::Stdio(s))
                 if s.exit.is_some() && matches!(*error, OpError::Transport(_)) =>
@@ -734,17 +636,6 @@ impl McpClient {
 impl Drop for McpClient {
     fn drop(&mut self) {
         self.shutdown();
-    }
-}
-
-fn object(arguments: Value) -> Result<JsonObject, Error> {
-    match arguments {
-        Value::Object(m) => Ok(m),
-        Value::Null => Ok(JsonObject::new()),
-        Value::Bool(_) => Err(Error::InvalidArguments("a boolean")),
-        Value::Number(_) => Err(Error::InvalidArguments("a number")),
-        Value::String(_) => Err(Error::InvalidArguments("a string")),
-        Value::Array(_) => Err(Error::InvalidArguments("an array")),
     }
 }
 

@@ -1,24 +1,40 @@
-//! An MCP client of one server, on a driver: [`mcp_client::blocking::McpClient`](blocking).
+//! An MCP client of one server, on a driver: [`mcp_client::blocking::McpClient`](blocking)
+//! (plain methods) or `mcp_client::smol::McpClient` (feature `smol`: the same methods as
+//! `async fn`s).
 //!
 //! The protocol lives in [`mcpwire_core::mcp::client::Client`]; this module holds what every
 //! driver of it shares: the options a host sets ([`ClientOptions`]), the host's hooks
-//! ([`Host`]: elicitation answers, progress, notifications, informational events) and the
+//! ([`Host`]: elicitation answers, progress, notifications, informational events), the
 //! error type ([`Error`]: the core's [`OpError`] plus what only a driver can see, such as a
-//! refused connection or a crashed child process).
+//! refused connection or a crashed child process), and the plain data handling both drivers
+//! do the same way: checking a URL and arguments, building an HTTP request from the core's
+//! output, and handing the core's events to the host ([`Outcomes`]).
 
 #[cfg(feature = "blocking")]
 pub mod blocking;
+#[cfg(feature = "smol")]
+pub mod smol;
 
-use std::collections::VecDeque;
+use std::collections::hash_map::RandomState;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::time::Duration;
+use std::hash::{BuildHasher, Hasher};
+use std::time::{Duration, Instant, SystemTime};
 
+use mcpwire_core::http::{Headers, Method, Request};
 use mcpwire_core::mcp::cache::CacheConfig;
-use mcpwire_core::mcp::client::{ClientConfig, Event, OpError, OpId, ProtocolChoice, UsageError};
+use mcpwire_core::mcp::client::{
+    Client, ClientConfig, Event, OpError, OpId, ProtocolChoice, UsageError,
+};
 use mcpwire_core::mcp::elicitation::ElicitAnswer;
-use mcpwire_core::mcp::meta::{ClientCapabilities, Implementation};
+use mcpwire_core::mcp::meta::{ClientCapabilities, Implementation, JsonObject};
 use mcpwire_core::mcp::mrtr::{InputAnswer, InputRequestEvent};
 use mcpwire_core::mcp::request::Transport;
+use mcpwire_core::mcp::subscription;
+use serde_json::Value;
+
+/// Subscription events kept while nobody reads them (the oldest are dropped).
+pub const MAX_SUBSCRIPTION_EVENTS: usize = 1024;
 
 /// How many stderr lines of a stdio server are kept for error messages.
 pub const STDERR_TAIL_LINES: usize = 20;
@@ -47,8 +63,9 @@ pub struct ClientOptions {
     pub capabilities: ClientCapabilities,
     /// The result cache.
     pub cache: CacheConfig,
-    /// HTTP: how many exchanges run at once (one worker thread each; long-lived subscription
-    /// streams hold one too).
+    /// HTTP, blocking driver: how many exchanges run at once (one worker thread each;
+    /// long-lived subscription streams hold one too). The smol driver runs one task per
+    /// exchange and does not use it.
     pub max_exchanges: usize,
 }
 
@@ -271,9 +288,214 @@ impl StderrTail {
     }
 }
 
+/// Checks a server URL before any connection: `http://` or `https://`, no whitespace.
+pub fn check_http_url(url: &str) -> Result<(), Error> {
+    let lower = url.to_ascii_lowercase();
+    if !(lower.starts_with("http://") || lower.starts_with("https://")) {
+        return Err(Error::InvalidUrl {
+            url: url.to_owned(),
+            reason: "only http:// and https:// URLs are supported",
+        });
+    }
+    if url.contains(char::is_whitespace) {
+        return Err(Error::InvalidUrl {
+            url: url.to_owned(),
+            reason: "a URL cannot contain whitespace",
+        });
+    }
+    Ok(())
+}
+
+/// Tool or prompt arguments as a JSON object (`null` is an empty one).
+pub fn arguments_object(arguments: Value) -> Result<JsonObject, Error> {
+    match arguments {
+        Value::Object(m) => Ok(m),
+        Value::Null => Ok(JsonObject::new()),
+        Value::Bool(_) => Err(Error::InvalidArguments("a boolean")),
+        Value::Number(_) => Err(Error::InvalidArguments("a number")),
+        Value::String(_) => Err(Error::InvalidArguments("a string")),
+        Value::Array(_) => Err(Error::InvalidArguments("an array")),
+    }
+}
+
+/// A seed for the core's jitter, from the process's random hasher keys and the wall clock.
+pub fn jitter_seed() -> u64 {
+    let mut h = RandomState::new().build_hasher();
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish()
+}
+
+/// The HTTP request for one [`Output::Http`](mcpwire_core::mcp::client::Output::Http) of the
+/// core: its method, headers and body, sent to `url`, plus the host's `extra` headers where
+/// the core set no header of that name.
+pub fn http_request(
+    url: &str,
+    extra: &[(String, String)],
+    method: Method,
+    mut headers: Headers,
+    body: String,
+) -> Request {
+    for (name, value) in extra {
+        if headers.get(name).is_none() {
+            let _ = headers.append(name, value);
+        }
+    }
+    Request {
+        method,
+        url: url.to_owned(),
+        headers,
+        body: body.into_bytes(),
+    }
+}
+
+/// What the core's events lead to, the same for every driver: the host's hooks are called,
+/// final outcomes are kept by operation, input requests are answered (through the host) and
+/// subscription events are queued for the reader.
+pub struct Outcomes {
+    host: Box<dyn Host + Send>,
+    /// Final outcomes by operation (the JSON text of a result, or the error).
+    finished: BTreeMap<OpId, Result<String, Error>>,
+    subscription_events: VecDeque<subscription::Event>,
+}
+
+impl fmt::Debug for Outcomes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Outcomes")
+            .field("finished", &self.finished.len())
+            .field("subscription_events", &self.subscription_events.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Outcomes {
+    fn default() -> Self {
+        Outcomes {
+            host: Box::new(NoHost),
+            finished: BTreeMap::new(),
+            subscription_events: VecDeque::new(),
+        }
+    }
+}
+
+impl Outcomes {
+    /// Replaces the host.
+    pub fn set_host(&mut self, host: Box<dyn Host + Send>) {
+        self.host = host;
+    }
+
+    /// Takes `op`'s final outcome, once it came.
+    pub fn take(&mut self, op: OpId) -> Option<Result<String, Error>> {
+        self.finished.remove(&op)
+    }
+
+    /// Takes the oldest subscription event not read yet.
+    pub fn next_subscription_event(&mut self) -> Option<subscription::Event> {
+        self.subscription_events.pop_front()
+    }
+
+    /// Acts on one event of `core`. An input request's answer goes back to `core` at once;
+    /// an answer the core refuses ends the operation with [`Error::InputRefused`].
+    pub fn on_event(&mut self, core: &mut Client, event: Event) {
+        self.host.on_event(&event);
+        match event {
+            Event::Result { op, result, .. } => {
+                self.finished.entry(op).or_insert(Ok(result));
+            }
+            Event::Failed { op, error } => {
+                self.finished
+                    .entry(op)
+                    .or_insert(Err(Error::Op(Box::new(error))));
+            }
+            Event::Cancelled { op } => {
+                self.finished.entry(op).or_insert(Err(Error::Cancelled));
+            }
+            Event::InputRequested { op, requests, .. } => {
+                for request in requests {
+                    let answer = self.host.on_input_request(op, &request);
+                    let now = Instant::now();
+                    if let Err(error) = core.answer_input(now, op, &request.key, answer) {
+                        self.finished.entry(op).or_insert(Err(Error::InputRefused {
+                            key: request.key.clone(),
+                            error: Box::new(error),
+                        }));
+                        let _ = core.cancel(now, op);
+                        break;
+                    }
+                }
+            }
+            Event::Progress {
+                op,
+                progress,
+                total,
+                message,
+            } => self
+                .host
+                .on_progress(op, progress, total, message.as_deref()),
+            Event::Notification {
+                op,
+                method,
+                message,
+            } => self.host.on_notification(op, &method, &message),
+            Event::Subscription(e) => {
+                if self.subscription_events.len() == MAX_SUBSCRIPTION_EVENTS {
+                    self.subscription_events.pop_front();
+                }
+                self.subscription_events.push_back(e);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A transport failure of the core, with what the HTTP transport said about it (when it said
+/// anything) and the server's URL.
+pub fn explain_http_failure(error: Box<OpError>, url: &str, cause: Option<String>) -> Error {
+    match cause {
+        Some(cause) if matches!(*error, OpError::Transport(_)) => Error::Transport {
+            url: url.to_owned(),
+            cause,
+            error,
+        },
+        _ => Error::Op(error),
+    }
+}
+
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arguments_must_be_an_object_or_null() {
+        assert!(arguments_object(Value::Null).unwrap().is_empty());
+        assert!(matches!(
+            arguments_object(serde_json::json!([1])),
+            Err(Error::InvalidArguments("an array"))
+        ));
+    }
+
+    #[test]
+    fn extra_headers_never_override_the_cores() {
+        let mut headers = Headers::new();
+        headers.append("Accept", "application/json").unwrap();
+        let r = http_request(
+            "http://127.0.0.1/mcp",
+            &[
+                ("accept".into(), "text/plain".into()),
+                ("Authorization".into(), "Bearer t".into()),
+            ],
+            Method::Post,
+            headers,
+            "{}".into(),
+        );
+        assert_eq!(r.headers.get("accept"), Some("application/json"));
+        assert_eq!(r.headers.get("authorization"), Some("Bearer t"));
+        assert_eq!(r.body, b"{}");
+    }
 
     #[test]
     fn options_debug_never_shows_header_values() {

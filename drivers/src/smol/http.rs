@@ -152,6 +152,15 @@ impl Exchange {
 
 /// Sends `request` and waits for the response head (the caller bounds the wait).
 pub async fn send(tls: &Arc<ClientConfig>, request: &Request) -> Result<Exchange, HttpError> {
+    send_within(tls, request, CONNECT_TIMEOUT).await
+}
+
+/// [`send`], with its own limit on resolving and connecting.
+pub async fn send_within(
+    tls: &Arc<ClientConfig>,
+    request: &Request,
+    connect_timeout: Duration,
+) -> Result<Exchange, HttpError> {
     let uri: hyper::Uri = request.url.parse().map_err(|_| HttpError::Request)?;
     let https = match uri.scheme_str() {
         Some("https") => true,
@@ -163,7 +172,7 @@ pub async fn send(tls: &Arc<ClientConfig>, request: &Request) -> Result<Exchange
     let hyper_request = build(request, &uri, &host)?;
     let tcp = connect(&host, port)
         .or(async {
-            Timer::after(CONNECT_TIMEOUT).await;
+            Timer::after(connect_timeout).await;
             Err(HttpError::Connect(io::ErrorKind::TimedOut))
         })
         .await?;

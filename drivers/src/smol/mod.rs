@@ -16,7 +16,7 @@
 //!   its queue and frames.
 
 mod cloudflared;
-mod http;
+pub(crate) mod http;
 mod stdio;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,754 @@
+//! The MCP client scenarios both drivers must pass, against the reference server on
+//! 127.0.0.1: in-process over Streamable HTTP, and as a child process (`mcpwire dev mcp-server
+//! --stdio`) over stdio, in the modern era and with fallback to the legacy one. Each driver's
+//! test file (`mcp_client_blocking.rs`, `mcp_client_smol.rs`) runs every one of them.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mcpwire_core::jsonrpc::code;
+use mcpwire_core::mcp::client::{
+    EraEvidence, Event, OpError, OpId, OpOptions, ProtocolChoice, RetryReason,
+};
+use mcpwire_core::mcp::elicitation::ElicitAnswer;
+use mcpwire_core::mcp::era::CachedEra;
+use mcpwire_core::mcp::era::Era;
+use mcpwire_core::mcp::meta::ClientCapabilities;
+use mcpwire_core::mcp::mrtr::{InputAnswer, InputRequestEvent};
+use mcpwire_core::mcp::request::CallOptions;
+use mcpwire_core::mcp::subscription::{self, SubscriptionFilter, SubscriptionHandle};
+use mcpwire_drivers::dev::mcp_server::{self, EraMode, McpServer, McpServerHandle, FAIL_CODE};
+use mcpwire_drivers::mcp_client::{ClientOptions, Error, Host};
+use serde_json::{json, Map, Value};
+
+/// The names [`impl_api!`] uses.
+pub mod types {
+    pub use mcpwire_core::mcp::client::OpOptions;
+    pub use mcpwire_core::mcp::era::CachedEra;
+    pub use mcpwire_core::mcp::subscription::{self, SubscriptionFilter, SubscriptionHandle};
+    pub use mcpwire_drivers::mcp_client::{ClientOptions, Error, Host};
+    pub use serde_json::Value;
+    pub use std::time::Duration;
+}
+
+/// The client API both drivers offer, as plain calls (the smol client's through
+/// `smol::block_on`), so that every scenario runs against each driver.
+pub trait Api: Sized + std::fmt::Debug {
+    fn connect_http(url: &str, options: ClientOptions) -> Result<Self, Error>;
+    fn connect_stdio(program: &str, args: &[&str], options: ClientOptions) -> Result<Self, Error>;
+    fn set_host(&mut self, host: Box<dyn Host + Send>);
+    /// A function that cancels the running operation (from another thread).
+    fn canceller(&self) -> Box<dyn Fn() + Send>;
+    fn era(&self) -> Option<CachedEra>;
+    fn discover(&mut self) -> Result<Value, Error>;
+    fn list_tools(&mut self, cursor: Option<&str>) -> Result<Value, Error>;
+    fn list_prompts(&mut self, cursor: Option<&str>) -> Result<Value, Error>;
+    fn list_resources(&mut self, cursor: Option<&str>) -> Result<Value, Error>;
+    fn list_resource_templates(&mut self, cursor: Option<&str>) -> Result<Value, Error>;
+    fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, Error>;
+    fn call_tool_with(
+        &mut self,
+        name: &str,
+        arguments: Value,
+        options: OpOptions,
+    ) -> Result<Value, Error>;
+    fn get_prompt(&mut self, name: &str, arguments: Value) -> Result<Value, Error>;
+    fn read_resource(&mut self, uri: &str) -> Result<Value, Error>;
+    fn ping(&mut self) -> Result<Value, Error>;
+    fn subscribe(&mut self, filter: SubscriptionFilter) -> Result<SubscriptionHandle, Error>;
+    fn next_subscription_event(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<Option<subscription::Event>, Error>;
+    fn unsubscribe(&mut self, sub: SubscriptionHandle) -> Result<(), Error>;
+    fn close(self);
+}
+
+/// Implements [`Api`] for a driver's client; `$($wait)*` turns a method's return value into
+/// its result (nothing for the blocking client, `smol::block_on` for the smol one).
+#[macro_export]
+macro_rules! impl_api {
+    ($t:ty, $inner:ty, |$x:ident| $wait:expr) => {
+        const _: () = {
+            use $crate::mcp_client_scenarios::types::*;
+            impl $crate::mcp_client_scenarios::Api for $t {
+                fn connect_http(url: &str, options: ClientOptions) -> Result<Self, Error> {
+                    <$inner>::connect_http(url, options).map(Self)
+                }
+                fn connect_stdio(
+                    program: &str,
+                    args: &[&str],
+                    options: ClientOptions,
+                ) -> Result<Self, Error> {
+                    <$inner>::connect_stdio(program, args, options).map(Self)
+                }
+                fn set_host(&mut self, host: Box<dyn Host + Send>) {
+                    self.0.set_host(host)
+                }
+                fn canceller(&self) -> Box<dyn Fn() + Send> {
+                    let c = self.0.canceller();
+                    Box::new(move || c.cancel())
+                }
+                fn era(&self) -> Option<CachedEra> {
+                    self.0.era()
+                }
+                fn discover(&mut self) -> Result<Value, Error> {
+                    let $x = self.0.discover();
+                    $wait
+                }
+                fn list_tools(&mut self, cursor: Option<&str>) -> Result<Value, Error> {
+                    let $x = self.0.list_tools(cursor);
+                    $wait
+                }
+                fn list_prompts(&mut self, cursor: Option<&str>) -> Result<Value, Error> {
+                    let $x = self.0.list_prompts(cursor);
+                    $wait
+                }
+                fn list_resources(&mut self, cursor: Option<&str>) -> Result<Value, Error> {
+                    let $x = self.0.list_resources(cursor);
+                    $wait
+                }
+                fn list_resource_templates(
+                    &mut self,
+                    cursor: Option<&str>,
+                ) -> Result<Value, Error> {
+                    let $x = self.0.list_resource_templates(cursor);
+                    $wait
+                }
+                fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, Error> {
+                    let $x = self.0.call_tool(name, arguments);
+                    $wait
+                }
+                fn call_tool_with(
+                    &mut self,
+                    name: &str,
+                    arguments: Value,
+                    options: OpOptions,
+                ) -> Result<Value, Error> {
+                    let $x = self.0.call_tool_with(name, arguments, options);
+                    $wait
+                }
+                fn get_prompt(&mut self, name: &str, arguments: Value) -> Result<Value, Error> {
+                    let $x = self.0.get_prompt(name, arguments);
+                    $wait
+                }
+                fn read_resource(&mut self, uri: &str) -> Result<Value, Error> {
+                    let $x = self.0.read_resource(uri);
+                    $wait
+                }
+                fn ping(&mut self) -> Result<Value, Error> {
+                    let $x = self.0.ping();
+                    $wait
+                }
+                fn subscribe(
+                    &mut self,
+                    filter: SubscriptionFilter,
+                ) -> Result<SubscriptionHandle, Error> {
+                    let $x = self.0.subscribe(filter);
+                    $wait
+                }
+                fn next_subscription_event(
+                    &mut self,
+                    timeout: Duration,
+                ) -> Result<Option<subscription::Event>, Error> {
+                    let $x = self.0.next_subscription_event(timeout);
+                    $wait
+                }
+                fn unsubscribe(&mut self, sub: SubscriptionHandle) -> Result<(), Error> {
+                    let $x = self.0.unsubscribe(sub);
+                    $wait
+                }
+                fn close(self) {
+                    let $x = self.0.close();
+                    $wait
+                }
+            }
+        };
+    };
+}
+
+/// One `#[test]` per scenario, run with the client type `$c`.
+#[macro_export]
+macro_rules! scenario_tests {
+    ($c:ty) => {
+        $crate::scenario_tests!(@each $c; http_modern_server_lists_and_calls_tools_in_the_modern_era, http_legacy_server_is_detected_and_served_through_a_session_ended_by_delete, http_pinned_modern_client_reports_a_legacy_server_as_an_error, http_tool_with_x_mcp_header_is_called_with_its_mcp_param_header, http_tool_with_x_mcp_header_works_before_any_tools_list, http_mrtr_elicitation_accepted_by_the_host_completes_the_call, http_mrtr_elicitation_declined_by_the_default_host_completes_without_a_name, http_mrtr_answer_that_breaks_the_schema_is_refused_with_the_key, http_progress_notifications_reach_the_host_before_the_result, http_slow_call_times_out_and_the_server_sees_the_client_go_away, http_cancel_from_another_thread_ends_the_call_and_closes_its_exchange, http_per_call_timeout_overrides_the_default, http_tools_list_within_its_ttl_is_served_from_the_cache, http_tools_list_without_ttl_is_fetched_again, http_tool_error_is_the_servers_error_object, http_methods_the_server_lacks_fail_with_method_not_found, http_ping_is_unsupported_in_the_modern_era, http_bearer_token_is_sent_on_every_request, http_unreachable_server_names_the_url_and_the_transport_error, http_bad_inputs_are_typed_errors, http_subscription_the_server_lacks_ends_with_its_status_instead_of_hanging, stdio_modern_server_is_probed_and_serves_calls, stdio_legacy_server_falls_back_to_initialize, stdio_mrtr_elicitation_round_trip, stdio_slow_call_times_out_and_the_client_stays_usable, stdio_cancel_from_another_thread_ends_the_call_and_the_client_stays_usable, stdio_crashed_child_is_reported_with_its_exit_status_and_stderr_tail, stdio_missing_program_is_a_spawn_error, pinned_era_event_reaches_a_host_set_after_connecting);
+    };
+    (@each $c:ty; $($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::mcp_client_scenarios::$name::<$c>();
+            }
+        )*
+    };
+}
+
+pub fn server(era: EraMode) -> McpServerHandle {
+    server_with(mcp_server::Config {
+        era,
+        ..mcp_server::Config::default()
+    })
+}
+
+pub fn server_with(config: mcp_server::Config) -> McpServerHandle {
+    McpServer::start_http(config, "127.0.0.1:0").unwrap()
+}
+
+fn stdio<C: Api>(era: &str, options: ClientOptions) -> C {
+    C::connect_stdio(
+        env!("CARGO_BIN_EXE_mcpwire"),
+        &["dev", "mcp-server", "--stdio", "--era", era],
+        options,
+    )
+    .unwrap()
+}
+
+/// What a test host saw.
+#[derive(Default)]
+struct Seen {
+    events: Vec<Event>,
+    progress: Vec<(OpId, f64, Option<f64>)>,
+    asked: Vec<InputRequestEvent>,
+}
+
+/// A host that records everything and answers elicitations with `answer`.
+struct Recorder {
+    seen: Arc<Mutex<Seen>>,
+    answer: Option<Map<String, Value>>,
+}
+
+impl Host for Recorder {
+    fn on_input_request(&mut self, _op: OpId, request: &InputRequestEvent) -> InputAnswer {
+        self.seen.lock().unwrap().asked.push(request.clone());
+        match &self.answer {
+            Some(content) => InputAnswer::Elicitation(ElicitAnswer::Accept(content.clone())),
+            None => InputAnswer::Elicitation(ElicitAnswer::Decline),
+        }
+    }
+    fn on_progress(&mut self, op: OpId, progress: f64, total: Option<f64>, _m: Option<&str>) {
+        self.seen
+            .lock()
+            .unwrap()
+            .progress
+            .push((op, progress, total));
+    }
+    fn on_event(&mut self, event: &Event) {
+        self.seen.lock().unwrap().events.push(event.clone());
+    }
+}
+
+fn recorder(client: &mut impl Api, answer: Option<Value>) -> Arc<Mutex<Seen>> {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    client.set_host(Box::new(Recorder {
+        seen: Arc::clone(&seen),
+        answer: answer.map(|v| v.as_object().unwrap().clone()),
+    }));
+    seen
+}
+
+fn tool_names(list: &Value) -> Vec<String> {
+    list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn rpc_count(srv: &McpServerHandle, method: &str) -> usize {
+    srv.server()
+        .requests()
+        .iter()
+        .filter(|r| r.method.as_deref() == Some(method))
+        .count()
+}
+
+pub fn text_of(result: &Value) -> &str {
+    result["content"][0]["text"].as_str().unwrap_or_default()
+}
+
+fn op_error(e: Error) -> OpError {
+    match e {
+        Error::Op(e) => *e,
+        other => panic!("expected a core error, got {other:?}"),
+    }
+}
+
+/// Cancels `client`'s running operation from another thread, again and again until `stop`
+/// (bounded): whichever attempt lands while the call runs cancels it.
+fn keep_cancelling(
+    c: &impl Api,
+) -> (
+    Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<()>,
+) {
+    let canceller = c.canceller();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let t = std::thread::spawn(move || {
+        for _ in 0..200 {
+            if flag.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            canceller();
+        }
+    });
+    (stop, t)
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP
+
+pub fn http_modern_server_lists_and_calls_tools_in_the_modern_era<C: Api>() {
+    let srv = server(EraMode::Dual);
+    let mut c = C::connect_http(&srv.url(), ClientOptions::default()).unwrap();
+    let discover = c.discover().unwrap();
+    assert!(discover["supportedVersions"]
+        .to_string()
+        .contains("2026-07-28"));
+    let tools = c.list_tools(None).unwrap();
+    assert!(tool_names(&tools).contains(&"echo".to_owned()));
+    let r = c.call_tool("echo", json!({"text": "hi there"})).unwrap();
+    assert_eq!(text_of(&r), "hi there");
+    let era = c.era().unwrap();
+    assert_eq!(era.era, Era::Modern);
+    assert_eq!(era.protocol_version.as_deref(), Some("2026-07-28"));
+    assert_eq!(srv.server().stats().sessions_opened, 0, "no initialize");
+}
+
+pub fn http_legacy_server_is_detected_and_served_through_a_session_ended_by_delete<C: Api>() {
+    let srv = server(EraMode::Legacy);
+    let mut c = C::connect_http(&srv.url(), ClientOptions::default()).unwrap();
+    let seen = recorder(&mut c, None);
+    let tools = c.list_tools(None).unwrap();
+    assert!(tool_names(&tools).contains(&"echo".to_owned()));
+    let r = c.call_tool("echo", json!({"text": "old"})).unwrap();
+    assert_eq!(text_of(&r), "old");
+    assert_eq!(c.ping().unwrap(), json!({}));
+    assert_eq!(c.era().unwrap().era, Era::Legacy);
+    {
+        let seen = seen.lock().unwrap();
+        assert!(
+            seen.events.iter().any(|e| matches!(
+                e,
+                Event::EraDetected {
+                    era: Era::Legacy,
+                    evidence: EraEvidence::HttpStatus(_),
+                    ..
+                }
+            )),
+            "the fallback is an event: {:?}",
+            seen.events
+        );
+        assert!(seen.events.iter().any(|e| matches!(
+            e,
+            Event::Retrying {
+                reason: RetryReason::LegacyFallback,
+                ..
+            }
+        )));
+    }
+    assert_eq!(srv.server().stats().sessions_opened, 1);
+    c.close();
+    assert_eq!(srv.server().stats().sessions_ended, 1, "close sends DELETE");
+}
+
+pub fn http_pinned_modern_client_reports_a_legacy_server_as_an_error<C: Api>() {
+    let srv = server(EraMode::Legacy);
+    let options = ClientOptions::default().with_protocol(ProtocolChoice::Modern);
+    let mut c = C::connect_http(&srv.url(), options).unwrap();
+    let e = op_error(c.list_tools(None).unwrap_err());
+    // The reference server's legacy 400 carries a JSON-RPC error, which the core hands on as
+    // the server's error (a bare 400/404/405 would be `LegacyServer`).
+    assert!(
+        matches!(&e, OpError::Server(o) if o.message.contains("initialize"))
+            || matches!(e, OpError::LegacyServer { .. }),
+        "{e:?}"
+    );
+    assert_eq!(srv.server().stats().sessions_opened, 0, "no fallback");
+}
+
+pub fn http_tool_with_x_mcp_header_is_called_with_its_mcp_param_header<C: Api>() {
+    let srv = server(EraMode::Dual);
+    let mut c = C::connect_http(&srv.url(), ClientOptions::default()).unwrap();
+    c.list_tools(None).unwrap();
+    let r = c.call_tool("tenant", json!({"region": "eu-west"})).unwrap();
+    assert_eq!(r["structuredContent"]["region"], "eu-west");
+    let requests = srv.server().requests();
+    let call = requests
+        .iter()
+        .rev()
+        .find(|r| r.method.as_deref() == Some("tools/call"))
+        .unwrap();
+    assert!(
+        call.headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("mcp-param-region")),
+        "{:?}",
+        call.headers
+    );
+    assert_eq!(srv.server().stats().header_mismatches, 0);
+}
+
+pub fn http_tool_with_x_mcp_header_works_before_any_tools_list<C: Api>() {
+    let srv = server(EraMode::Dual);
+    let mut c = C::connect_http(&srv.url(), ClientOptions::default()).unwrap();
+    let r = c.call_tool("tenant", json!({"region": "ap"})).unwrap();
+    assert_eq!(r["structuredContent"]["region"], "ap");
+}
+
+pub fn http_mrtr_elicitation_accepted_by_the_host_completes_the_call<C: Api>() {
+    let srv = server(EraMode::Dual);
+    let options = ClientOptions::default()
+        .with_capabilities(ClientCapabilities::none().with_elicitation_form());
+    let mut c = C::connect_http(&srv.url(), options).unwrap();
+    let seen = recorder(&mut c, Some(json!({"name": "Ada"})));
+    let r = c.call_tool("ask", json!({})).unwrap();
+    assert_eq!(text_of(&r), "Hello, Ada!");
+    assert_eq!(seen.lock().unwrap().asked.len(), 1);
+    assert_eq!(srv.server().stats().tool_calls.get("ask"), Some(&2));
+}
+
+pub fn http_mrtr_elicitation_declined_by_the_default_host_completes_without_a_name<C: Api>() {
+    let srv = server(EraMode::Dual);
+    let options = ClientOptions::default()
+        .with_capabilities(ClientCapabilities::none().with_elicitation_form());
+    let mut c = C::connect_http(&srv.url(), options).unwrap();
+    let r = c.call_tool("ask", json!({})).unwrap();
+    assert_eq!(text_of(&r), "No name given.");
+}
+
+pub fn http_mrtr_answer_that_breaks_the_schema_is_refused_with_the_key<C: Api>() {
+    let srv = server(EraMode::Dual);
+    let options = ClientOptions::default()
+        .with_capabilities(ClientCapabilities::none().with_elicitation_form());
+    let mut c = C::connect_http(&srv.url(), options).unwrap();
+    recorder(&mut c, Some(json!({"name": 42})));
+    match c.call_tool("ask", json!({})).unwrap_err() {
+        Error::InputRefused { key, .. } => assert_eq!(key, "name"),
+        other => panic!("{other:?}"),
+    }
+}
+
+pub fn http_progress_notifications_reach_the_host_before_the_result<C: Api>() {
+    let srv = server(EraMode::Dual);
+    let mut c = C::connect_http(&srv.url(), ClientOptions::default()).unwrap();
+    let seen = recorder(&mut c, None);
+    c.call_tool("progress", json!({"steps": 3, "interval_ms": 10}))
+        .unwrap();
+    let progress = seen.lock().unwrap().progress.clone();
+    assert_eq!(progress.len(), 3, "{progress:?}");
+    assert!(progress.windows(2).all(|w| w[0].1 < w[1].1));
+}
+
+pub fn http_slow_call_times_out_and_the_server_sees_the_client_go_away<C: Api>() {
+    let srv = server(EraMode::Dual);
+    let options = ClientOptions::default().with_request_timeout(Duration::from_millis(300));
+    let mut c = C::connect_http(&srv.url(), options).unwrap();
+    let e = op_error(c.call_tool("slow", json!({"ms": 20_000})).unwrap_err());
+    assert!(matches!(e, OpError::TimedOut { .. }), "{e:?}");
+    // The stream was closed: the server stops the call early (bounded wait, no timing claim).
+    let until = Instant::now() + Duration::from_secs(10);
+    while srv.server().stats().cancelled == 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(srv.server().stats().cancelled, 1);
+    // The client still works.
+    assert_eq!(
+        text_of(&c.call_tool("echo", json!({"text": "x"})).unwrap()),
+        "x"
+    );
+}
+
+pub fn http_cancel_from_another_thread_ends_the_call_and_closes_its_exchange<C: Api>() {
+    let srv = server(EraMode::Dual);
+    let mut c = C::connect_http(&srv.url(), ClientOptions::default()).unwrap();
+    let (stop, t) = keep_cancelling(&c);
+    let e = c.call_tool("slow", json!({"ms": 20_000})).unwrap_err();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    t.join().unwrap();
+    assert!(matches!(e, Error::Cancelled), "{e:?}");
+    let until = Instant::now() + Duration::from_secs(10);
+    while srv.server().stats().cancelled == 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(srv.server().stats().cancelled, 1);
+    assert_eq!(
+        text_of(&c.call_tool("echo", json!({"text": "z"})).unwrap()),
+        "z"
+    );
+}
+
+pub fn http_per_call_timeout_overrides_the_default<C: Api>() {
+    let srv = server(EraMode::Dual);
+    let mut c = C::connect_http(&srv.url(), ClientOptions::default()).unwrap();
+    let options = OpOptions {
+        call: Some(CallOptions {
+            timeout: Duration::from_millis(200),
+            ..CallOptions::default()
+        }),
+        ..OpOptions::default()
+    };
+    let e = op_error(
+        c.call_tool_with("slow", json!({"ms": 20_000}), options)
+            .unwrap_err(),
+    );
+    assert!(matches!(e, OpError::TimedOut { .. }), "{e:?}");
+}
+
+pub fn http_tools_list_within_its_ttl_is_served_from_the_cache<C: Api>() {
+    let srv = server_with(mcp_server::Config {
+        tools_list_ttl_ms: Some(600_000),
+        ..mcp_server::Config::default()
+    });
+    let mut c = C::connect_http(&srv.url(), ClientOptions::default()).unwrap();
+    let a = c.list_tools(None).unwrap();
+    let b = c.list_tools(None).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(rpc_count(&srv, "tools/list"), 1);
+}
+
+pub fn http_tools_list_without_ttl_is_fetched_again<C: Api>() {
+    let srv = server(EraMode::Dual);
+    let mut c = C::connect_http(&srv.url(), ClientOptions::default()).unwrap();
+    c.list_tools(None).unwrap();
+    c.list_tools(None).unwrap();
+    assert_eq!(rpc_count(&srv, "tools/list"), 2);
+}
+
+pub fn http_tool_error_is_the_servers_error_object<C: Api>() {
+    let srv = server(EraMode::Dual);
+    let mut c = C::connect_http(&srv.url(), ClientOptions::default()).unwrap();
+    match op_error(c.call_tool("fail", json!({})).unwrap_err()) {
+        OpError::Server(e) => assert_eq!(e.code, FAIL_CODE),
+        other => panic!("{other:?}"),
+    }
+}
+
+pub fn http_methods_the_server_lacks_fail_with_method_not_found<C: Api>() {
+    let srv = server(EraMode::Dual);
+    let mut c = C::connect_http(&srv.url(), ClientOptions::default()).unwrap();
+    c.discover().unwrap();
+    for result in [
+        c.list_prompts(None),
+        c.list_resources(None),
+        c.list_resource_templates(None),
+        c.read_resource("file:///nothing"),
+        c.get_prompt("nothing", Value::Null),
+    ] {
+        match op_error(result.unwrap_err()) {
+            OpError::Server(e) => assert_eq!(e.code, code::METHOD_NOT_FOUND),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+pub fn http_ping_is_unsupported_in_the_modern_era<C: Api>() {
+    let srv = server(EraMode::Modern);
+    let mut c = C::connect_http(&srv.url(), ClientOptions::default()).unwrap();
+    c.discover().unwrap();
+    let e = op_error(c.ping().unwrap_err());
+    assert!(matches!(e, OpError::Unsupported { .. }), "{e:?}");
+}
+
+pub fn http_bearer_token_is_sent_on_every_request<C: Api>() {
+    let srv = server(EraMode::Dual);
+    let options = ClientOptions::default().with_bearer_token("tok-123456789");
+    let mut c = C::connect_http(&srv.url(), options).unwrap();
+    c.list_tools(None).unwrap();
+    c.call_tool("echo", json!({"text": "a"})).unwrap();
+    let requests = srv.server().requests();
+    assert!(requests.len() >= 2);
+    for r in &requests {
+        assert!(
+            r.headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("authorization")),
+            "{r:?}"
+        );
+    }
+    assert!(!format!("{c:?}").contains("tok-123456789"));
+}
+
+pub fn http_unreachable_server_names_the_url_and_the_transport_error<C: Api>() {
+    // Bind then drop a listener: the port is closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let mut c = C::connect_http(&url, ClientOptions::default()).unwrap();
+    match c.call_tool("echo", json!({"text": "x"})).unwrap_err() {
+        Error::Transport { url: u, cause, .. } => {
+            assert_eq!(u, url);
+            assert!(!cause.is_empty());
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+pub fn http_bad_inputs_are_typed_errors<C: Api>() {
+    assert!(matches!(
+        C::connect_http("ftp://x/", ClientOptions::default()),
+        Err(Error::InvalidUrl { .. })
+    ));
+    let srv = server(EraMode::Dual);
+    let mut c = C::connect_http(&srv.url(), ClientOptions::default()).unwrap();
+    assert!(matches!(
+        c.call_tool("echo", json!([1])),
+        Err(Error::InvalidArguments(_))
+    ));
+    assert!(srv.server().requests().is_empty());
+}
+
+pub fn http_subscription_the_server_lacks_ends_with_its_status_instead_of_hanging<C: Api>() {
+    // The reference server has no subscriptions/listen (404): the subscription ends, and says
+    // why, within the bounded wait.
+    let srv = server(EraMode::Dual);
+    let mut c = C::connect_http(&srv.url(), ClientOptions::default()).unwrap();
+    let sub = c
+        .subscribe(SubscriptionFilter {
+            tools_list_changed: true,
+            ..SubscriptionFilter::default()
+        })
+        .unwrap();
+    let event = c.next_subscription_event(Duration::from_secs(10)).unwrap();
+    assert!(
+        matches!(
+            event,
+            Some(subscription::Event::Ended {
+                sub: s,
+                reason: subscription::EndReason::HttpStatus(404),
+            }) if s == sub
+        ),
+        "{event:?}"
+    );
+    assert_eq!(rpc_count(&srv, "subscriptions/listen"), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// stdio
+
+pub fn stdio_modern_server_is_probed_and_serves_calls<C: Api>() {
+    let mut c = stdio::<C>("modern", ClientOptions::default());
+    let seen = recorder(&mut c, None);
+    let tools = c.list_tools(None).unwrap();
+    assert!(tool_names(&tools).contains(&"echo".to_owned()));
+    assert_eq!(
+        text_of(&c.call_tool("echo", json!({"text": "pipe"})).unwrap()),
+        "pipe"
+    );
+    c.call_tool("progress", json!({"steps": 2, "interval_ms": 5}))
+        .unwrap();
+    assert_eq!(c.era().unwrap().era, Era::Modern);
+    assert_eq!(seen.lock().unwrap().progress.len(), 2);
+}
+
+pub fn stdio_legacy_server_falls_back_to_initialize<C: Api>() {
+    let mut c = stdio::<C>("legacy", ClientOptions::default());
+    let seen = recorder(&mut c, None);
+    assert_eq!(
+        text_of(&c.call_tool("echo", json!({"text": "old"})).unwrap()),
+        "old"
+    );
+    assert_eq!(c.ping().unwrap(), json!({}));
+    assert_eq!(c.era().unwrap().era, Era::Legacy);
+    assert!(seen.lock().unwrap().events.iter().any(|e| matches!(
+        e,
+        Event::EraDetected {
+            era: Era::Legacy,
+            evidence: EraEvidence::ProbeError(_),
+            ..
+        }
+    )));
+}
+
+pub fn stdio_mrtr_elicitation_round_trip<C: Api>() {
+    let options = ClientOptions::default()
+        .with_capabilities(ClientCapabilities::none().with_elicitation_form());
+    let mut c = stdio::<C>("dual", options);
+    recorder(&mut c, Some(json!({"name": "Grace"})));
+    assert_eq!(
+        text_of(&c.call_tool("ask", json!({})).unwrap()),
+        "Hello, Grace!"
+    );
+}
+
+pub fn stdio_slow_call_times_out_and_the_client_stays_usable<C: Api>() {
+    let options = ClientOptions::default().with_request_timeout(Duration::from_millis(300));
+    let mut c = stdio::<C>("modern", options);
+    let e = op_error(c.call_tool("slow", json!({"ms": 20_000})).unwrap_err());
+    assert!(matches!(e, OpError::TimedOut { .. }), "{e:?}");
+    assert_eq!(
+        text_of(&c.call_tool("echo", json!({"text": "y"})).unwrap()),
+        "y"
+    );
+}
+
+pub fn stdio_cancel_from_another_thread_ends_the_call_and_the_client_stays_usable<C: Api>() {
+    let mut c = stdio::<C>("modern", ClientOptions::default());
+    c.discover().unwrap();
+    let (stop, t) = keep_cancelling(&c);
+    let e = c.call_tool("slow", json!({"ms": 20_000})).unwrap_err();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    t.join().unwrap();
+    assert!(matches!(e, Error::Cancelled), "{e:?}");
+    assert_eq!(
+        text_of(&c.call_tool("echo", json!({"text": "w"})).unwrap()),
+        "w"
+    );
+}
+
+pub fn stdio_crashed_child_is_reported_with_its_exit_status_and_stderr_tail<C: Api>() {
+    let mut c = C::connect_stdio(
+        "sh",
+        &["-c", "echo 'config missing: FOO' >&2; exit 3"],
+        ClientOptions::default(),
+    )
+    .unwrap();
+    match c.discover().unwrap_err() {
+        Error::ServerExited {
+            status,
+            stderr_tail,
+            ..
+        } => {
+            assert!(status.contains('3'), "{status}");
+            assert_eq!(stderr_tail, vec!["config missing: FOO".to_owned()]);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Later calls fail the same way, at once.
+    assert!(matches!(
+        c.list_tools(None),
+        Err(Error::ServerExited { .. })
+    ));
+}
+
+pub fn stdio_missing_program_is_a_spawn_error<C: Api>() {
+    let e = C::connect_stdio(
+        "/nonexistent/mcpwire-no-such-server",
+        &[],
+        ClientOptions::default(),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::Spawn { .. }), "{e:?}");
+}
+
+pub fn pinned_era_event_reaches_a_host_set_after_connecting<C: Api>() {
+    let srv = server(EraMode::Modern);
+    let options = ClientOptions::default().with_protocol(ProtocolChoice::Modern);
+    let mut c = C::connect_http(&srv.url(), options).unwrap();
+    let seen = recorder(&mut c, None);
+    c.discover().unwrap();
+    assert!(seen.lock().unwrap().events.iter().any(|e| matches!(
+        e,
+        Event::EraDetected {
+            era: Era::Modern,
+            evidence: EraEvidence::Configured,
+            ..
+        }
+    )));
+}
