@@ -21,14 +21,14 @@ use mcpwire_drivers::mcp_client::blocking::McpClient;
 use mcpwire_drivers::mcp_client::{ClientOptions, Host};
 use serde_json::{json, Value};
 
-/// Answers a form elicitation that asks for `name` with this name; declines anything else.
+/// Answers a form elicitation that requires `name` with this name; declines anything else.
 pub struct GiveName(pub String);
 
 impl Host for GiveName {
     fn on_input_request(&mut self, _op: OpId, asked: &InputRequestEvent) -> InputAnswer {
         match &asked.request {
             InputRequest::Elicitation(ElicitationRequest::Form(form))
-                if form.schema.properties.iter().any(|(field, _)| field == "name") =>
+                if form.schema.required.iter().any(|field| field == "name") =>
             {
                 let mut content = serde_json::Map::new();
                 content.insert("name".into(), json!(self.0));
@@ -58,7 +58,8 @@ pub fn run(url: &str, out: &mut impl Write) -> Result<(), Box<dyn Error>> {
     }
     let echoed = client.call_tool("echo", json!({"text": "hi"}))?;
     writeln!(out, "echo: {}", first_text(&echoed))?;
-    let greeted = client.call_tool("ask", json!({"question": "Who are you?"}))?;
+    let question = json!({"question": "Who are you?"});
+    let greeted = client.call_tool("ask", question)?;
     writeln!(out, "ask: {}", first_text(&greeted))?;
     client.close();
     Ok(())

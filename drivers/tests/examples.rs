@@ -100,7 +100,9 @@ fn readme_library_section_shows_the_examples_own_code() {
     assert!(blocks.len() >= 2, "found {} rust blocks", blocks.len());
     for block in &blocks {
         assert!(
-            EXAMPLES.iter().any(|example| example.contains(block.as_str())),
+            EXAMPLES
+                .iter()
+                .any(|example| example.contains(block.as_str())),
             "this README block is not in drivers/examples/mcp_*.rs:\n{block}"
         );
     }
