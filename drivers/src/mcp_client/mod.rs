@@ -53,6 +53,9 @@ pub struct ClientOptions {
     pub headers: Vec<(String, String)>,
     /// The era policy (detect, or pin modern or legacy).
     pub protocol: ProtocolChoice,
+    /// The modern protocol versions the client speaks (empty: the core's default, the latest
+    /// version it knows).
+    pub versions: Vec<String>,
     /// How long one request may wait for its answer.
     pub request_timeout: Duration,
     /// How long opening an HTTP connection may take.
@@ -75,6 +78,7 @@ impl Default for ClientOptions {
             client_info: Implementation::new("mcpwire", env!("CARGO_PKG_VERSION")),
             headers: Vec::new(),
             protocol: ProtocolChoice::Auto,
+            versions: Vec::new(),
             request_timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(10),
             probe_timeout: mcpwire_core::mcp::client::DEFAULT_PROBE_TIMEOUT,
@@ -92,6 +96,7 @@ impl fmt::Debug for ClientOptions {
             .field("client_info", &self.client_info)
             .field("headers", &names)
             .field("protocol", &self.protocol)
+            .field("versions", &self.versions)
             .field("request_timeout", &self.request_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("probe_timeout", &self.probe_timeout)
@@ -119,6 +124,13 @@ impl ClientOptions {
         self
     }
 
+    /// Speaks these modern protocol versions (any order; the core tries the latest first and
+    /// moves to one the server supports on `-32022`).
+    pub fn with_versions(mut self, versions: &[&str]) -> Self {
+        self.versions = versions.iter().map(|v| (*v).to_owned()).collect();
+        self
+    }
+
     /// Sets the per-request timeout.
     pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
@@ -136,6 +148,9 @@ impl ClientOptions {
         let mut config = ClientConfig::new(transport, self.client_info.clone())
             .with_capabilities(self.capabilities.clone());
         config.protocol = self.protocol.clone();
+        if !self.versions.is_empty() {
+            config.versions = self.versions.clone();
+        }
         config.call_options.timeout = self.request_timeout;
         config.probe_timeout = self.probe_timeout;
         config.cache = self.cache;
