@@ -43,7 +43,7 @@ use serde_json::Value;
 
 use super::{
     arguments_object, check_http_url, explain_http_failure, http_request, jitter_seed,
-    ClientOptions, Error, Host, Outcomes, StderrTail,
+    server_exited, ClientOptions, Error, Host, Outcomes, StderrTail,
 };
 use crate::blocking::http;
 use crate::blocking::pool::{AgentFactory, JobCtl, Pool, Work};
@@ -567,15 +567,7 @@ impl McpClient {
 
     fn exited_error(&self) -> Error {
         match &self.link {
-            Link::Stdio(s) => Error::ServerExited {
-                program: s.program.clone(),
-                status: s.exit.clone().unwrap_or_else(|| "still running".into()),
-                stderr_tail: s
-                    .stderr
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .lines(),
-            },
+            Link::Stdio(s) => server_exited(&s.program, s.exit.as_deref(), &s.stderr),
             Link::Http(_) => Error::Cancelled,
         }
     }

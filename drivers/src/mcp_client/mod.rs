@@ -272,6 +272,23 @@ fn exited_message(program: &str, status: &str, tail: &[String]) -> String {
     m
 }
 
+/// The error of a stdio server whose process ended: its program, exit status and stderr tail
+/// (one place for both drivers).
+pub(crate) fn server_exited(
+    program: &str,
+    exit: Option<&str>,
+    stderr: &std::sync::Mutex<StderrTail>,
+) -> Error {
+    Error::ServerExited {
+        program: program.to_owned(),
+        status: exit.unwrap_or("still running").to_owned(),
+        stderr_tail: stderr
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .lines(),
+    }
+}
+
 /// The last lines a child wrote to stderr, bounded in count and length.
 #[derive(Debug, Default)]
 pub struct StderrTail {

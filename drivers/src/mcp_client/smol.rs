@@ -52,7 +52,7 @@ use smol::{Task, Timer};
 
 use super::{
     arguments_object, check_http_url, explain_http_failure, http_request, jitter_seed,
-    ClientOptions, Error, Host, Outcomes, StderrTail,
+    server_exited, ClientOptions, Error, Host, Outcomes, StderrTail,
 };
 use crate::smol::http::{self, HttpError};
 
@@ -652,15 +652,7 @@ impl McpClient {
 
     fn exited_error(&self) -> Error {
         match &self.link {
-            Link::Stdio(s) => Error::ServerExited {
-                program: s.program.clone(),
-                status: s.exit.clone().unwrap_or_else(|| "still running".into()),
-                stderr_tail: s
-                    .stderr
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .lines(),
-            },
+            Link::Stdio(s) => server_exited(&s.program, s.exit.as_deref(), &s.stderr),
             Link::Http(_) => Error::Cancelled,
         }
     }
