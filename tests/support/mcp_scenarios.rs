@@ -1,0 +1,657 @@
+//! The MCP client scenarios that every third-party peer of `mcp_peers*.rs` runs, on both drivers
+//! (`mcp_client::blocking` and `mcp_client::smol`, behind the one [`Api`]).
+//!
+//! A peer is a small server script of ours on a third-party SDK with the same surface:
+//!
+//! - tools `echo(text)`, `in_region(region)` (`region` carries `x-mcp-header: Region`),
+//!   `confirm_action(target)` (a form elicitation: MRTR `input_required` on 2026-07-28; answers
+//!   "confirmed: TARGET", and an `isError` result mentioning "decline" when declined),
+//!   `count_slowly(steps)` (a progress notification per step, then "counted STEPS"),
+//!   `touch_tools()` (publishes `notifications/tools/list_changed`, answers "touched"),
+//!   `slow(seconds)` (sleeps; a cancelled sleep is counted) and `stats()` (JSON:
+//!   `{"methods": {METHOD: COUNT}, "versions": [..], "slow": {"started": N, "cancelled": N}}`);
+//! - the prompt `greet(name)` and the resource `peer://readme` ("mcpwire client peer resource");
+//! - `tools/list` with `ttlMs` 60000.
+//!
+//! A test file describes how to start its peer ([`Peer`]) and lists the scenarios that peer
+//! supports with `peer_tests!(crate::PEER; scenario, ...)`.
+#![allow(dead_code)]
+
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::support::wait_for;
+use mcpwire_core::mcp::client::ProtocolChoice;
+use mcpwire_core::mcp::client::{Event, OpError, OpId, OpOptions, ResultSource, RetryReason};
+use mcpwire_core::mcp::elicitation::ElicitAnswer;
+use mcpwire_core::mcp::era::{CachedEra, Era};
+use mcpwire_core::mcp::meta::ClientCapabilities;
+use mcpwire_core::mcp::mrtr::{InputAnswer, InputRequestEvent};
+use mcpwire_core::mcp::request::CallOptions;
+use mcpwire_core::mcp::subscription::{self, Change, SubscriptionFilter, SubscriptionHandle};
+use mcpwire_drivers::mcp_client::{ClientOptions, Error, Host};
+use serde_json::{json, Map, Value};
+
+/// A protocol version newer than any server knows (the client lists it first).
+pub const FUTURE_VERSION: &str = "2099-01-01";
+
+/// `peer_tests!(crate::PEER; a, b)` makes `a::blocking` and `a::smol` tests calling
+/// `scenarios::a::<Blocking>(&crate::PEER)` and `scenarios::a::<Smol>(&crate::PEER)`.
+macro_rules! peer_tests {
+    ($peer:path; $($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn blocking() {
+                crate::scenarios::$name::<crate::scenarios::Blocking>(&$peer)
+            }
+            #[test]
+            fn smol() {
+                crate::scenarios::$name::<crate::scenarios::Smol>(&$peer)
+            }
+        }
+    )*};
+}
+
+// ---------------------------------------------------------------------------------------------
+// The two drivers behind one API
+
+/// The client API both drivers offer, as plain calls (the smol client's through
+/// `smol::block_on`).
+pub trait Api: Sized + std::fmt::Debug {
+    fn connect_http(url: &str, options: ClientOptions) -> Result<Self, Error>;
+    fn connect_stdio(program: &str, args: &[&str], options: ClientOptions) -> Result<Self, Error>;
+    fn set_host(&mut self, host: Box<dyn Host + Send>);
+    fn canceller(&self) -> Box<dyn Fn() + Send>;
+    fn era(&self) -> Option<CachedEra>;
+    fn discover(&mut self) -> Result<Value, Error>;
+    fn list_tools(&mut self) -> Result<Value, Error>;
+    fn list_prompts(&mut self) -> Result<Value, Error>;
+    fn list_resources(&mut self) -> Result<Value, Error>;
+    fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, Error>;
+    fn call_tool_with(&mut self, name: &str, args: Value, o: OpOptions) -> Result<Value, Error>;
+    fn get_prompt(&mut self, name: &str, arguments: Value) -> Result<Value, Error>;
+    fn read_resource(&mut self, uri: &str) -> Result<Value, Error>;
+    fn subscribe(&mut self, filter: SubscriptionFilter) -> Result<SubscriptionHandle, Error>;
+    fn next_event(&mut self, timeout: Duration) -> Result<Option<subscription::Event>, Error>;
+    fn close(self);
+}
+
+macro_rules! impl_api {
+    ($t:ident, $inner:ty, |$x:ident| $wait:expr) => {
+        #[derive(Debug)]
+        pub struct $t($inner);
+        impl Api for $t {
+            fn connect_http(url: &str, options: ClientOptions) -> Result<Self, Error> {
+                <$inner>::connect_http(url, options).map($t)
+            }
+            fn connect_stdio(p: &str, args: &[&str], o: ClientOptions) -> Result<Self, Error> {
+                <$inner>::connect_stdio(p, args, o).map($t)
+            }
+            fn set_host(&mut self, host: Box<dyn Host + Send>) {
+                self.0.set_host(host)
+            }
+            fn canceller(&self) -> Box<dyn Fn() + Send> {
+                let c = self.0.canceller();
+                Box::new(move || c.cancel())
+            }
+            fn era(&self) -> Option<CachedEra> {
+                self.0.era()
+            }
+            fn discover(&mut self) -> Result<Value, Error> {
+                let $x = self.0.discover();
+                $wait
+            }
+            fn list_tools(&mut self) -> Result<Value, Error> {
+                let $x = self.0.list_tools(None);
+                $wait
+            }
+            fn list_prompts(&mut self) -> Result<Value, Error> {
+                let $x = self.0.list_prompts(None);
+                $wait
+            }
+            fn list_resources(&mut self) -> Result<Value, Error> {
+                let $x = self.0.list_resources(None);
+                $wait
+            }
+            fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, Error> {
+                let $x = self.0.call_tool(name, arguments);
+                $wait
+            }
+            fn call_tool_with(&mut self, n: &str, a: Value, o: OpOptions) -> Result<Value, Error> {
+                let $x = self.0.call_tool_with(n, a, o);
+                $wait
+            }
+            fn get_prompt(&mut self, name: &str, arguments: Value) -> Result<Value, Error> {
+                let $x = self.0.get_prompt(name, arguments);
+                $wait
+            }
+            fn read_resource(&mut self, uri: &str) -> Result<Value, Error> {
+                let $x = self.0.read_resource(uri);
+                $wait
+            }
+            fn subscribe(&mut self, f: SubscriptionFilter) -> Result<SubscriptionHandle, Error> {
+                let $x = self.0.subscribe(f);
+                $wait
+            }
+            fn next_event(&mut self, t: Duration) -> Result<Option<subscription::Event>, Error> {
+                let $x = self.0.next_subscription_event(t);
+                $wait
+            }
+            fn close(self) {
+                let $x = self.0.close();
+                $wait
+            }
+        }
+    };
+}
+
+impl_api!(
+    Blocking,
+    mcpwire_drivers::mcp_client::blocking::McpClient,
+    |x| x
+);
+impl_api!(Smol, mcpwire_drivers::mcp_client::smol::McpClient, |x| {
+    smol::block_on(x)
+});
+
+// ---------------------------------------------------------------------------------------------
+// The peer
+
+/// How to start one third-party peer.
+pub struct Peer {
+    /// What the failures call it ("the Python SDK (mcp==2.3.0)").
+    pub name: &'static str,
+    /// The command serving Streamable HTTP at `http://127.0.0.1:PORT/mcp`.
+    pub http: fn(u16) -> Command,
+    /// The program and arguments of the stdio server.
+    pub stdio: fn() -> (String, Vec<String>),
+}
+
+/// A peer on Streamable HTTP; killed on drop.
+pub struct HttpPeer {
+    child: Child,
+    pub url: String,
+}
+
+impl HttpPeer {
+    pub fn start(peer: &Peer) -> HttpPeer {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = (peer.http)(port)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", peer.name));
+        let mut running = HttpPeer {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        };
+        wait_for(&format!("{} to listen", peer.name), || {
+            if let Ok(Some(status)) = running.child.try_wait() {
+                panic!("{} exited: {status}", peer.name);
+            }
+            TcpStream::connect(("127.0.0.1", port)).ok().map(drop)
+        });
+        running
+    }
+}
+
+impl Drop for HttpPeer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A client of the peer over HTTP; the peer lives as long as the returned handle.
+pub fn http<C: Api>(peer: &Peer, options: ClientOptions) -> (C, HttpPeer) {
+    let running = HttpPeer::start(peer);
+    let c = C::connect_http(&running.url, options).unwrap();
+    (c, running)
+}
+
+/// A client of the peer as a stdio child.
+pub fn stdio<C: Api>(peer: &Peer, options: ClientOptions) -> C {
+    let (program, args) = (peer.stdio)();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    C::connect_stdio(&program, &args, options).unwrap()
+}
+
+/// What the peer saw so far (its `stats` tool).
+pub fn stats(c: &mut impl Api) -> Value {
+    let r = c.call_tool("stats", json!({})).unwrap();
+    serde_json::from_str(text_of(&r)).unwrap_or_else(|e| panic!("{e}: {r}"))
+}
+
+pub fn method_count(stats: &Value, method: &str) -> u64 {
+    stats["methods"][method].as_u64().unwrap_or(0)
+}
+
+/// Polls the peer until `slow.cancelled` is `n` (bounded).
+pub fn wait_for_cancelled(c: &mut impl Api, n: u64) {
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = stats(c);
+        if s["slow"]["cancelled"].as_u64() == Some(n) || Instant::now() > until {
+            assert_eq!(s["slow"]["cancelled"], n, "{s}");
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A recording host
+
+#[derive(Default)]
+pub struct Seen {
+    pub events: Vec<Event>,
+    pub progress: Vec<(OpId, f64, Option<f64>)>,
+    pub asked: Vec<InputRequestEvent>,
+}
+
+pub struct Recorder {
+    seen: Arc<Mutex<Seen>>,
+    answer: Option<Map<String, Value>>,
+}
+
+impl Host for Recorder {
+    fn on_input_request(&mut self, _op: OpId, request: &InputRequestEvent) -> InputAnswer {
+        self.seen.lock().unwrap().asked.push(request.clone());
+        match &self.answer {
+            Some(content) => InputAnswer::Elicitation(ElicitAnswer::Accept(content.clone())),
+            None => InputAnswer::Elicitation(ElicitAnswer::Decline),
+        }
+    }
+    fn on_progress(&mut self, op: OpId, progress: f64, total: Option<f64>, _m: Option<&str>) {
+        let mut seen = self.seen.lock().unwrap();
+        seen.progress.push((op, progress, total));
+    }
+    fn on_event(&mut self, event: &Event) {
+        self.seen.lock().unwrap().events.push(event.clone());
+    }
+}
+
+pub fn recorder(c: &mut impl Api, answer: Option<Value>) -> Arc<Mutex<Seen>> {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    c.set_host(Box::new(Recorder {
+        seen: Arc::clone(&seen),
+        answer: answer.map(|v| v.as_object().unwrap().clone()),
+    }));
+    seen
+}
+
+pub fn text_of(result: &Value) -> &str {
+    result["content"][0]["text"].as_str().unwrap_or_default()
+}
+
+pub fn names(list: &Value, key: &str) -> Vec<String> {
+    list[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {key}: {list}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+pub fn op_error(e: Error) -> OpError {
+    match e {
+        Error::Op(e) => *e,
+        other => panic!("expected a core error, got {other:?}"),
+    }
+}
+
+pub fn elicitation() -> ClientOptions {
+    ClientOptions::default().with_capabilities(ClientCapabilities::none().with_elicitation_form())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The rules
+
+/// Lists, calls, reads and gets what the peer serves; every answer is the peer's own.
+pub fn serves_list_call_read_get(c: &mut impl Api) {
+    let tools = names(&c.list_tools().unwrap(), "tools");
+    for t in [
+        "echo",
+        "in_region",
+        "confirm_action",
+        "count_slowly",
+        "slow",
+    ] {
+        assert!(tools.contains(&t.to_owned()), "{t} in {tools:?}");
+    }
+    let r = c.call_tool("echo", json!({"text": "from rust"})).unwrap();
+    assert_eq!(text_of(&r), "from rust");
+    assert_eq!(names(&c.list_prompts().unwrap(), "prompts"), ["greet"]);
+    let p = c.get_prompt("greet", json!({"name": "Ada"})).unwrap();
+    let text = p["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("Ada"), "{p}");
+    let resources = c.list_resources().unwrap();
+    assert_eq!(
+        resources["resources"][0]["uri"], "peer://readme",
+        "{resources}"
+    );
+    let read = c.read_resource("peer://readme").unwrap();
+    assert_eq!(read["contents"][0]["text"], "mcpwire client peer resource");
+}
+
+pub fn http_discover_detects_the_modern_era_and_serves_list_call_read_get<C: Api>(peer: &Peer) {
+    let (mut c, _peer) = http::<C>(peer, ClientOptions::default());
+    let d = c.discover().unwrap();
+    assert!(
+        d["supportedVersions"].to_string().contains("2026-07-28"),
+        "{d}"
+    );
+    let era = c.era().unwrap();
+    assert_eq!(era.era, Era::Modern);
+    assert_eq!(era.protocol_version.as_deref(), Some("2026-07-28"));
+    serves_list_call_read_get(&mut c);
+    let s = stats(&mut c);
+    assert_eq!(method_count(&s, "initialize"), 0, "{s}");
+    assert_eq!(s["versions"], json!(["2026-07-28"]), "{s}");
+    c.close();
+}
+
+pub fn stdio_probe_detects_the_modern_era_and_serves_list_call_read_get<C: Api>(peer: &Peer) {
+    let mut c = stdio::<C>(peer, ClientOptions::default());
+    serves_list_call_read_get(&mut c);
+    assert_eq!(c.era().unwrap().era, Era::Modern);
+    let s = stats(&mut c);
+    assert_eq!(method_count(&s, "server/discover"), 1, "the probe: {s}");
+    assert_eq!(method_count(&s, "initialize"), 0, "{s}");
+    c.close();
+}
+
+pub fn http_legacy_era_on_the_same_endpoint_is_served_through_initialize<C: Api>(peer: &Peer) {
+    let options = ClientOptions::default().with_protocol(ProtocolChoice::Legacy);
+    let (mut c, _peer) = http::<C>(peer, options);
+    serves_list_call_read_get(&mut c);
+    assert_eq!(c.era().unwrap().era, Era::Legacy);
+    let s = stats(&mut c);
+    assert_eq!(method_count(&s, "initialize"), 1, "{s}");
+    assert_eq!(method_count(&s, "server/discover"), 0, "{s}");
+    c.close();
+}
+
+pub fn stdio_legacy_era_is_served_through_initialize<C: Api>(peer: &Peer) {
+    let options = ClientOptions::default().with_protocol(ProtocolChoice::Legacy);
+    let mut c = stdio::<C>(peer, options);
+    serves_list_call_read_get(&mut c);
+    assert_eq!(c.era().unwrap().era, Era::Legacy);
+    let s = stats(&mut c);
+    assert_eq!(method_count(&s, "initialize"), 1, "{s}");
+    c.close();
+}
+
+/// The SDK refuses a 2026-07-28 call of `in_region` without a matching `Mcp-Param-Region`
+/// (-32020), so an answer means the header was sent and accepted. Before any `tools/list` the
+/// client cannot know the annotation: the SDK's -32020 makes it fetch the list and retry once.
+/// After that (and for a value that needs the base64 form) the first attempt is accepted.
+pub fn http_tool_with_x_mcp_header_is_accepted_with_its_mcp_param_header<C: Api>(peer: &Peer) {
+    let (mut c, _peer) = http::<C>(peer, ClientOptions::default());
+    let seen = recorder(&mut c, None);
+    let r = c
+        .call_tool("in_region", json!({"region": "eu-west"}))
+        .unwrap();
+    assert_eq!(text_of(&r), "ran in eu-west", "{r}");
+    c.list_tools().unwrap();
+    let r = c
+        .call_tool("in_region", json!({"region": "Zürich"}))
+        .unwrap();
+    assert_eq!(text_of(&r), "ran in Zürich", "{r}");
+    let r = c
+        .call_tool("in_region", json!({"region": "ap-south"}))
+        .unwrap();
+    assert_eq!(text_of(&r), "ran in ap-south", "{r}");
+    let events = &seen.lock().unwrap().events;
+    let refreshed: Vec<OpId> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Retrying {
+                op,
+                reason: RetryReason::HeadersRefreshed,
+            } => Some(*op),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        refreshed.len(),
+        1,
+        "only the first call is retried: {events:?}"
+    );
+}
+
+pub fn mrtr_accepted_and_declined(mut c: impl Api) {
+    let seen = recorder(&mut c, Some(json!({"confirm": true})));
+    let r = c
+        .call_tool("confirm_action", json!({"target": "db"}))
+        .unwrap();
+    assert_eq!(text_of(&r), "confirmed: db", "{r}");
+    assert_eq!(seen.lock().unwrap().asked.len(), 1);
+    // The default host declines; the SDK's resolver then fails the tool (an `isError` result).
+    c.set_host(Box::new(mcpwire_drivers::mcp_client::NoHost));
+    let r = c
+        .call_tool("confirm_action", json!({"target": "db"}))
+        .unwrap();
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(text_of(&r).contains("decline"), "{r}");
+    c.close();
+}
+
+pub fn http_mrtr_elicitation_accepted_and_declined<C: Api>(peer: &Peer) {
+    let (c, _peer) = http::<C>(peer, elicitation());
+    mrtr_accepted_and_declined(c);
+}
+
+pub fn stdio_mrtr_elicitation_accepted_and_declined<C: Api>(peer: &Peer) {
+    mrtr_accepted_and_declined(stdio::<C>(peer, elicitation()));
+}
+
+pub fn progress_reaches_the_host(mut c: impl Api) {
+    let seen = recorder(&mut c, None);
+    let r = c.call_tool("count_slowly", json!({"steps": 3})).unwrap();
+    assert_eq!(text_of(&r), "counted 3");
+    let progress = seen.lock().unwrap().progress.clone();
+    assert_eq!(progress.len(), 3, "{progress:?}");
+    for (i, (_, p, total)) in progress.iter().enumerate() {
+        assert_eq!(*p, (i + 1) as f64);
+        assert_eq!(*total, Some(3.0));
+    }
+    c.close();
+}
+
+pub fn http_progress_reaches_the_host_before_the_result<C: Api>(peer: &Peer) {
+    let (c, _peer) = http::<C>(peer, ClientOptions::default());
+    progress_reaches_the_host(c);
+}
+
+pub fn stdio_progress_reaches_the_host_before_the_result<C: Api>(peer: &Peer) {
+    progress_reaches_the_host(stdio::<C>(peer, ClientOptions::default()));
+}
+
+/// `subscriptions/listen` for `tools_list_changed` is acknowledged by the SDK, and a tool that
+/// announces a change reaches the subscription.
+pub fn subscription_receives_tools_list_changed(mut c: impl Api) {
+    let sub = c
+        .subscribe(SubscriptionFilter {
+            tools_list_changed: true,
+            ..SubscriptionFilter::default()
+        })
+        .unwrap();
+    let mut seen = Vec::new();
+    let acknowledged = |e: &subscription::Event| {
+        matches!(e, subscription::Event::Acknowledged { sub: s, accepted, .. }
+            if *s == sub && accepted.tools_list_changed)
+    };
+    for _ in 0..10 {
+        match c.next_event(Duration::from_secs(10)).unwrap() {
+            Some(e) if acknowledged(&e) => {
+                seen.push(e);
+                break;
+            }
+            Some(e) => seen.push(e),
+            None => break,
+        }
+    }
+    assert!(seen.iter().any(acknowledged), "{seen:?}");
+    assert_eq!(
+        text_of(&c.call_tool("touch_tools", json!({})).unwrap()),
+        "touched"
+    );
+    let changed = |e: &subscription::Event| {
+        matches!(e, subscription::Event::Changed { sub: s, change: Change::ToolsListChanged }
+            if *s == sub)
+    };
+    for _ in 0..10 {
+        match c.next_event(Duration::from_secs(10)).unwrap() {
+            Some(e) if changed(&e) => {
+                seen.push(e);
+                break;
+            }
+            Some(e) => seen.push(e),
+            None => break,
+        }
+    }
+    assert!(seen.iter().any(changed), "{seen:?}");
+    c.close();
+}
+
+pub fn http_subscription_receives_tools_list_changed<C: Api>(peer: &Peer) {
+    let (c, _peer) = http::<C>(peer, ClientOptions::default());
+    subscription_receives_tools_list_changed(c);
+}
+
+pub fn stdio_subscription_receives_tools_list_changed<C: Api>(peer: &Peer) {
+    subscription_receives_tools_list_changed(stdio::<C>(peer, ClientOptions::default()));
+}
+
+/// The peer's `tools/list` carries `ttlMs` 60000: the second list is the cached one and the
+/// peer sees one `tools/list` only.
+pub fn tools_list_within_its_ttl_sends_nothing(mut c: impl Api) {
+    let seen = recorder(&mut c, None);
+    let a = c.list_tools().unwrap();
+    let b = c.list_tools().unwrap();
+    assert_eq!(a, b);
+    let sources: Vec<ResultSource> = seen
+        .lock()
+        .unwrap()
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Result { source, .. } => Some(*source),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sources, [ResultSource::Server, ResultSource::Cache]);
+    let s = stats(&mut c);
+    assert_eq!(method_count(&s, "tools/list"), 1, "{s}");
+    c.close();
+}
+
+pub fn http_tools_list_within_its_ttl_sends_nothing<C: Api>(peer: &Peer) {
+    let (c, _peer) = http::<C>(peer, ClientOptions::default());
+    tools_list_within_its_ttl_sends_nothing(c);
+}
+
+pub fn stdio_tools_list_within_its_ttl_sends_nothing<C: Api>(peer: &Peer) {
+    tools_list_within_its_ttl_sends_nothing(stdio::<C>(peer, ClientOptions::default()));
+}
+
+/// The client speaks a newer (fake) version besides 2026-07-28 and tries it first; the SDK
+/// answers -32022 with what it supports and the client retries with 2026-07-28.
+pub fn http_unsupported_newer_version_is_recovered_from_32022<C: Api>(peer: &Peer) {
+    let options = ClientOptions::default().with_versions(&["2026-07-28", FUTURE_VERSION]);
+    let (mut c, _peer) = http::<C>(peer, options);
+    let seen = recorder(&mut c, None);
+    let r = c
+        .call_tool("echo", json!({"text": "after -32022"}))
+        .unwrap();
+    assert_eq!(text_of(&r), "after -32022");
+    let events = seen.lock().unwrap().events.clone();
+    assert!(
+        events.iter().any(|e| matches!(
+            e,
+            Event::Retrying { reason: RetryReason::Version(v), .. } if v == "2026-07-28"
+        )),
+        "{events:?}"
+    );
+    assert_eq!(
+        c.era().unwrap().protocol_version.as_deref(),
+        Some("2026-07-28")
+    );
+    c.close();
+}
+
+pub fn slow_call_times_out(mut c: impl Api) {
+    let options = OpOptions {
+        call: Some(CallOptions {
+            timeout: Duration::from_millis(300),
+            ..CallOptions::default()
+        }),
+        ..OpOptions::default()
+    };
+    let e = op_error(
+        c.call_tool_with("slow", json!({"seconds": 20}), options)
+            .unwrap_err(),
+    );
+    assert!(matches!(e, OpError::TimedOut { .. }), "{e:?}");
+    let r = c.call_tool("echo", json!({"text": "still here"})).unwrap();
+    assert_eq!(text_of(&r), "still here");
+    // The peer stopped the abandoned call (HTTP: the stream was closed; stdio: cancelled).
+    wait_for_cancelled(&mut c, 1);
+    c.close();
+}
+
+pub fn http_slow_call_times_out_and_the_client_stays_usable<C: Api>(peer: &Peer) {
+    let (c, _peer) = http::<C>(peer, ClientOptions::default());
+    slow_call_times_out(c);
+}
+
+pub fn stdio_slow_call_times_out_and_the_client_stays_usable<C: Api>(peer: &Peer) {
+    slow_call_times_out(stdio::<C>(peer, ClientOptions::default()));
+}
+
+/// Cancels the running call from another thread (again and again, bounded, until it lands).
+pub fn cancel_ends_the_call(mut c: impl Api) {
+    c.list_tools().unwrap(); // the era is known before the cancelled call
+    let canceller = c.canceller();
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let t = std::thread::spawn(move || {
+        for _ in 0..200 {
+            if flag.load(Ordering::SeqCst) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            canceller();
+        }
+    });
+    let e = c.call_tool("slow", json!({"seconds": 20})).unwrap_err();
+    stop.store(true, Ordering::SeqCst);
+    t.join().unwrap();
+    assert!(matches!(e, Error::Cancelled), "{e:?}");
+    let r = c
+        .call_tool("echo", json!({"text": "after cancel"}))
+        .unwrap();
+    assert_eq!(text_of(&r), "after cancel");
+    wait_for_cancelled(&mut c, 1);
+    c.close();
+}
+
+pub fn http_cancel_from_another_thread_ends_the_call<C: Api>(peer: &Peer) {
+    let (c, _peer) = http::<C>(peer, ClientOptions::default());
+    cancel_ends_the_call(c);
+}
+
+pub fn stdio_cancel_from_another_thread_ends_the_call<C: Api>(peer: &Peer) {
+    cancel_ends_the_call(stdio::<C>(peer, ClientOptions::default()));
+}
