@@ -1180,6 +1180,60 @@ fn cancellation_is_a_notification_on_stdio_and_a_close_on_http() {
     assert_eq!(h.closed, [s.stream]);
 }
 
+/// Legacy `basic/transports.mdx`, "Sending Messages to the Server": in a 2025-11-25 session
+/// "Disconnection SHOULD NOT be interpreted as the client cancelling its request. To cancel,
+/// the client SHOULD explicitly send an MCP `CancelledNotification`": the host's cancellation
+/// and a timeout both POST `notifications/cancelled` in the session, then close the stream.
+/// (The modern era's cancellation is the close alone: see the test above.)
+#[test]
+fn a_legacy_http_cancellation_or_timeout_posts_cancelled_in_the_session() {
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.protocol = ProtocolChoice::Legacy;
+    let mut h = Harness::new(config);
+    h.c.discover(h.now);
+    let init = h.next_sent();
+    h.reply_fx(&init, "python-sdk/http/30-legacy-initialize.json");
+    let initialized = h.next_sent();
+    h.reply(initialized.stream, 202, &[], "");
+    let session = initialized.header("Mcp-Session-Id").unwrap().to_owned();
+    h.take_events();
+
+    let op =
+        h.c.call_tool(h.now, "slow", Map::new(), OpOptions::default());
+    let call = h.next_sent();
+    h.c.cancel(h.now, op).unwrap();
+    let notice = h.next_sent();
+    assert_eq!(notice.method, Method::Post);
+    assert_eq!(notice.rpc_method(), "notifications/cancelled");
+    assert_eq!(notice.body["params"]["requestId"], call.id());
+    assert_eq!(notice.header("Mcp-Session-Id"), Some(session.as_str()));
+    assert_eq!(notice.header("MCP-Protocol-Version"), Some("2025-11-25"));
+    assert!(h.closed.contains(&call.stream), "{:?}", h.closed);
+    assert!(h.take_events().contains(&Event::Cancelled { op }));
+    h.reply(notice.stream, 202, &[], "");
+
+    let options = OpOptions {
+        call: Some(CallOptions {
+            timeout: Duration::from_secs(1),
+            ..CallOptions::default()
+        }),
+        ..OpOptions::default()
+    };
+    let op = h.c.call_tool(h.now, "slow", Map::new(), options);
+    let call = h.next_sent();
+    h.advance(Duration::from_secs(1));
+    let notice = h.next_sent();
+    assert_eq!(notice.rpc_method(), "notifications/cancelled");
+    assert_eq!(notice.body["params"]["requestId"], call.id());
+    assert_eq!(notice.header("Mcp-Session-Id"), Some(session.as_str()));
+    assert!(h.closed.contains(&call.stream), "{:?}", h.closed);
+    assert!(matches!(
+        failure_of(&h.take_events(), op),
+        Some(OpError::TimedOut { .. })
+    ));
+    assert!(h.sent.is_empty(), "one notice per cancelled request");
+}
+
 /// `basic/transports/streamable-http.mdx` ("the stream broke") and the client guide: a broken
 /// stream of a read-only request is resent with a new id; a tool call is not.
 #[test]

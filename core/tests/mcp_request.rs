@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use mcpwire_core::backoff::Backoff;
 use mcpwire_core::jsonrpc::Id;
 use mcpwire_core::mcp::request::{
-    CallOptions, Event, FailReason, Output, RequestHandle, Requests, RequestsConfig, ResponseKind,
-    Routed, StreamFailure, TimeoutReason, Transport, UsageError,
+    cancelled_notification, CallOptions, Event, FailReason, Output, RequestHandle, Requests,
+    RequestsConfig, ResponseKind, Routed, StreamFailure, TimeoutReason, Transport, UsageError,
 };
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -163,6 +163,11 @@ fn every_request_times_out_after_60_s_by_default_and_closes_its_stream() {
     assert_eq!(
         out,
         [
+            Output::CancelNotice {
+                req,
+                id: id.clone(),
+                body: cancelled_notification(&id, Some("Request timed out after 60 s"))
+            },
             Output::CloseStream {
                 req,
                 id: id.clone()
@@ -341,15 +346,23 @@ fn progress_that_does_not_increase_does_not_reset_the_timeout() {
 }
 
 /// `cancellation.mdx`, "Transport-Specific Cancellation": on Streamable HTTP closing the
-/// response stream is the cancellation; no notification is sent.
+/// response stream is the cancellation. The notice before it carries the
+/// `notifications/cancelled` that only a legacy-era session sends (legacy `transports.mdx`:
+/// "Disconnection SHOULD NOT be interpreted as the client cancelling its request").
 #[test]
-fn cancel_on_http_closes_the_stream_and_sends_nothing() {
+fn cancel_on_http_closes_the_stream_with_a_notice_for_legacy_sessions() {
     let mut h = Harness::new(Transport::Http);
     let (req, id) = h.start("tools/call", &call_params(None), options());
     h.reqs.cancel(h.now, req, Some("User requested")).unwrap();
+    let notice = cancelled_notification(&id, Some("User requested"));
     assert_eq!(
         h.drain(),
         [
+            Output::CancelNotice {
+                req,
+                id: id.clone(),
+                body: notice
+            },
             Output::CloseStream {
                 req,
                 id: id.clone()

@@ -355,6 +355,19 @@ impl World {
                     assert!(!m.ended, "CloseStream after the final event");
                     assert!(m.history.contains(&id), "CloseStream for a foreign id");
                 }
+                Output::CancelNotice { req, id, body } => {
+                    assert_eq!(self.transport, Transport::Http, "CancelNotice on stdio");
+                    let &i = self
+                        .by_handle
+                        .get(&req)
+                        .expect("CancelNotice for an unknown request");
+                    let m = &self.models[i];
+                    assert!(!m.ended, "CancelNotice after the final event");
+                    assert!(m.history.contains(&id), "CancelNotice for a foreign id");
+                    let v: Value = serde_json::from_str(&body).expect("notification is JSON");
+                    assert_eq!(v["method"], "notifications/cancelled");
+                    assert_eq!(v["params"]["requestId"], id_value(&id));
+                }
                 Output::Notify { body } => {
                     assert_eq!(self.transport, Transport::Stdio, "Notify on HTTP");
                     let v: Value = serde_json::from_str(&body).expect("notification is JSON");

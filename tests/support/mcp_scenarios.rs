@@ -77,6 +77,8 @@ pub trait Api: Sized + std::fmt::Debug {
     fn subscribe(&mut self, filter: SubscriptionFilter) -> Result<SubscriptionHandle, Error>;
     fn next_event(&mut self, timeout: Duration) -> Result<Option<subscription::Event>, Error>;
     fn close(self);
+    /// `ping` (the legacy era only).
+    fn ping(&mut self) -> Result<Value, Error>;
 }
 
 macro_rules! impl_api {
@@ -142,6 +144,10 @@ macro_rules! impl_api {
             }
             fn close(self) {
                 let $x = self.0.close();
+                $wait
+            }
+            fn ping(&mut self) -> Result<Value, Error> {
+                let $x = self.0.ping();
                 $wait
             }
         }

@@ -770,6 +770,9 @@ enum Owner {
 struct Stream {
     owner: Owner,
     sent: Headers,
+    /// A request sent in the legacy session (its cancellation is a `notifications/cancelled`
+    /// POST, not only the closed stream).
+    in_session: bool,
     head: Option<ResponseHead>,
     retry_after: Option<Duration>,
     body: Body,
@@ -1978,6 +1981,7 @@ impl Client {
             Stream {
                 owner,
                 sent,
+                in_session: false,
                 head: None,
                 retry_after: None,
                 body: Body::Empty,
@@ -1993,8 +1997,9 @@ impl Client {
         }
         let op_id = self.by_req.get(&req).copied();
         let op = op_id.and_then(|id| self.ops.get(&id));
+        let in_session = op.is_some_and(|op| op.sent_legacy) && op_id != self.handshake;
         let headers = match op {
-            Some(op) if op.sent_legacy && op_id != self.handshake => self
+            Some(op) if in_session => self
                 .legacy
                 .session_headers()
                 .unwrap_or_else(|_| op.headers.clone().unwrap_or_default()),
@@ -2002,6 +2007,9 @@ impl Client {
             None => Headers::new(),
         };
         let stream = self.new_stream(Owner::Request(req), headers.clone());
+        if let Some(s) = self.streams.get_mut(&stream) {
+            s.in_session = in_session;
+        }
         if let Some(old) = self.req_stream.insert(req, stream) {
             self.streams.remove(&old);
         }
@@ -2037,6 +2045,26 @@ impl Client {
                 if let Some(stream) = self.req_stream.remove(&req) {
                     self.streams.remove(&stream);
                     self.outputs.push_back(Output::CloseStream(stream));
+                }
+            }
+            request::Output::CancelNotice { req, body, .. } => {
+                // Legacy `basic/transports.mdx`: closing the stream is not a cancellation in a
+                // 2025-11-25 session; say it with `notifications/cancelled` in the session.
+                let in_session = self
+                    .req_stream
+                    .get(&req)
+                    .and_then(|s| self.streams.get(s))
+                    .is_some_and(|s| s.in_session);
+                if in_session {
+                    if let Ok(headers) = self.legacy.session_headers() {
+                        let stream = self.new_stream(Owner::Fire, headers.clone());
+                        self.outputs.push_back(Output::Http {
+                            stream,
+                            method: Method::Post,
+                            headers,
+                            body,
+                        });
+                    }
                 }
             }
             request::Output::Notify { body } => {

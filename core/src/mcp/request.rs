@@ -16,8 +16,9 @@
 //!   `max_total` after the first send ("implementations SHOULD always enforce a maximum timeout,
 //!   regardless of progress notifications").
 //! - Cancelling (by the host, or because the deadline passed) is [`Output::CloseStream`] on
-//!   Streamable HTTP and [`Output::Notify`] with `notifications/cancelled` (the request id and a
-//!   reason) on stdio. The id is retired: a response that arrives for it later is reported as
+//!   Streamable HTTP (preceded by [`Output::CancelNotice`], the `notifications/cancelled` a
+//!   legacy-era session POSTs as well) and [`Output::Notify`] with `notifications/cancelled`
+//!   (the request id and a reason) on stdio. The id is retired: a response that arrives for it later is reported as
 //!   [`Event::LateResponseIgnored`] and otherwise dropped.
 //! - A broken stream (an HTTP response stream that ended without the final response, a transport
 //!   failure, a retryable status, or a stdio server that exited) loses the request: nothing is
@@ -395,6 +396,19 @@ pub enum Output {
         /// The notification's JSON text.
         body: String,
     },
+    /// HTTP: the attempt `id` was cancelled (its [`Output::CloseStream`] follows). In
+    /// `2026-07-28` closing the stream is the cancellation and this needs nothing more; in a
+    /// `2025-11-25` session it does not cancel ("Disconnection SHOULD NOT be interpreted as the
+    /// client cancelling its request. To cancel, the client SHOULD explicitly send an MCP
+    /// `CancelledNotification`", legacy `basic/transports.mdx`), so `body` is POSTed too.
+    CancelNotice {
+        /// The request.
+        req: RequestHandle,
+        /// The attempt's id.
+        id: Id,
+        /// The `notifications/cancelled` text for `id`.
+        body: String,
+    },
     /// Something for the host.
     Event(Event),
 }
@@ -424,6 +438,12 @@ impl fmt::Debug for Output {
                 .finish(),
             Output::Notify { body } => f
                 .debug_struct("Notify")
+                .field("body_bytes", &body.len())
+                .finish(),
+            Output::CancelNotice { req, id, body } => f
+                .debug_struct("CancelNotice")
+                .field("req", req)
+                .field("id", id)
                 .field("body_bytes", &body.len())
                 .finish(),
             Output::Event(e) => f.debug_tuple("Event").field(e).finish(),
@@ -1171,16 +1191,21 @@ impl Requests {
 
     /// Signals the cancellation of the attempt `id` and retires it.
     fn cancel_attempt(&mut self, req: RequestHandle, id: &Id, reason: &str) {
-        let out = match self.config.transport {
-            Transport::Http => Output::CloseStream {
-                req,
-                id: id.clone(),
-            },
-            Transport::Stdio => Output::Notify {
-                body: cancelled_notification(id, Some(reason)),
-            },
-        };
-        self.outputs.push_back(out);
+        let body = cancelled_notification(id, Some(reason));
+        match self.config.transport {
+            Transport::Http => {
+                self.outputs.push_back(Output::CancelNotice {
+                    req,
+                    id: id.clone(),
+                    body,
+                });
+                self.outputs.push_back(Output::CloseStream {
+                    req,
+                    id: id.clone(),
+                });
+            }
+            Transport::Stdio => self.outputs.push_back(Output::Notify { body }),
+        }
         self.retire(id.clone(), req);
     }
 
