@@ -63,6 +63,9 @@ peer_tests!(
     stdio_slow_call_times_out_and_the_client_stays_usable,
     http_cancel_from_another_thread_ends_the_call,
     stdio_cancel_from_another_thread_ends_the_call,
+    http_missing_capability_is_declared_after_32021,
+    stdio_missing_capability_is_declared_after_32021,
+    stdio_legacy_elicitation_request_accepted_and_declined,
 );
 
 // ---------------------------------------------------------------------------------------------

@@ -661,3 +661,72 @@ pub fn http_cancel_from_another_thread_ends_the_call<C: Api>(peer: &Peer) {
 pub fn stdio_cancel_from_another_thread_ends_the_call<C: Api>(peer: &Peer) {
     cancel_ends_the_call(stdio::<C>(peer, ClientOptions::default()));
 }
+
+/// The client declares no capability but its host supports form elicitation
+/// ([`ClientOptions::with_host_capabilities`]). A tool that needs an elicitation is answered
+/// `-32021` (the SDK names `elicitation` in `requiredCapabilities`); the client declares it,
+/// sends the call again, and the MRTR round that follows is answered by the host.
+pub fn missing_capability_is_declared_after_32021(mut c: impl Api) {
+    let seen = recorder(&mut c, Some(json!({"confirm": true})));
+    let r = c
+        .call_tool("confirm_action", json!({"target": "db"}))
+        .unwrap();
+    assert_eq!(text_of(&r), "confirmed: db", "{r}");
+    let events = seen.lock().unwrap().events.clone();
+    let retried = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                Event::Retrying {
+                    reason: RetryReason::Capabilities,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(retried, 1, "{events:?}");
+    assert_eq!(seen.lock().unwrap().asked.len(), 1);
+    c.close();
+}
+
+/// Declares nothing; supports form elicitation if a server requires it.
+pub fn elicitation_on_demand() -> ClientOptions {
+    ClientOptions::default()
+        .with_host_capabilities(ClientCapabilities::none().with_elicitation_form())
+}
+
+pub fn http_missing_capability_is_declared_after_32021<C: Api>(peer: &Peer) {
+    let (c, _peer) = http::<C>(peer, elicitation_on_demand());
+    missing_capability_is_declared_after_32021(c);
+}
+
+pub fn stdio_missing_capability_is_declared_after_32021<C: Api>(peer: &Peer) {
+    missing_capability_is_declared_after_32021(stdio::<C>(peer, elicitation_on_demand()));
+}
+
+/// Pinned to the legacy era, `confirm_action` asks through a server request
+/// (`elicitation/create`) instead of MRTR; the host answers it the same way (accept, then the
+/// default host's decline).
+pub fn stdio_legacy_elicitation_request_accepted_and_declined<C: Api>(peer: &Peer) {
+    let options = elicitation().with_protocol(ProtocolChoice::Legacy);
+    let mut c = stdio::<C>(peer, options);
+    mrtr_or_legacy_elicitation(&mut c);
+    assert_eq!(c.era().unwrap().era, Era::Legacy);
+    c.close();
+}
+
+fn mrtr_or_legacy_elicitation(c: &mut impl Api) {
+    let seen = recorder(c, Some(json!({"confirm": true})));
+    let r = c
+        .call_tool("confirm_action", json!({"target": "db"}))
+        .unwrap();
+    assert_eq!(text_of(&r), "confirmed: db", "{r}");
+    assert_eq!(seen.lock().unwrap().asked.len(), 1);
+    c.set_host(Box::new(mcpwire_drivers::mcp_client::NoHost));
+    let r = c
+        .call_tool("confirm_action", json!({"target": "db"}))
+        .unwrap();
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(text_of(&r).contains("decline"), "{r}");
+}

@@ -495,7 +495,9 @@ pub fn declare_required(
             required: Value::Object(required.clone()),
         });
     }
-    let host = normalize(host.to_value());
+    // What is declared is supported, whatever the host's list says.
+    let mut host = normalize(host.to_value());
+    merge(&mut host, ours.clone());
     if let Some(missing) = uncovered(Some(&host), &need) {
         return Err(CapabilityError::HostLacks { missing });
     }
@@ -858,6 +860,21 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e, CapabilityError::HostLacks { missing: ext });
+    }
+
+    /// basic/index.mdx: a -32021 naming a declared capability and an undeclared one the host
+    /// supports declares the second; the declared one counts as supported even when the host's
+    /// list of extra capabilities leaves it out.
+    #[test]
+    fn a_declared_capability_counts_as_supported() {
+        let declared = ClientCapabilities::none().with_elicitation_form();
+        let host = ClientCapabilities::none().with_sampling();
+        let need = json!({"elicitation": {"form": {}}, "sampling": {}});
+        let retry = declare_required(&declared, &host, need.as_object().unwrap()).unwrap();
+        assert_eq!(
+            retry.to_value(),
+            json!({"elicitation": {"form": {}}, "sampling": {}})
+        );
     }
 
     /// Module rule: a -32021 naming only what was already declared is not retried.

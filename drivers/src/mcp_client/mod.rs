@@ -64,6 +64,10 @@ pub struct ClientOptions {
     pub probe_timeout: Duration,
     /// The capabilities declared on every request (e.g. elicitation form/url mode).
     pub capabilities: ClientCapabilities,
+    /// What the host supports beyond what it declares: a server's `-32021` that requires one
+    /// of these is answered by declaring it and sending the request again (`None`: only the
+    /// declared ones; a `-32021` for anything else fails the operation).
+    pub host_capabilities: Option<ClientCapabilities>,
     /// The result cache.
     pub cache: CacheConfig,
     /// HTTP, blocking driver: how many exchanges run at once (one worker thread each;
@@ -83,6 +87,7 @@ impl Default for ClientOptions {
             connect_timeout: Duration::from_secs(10),
             probe_timeout: mcpwire_core::mcp::client::DEFAULT_PROBE_TIMEOUT,
             capabilities: ClientCapabilities::none(),
+            host_capabilities: None,
             cache: CacheConfig::default(),
             max_exchanges: 8,
         }
@@ -101,6 +106,7 @@ impl fmt::Debug for ClientOptions {
             .field("connect_timeout", &self.connect_timeout)
             .field("probe_timeout", &self.probe_timeout)
             .field("capabilities", &self.capabilities)
+            .field("host_capabilities", &self.host_capabilities)
             .field("max_exchanges", &self.max_exchanges)
             .finish_non_exhaustive()
     }
@@ -143,10 +149,21 @@ impl ClientOptions {
         self
     }
 
+    /// Supports `capabilities` without declaring them up front: they are declared (and the
+    /// request sent again) only when a server's `-32021` requires them. The declared
+    /// capabilities are always supported too.
+    pub fn with_host_capabilities(mut self, capabilities: ClientCapabilities) -> Self {
+        self.host_capabilities = Some(capabilities);
+        self
+    }
+
     /// The core's configuration for `transport`; `jitter_seed` comes from the driver.
     pub fn core_config(&self, transport: Transport, jitter_seed: u64) -> ClientConfig {
         let mut config = ClientConfig::new(transport, self.client_info.clone())
             .with_capabilities(self.capabilities.clone());
+        if let Some(host) = &self.host_capabilities {
+            config.host_capabilities = host.clone();
+        }
         config.protocol = self.protocol.clone();
         if !self.versions.is_empty() {
             config.versions = self.versions.clone();
