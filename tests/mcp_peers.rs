@@ -66,6 +66,8 @@ peer_tests!(
     http_missing_capability_is_declared_after_32021,
     stdio_missing_capability_is_declared_after_32021,
     stdio_legacy_elicitation_request_accepted_and_declined,
+    http_tools_list_is_refetched_after_list_changed,
+    stdio_tools_list_is_refetched_after_list_changed,
 );
 
 // ---------------------------------------------------------------------------------------------

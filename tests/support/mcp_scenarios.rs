@@ -730,3 +730,79 @@ fn mrtr_or_legacy_elicitation(c: &mut impl Api) {
     assert_eq!(r["isError"], true, "{r}");
     assert!(text_of(&r).contains("decline"), "{r}");
 }
+
+/// The `ttlMs` cache serves the second `tools/list`; a `notifications/tools/list_changed` on a
+/// subscription drops the entry, so the next `tools/list` goes to the server again (the peer
+/// counts two).
+pub fn tools_list_is_refetched_after_list_changed(mut c: impl Api) {
+    let seen = recorder(&mut c, None);
+    let sub = c
+        .subscribe(SubscriptionFilter {
+            tools_list_changed: true,
+            ..SubscriptionFilter::default()
+        })
+        .unwrap();
+    let is_sub = |e: &subscription::Event, want_changed: bool| match e {
+        subscription::Event::Acknowledged { sub: s, .. } => *s == sub && !want_changed,
+        subscription::Event::Changed {
+            sub: s,
+            change: Change::ToolsListChanged,
+        } => *s == sub && want_changed,
+        _ => false,
+    };
+    let mut events = Vec::new();
+    for want_changed in [false, true] {
+        if want_changed {
+            c.list_tools().unwrap();
+            c.list_tools().unwrap();
+            let r = c.call_tool("touch_tools", json!({})).unwrap();
+            assert_eq!(text_of(&r), "touched");
+        }
+        for _ in 0..10 {
+            match c.next_event(Duration::from_secs(10)).unwrap() {
+                Some(e) if is_sub(&e, want_changed) => {
+                    events.push(e);
+                    break;
+                }
+                Some(e) => events.push(e),
+                None => break,
+            }
+        }
+        assert!(events.iter().any(|e| is_sub(e, want_changed)), "{events:?}");
+    }
+    c.list_tools().unwrap();
+    let sources: Vec<ResultSource> = seen
+        .lock()
+        .unwrap()
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Result { source, result, .. }
+                if serde_json::from_str::<Value>(result).is_ok_and(|v| v["tools"].is_array()) =>
+            {
+                Some(*source)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        sources,
+        [
+            ResultSource::Server,
+            ResultSource::Cache,
+            ResultSource::Server
+        ]
+    );
+    let s = stats(&mut c);
+    assert_eq!(method_count(&s, "tools/list"), 2, "{s}");
+    c.close();
+}
+
+pub fn http_tools_list_is_refetched_after_list_changed<C: Api>(peer: &Peer) {
+    let (c, _peer) = http::<C>(peer, ClientOptions::default());
+    tools_list_is_refetched_after_list_changed(c);
+}
+
+pub fn stdio_tools_list_is_refetched_after_list_changed<C: Api>(peer: &Peer) {
+    tools_list_is_refetched_after_list_changed(stdio::<C>(peer, ClientOptions::default()));
+}
