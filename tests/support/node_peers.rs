@@ -61,6 +61,19 @@ pub fn require(package: &str, version: &str) -> PathBuf {
         node(),
         setup()
     );
+    let version = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let major: u32 = version
+        .trim_start_matches('v')
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        major >= 20,
+        "{} is Node {version}; the npm MCP peers need Node 20 or newer\n{}",
+        node(),
+        setup()
+    );
     dir
 }
 
