@@ -390,11 +390,7 @@ impl Ctx {
             }
             ClientCommand::Subscribe(sub) => return self.subscribe(sub),
             ClientCommand::Ping => {
-                // ping exists only in the legacy era: learn the era first, so that a legacy
-                // server is pinged in its session rather than refused as modern.
-                if self.client.era().is_none() {
-                    self.op(McpClient::discover)?;
-                }
+                // With the era unknown, the core learns it before pinging (ping is legacy-only).
                 let result = self.op(McpClient::ping)?;
                 if self.json {
                     println!("{result}");
@@ -515,10 +511,8 @@ impl Ctx {
                 return Err(format!("tool '{}' not called", call.name).into());
             }
         }
-        // The tool list first: the core then knows the tool's x-mcp-header annotations (sent
-        // as Mcp-Param-* on the first try, and an invalid one is refused before calling).
-        // A failure here is left to the call itself to report.
-        let _ = self.client.list_tools(None);
+        // The core lists the tools first when it does not know this one's x-mcp-header
+        // annotations (ClientConfig::list_tools_before_call).
         let result = self.op(|c| c.call_tool(&call.name, Value::Object(arguments)))?;
         terminal::clear_progress(&self.shared);
         let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
