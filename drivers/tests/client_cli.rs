@@ -528,6 +528,61 @@ fn resources_on_a_server_without_them_report_the_server_error() {
     assert!(last_line(&err).contains("-32601"), "{err}");
 }
 
+/// The README's "The MCP client CLI" transcript is what the binary prints: each command of its
+/// first console block runs (by `sh`, with this build's `mcpwire` first on `PATH`, the reference
+/// server's address for `127.0.0.1:8931`) and its stdout and stderr together equal the lines
+/// shown under it. (The terminal session below it is held by `mod on_a_terminal`.)
+#[test]
+fn the_readme_cli_transcript_is_what_the_binary_prints() {
+    const README: &str = include_str!("../../README.md");
+    const SHOWN: &str = "http://127.0.0.1:8931";
+    let start = README
+        .find("\n## The MCP client CLI\n")
+        .expect("the section");
+    let section = &README[start..];
+    let open = section.find("```console\n").expect("a console block") + "```console\n".len();
+    let block = &section[open..];
+    let block = &block[..block.find("```").expect("the block's end")];
+    let mut runs: Vec<(String, String)> = Vec::new();
+    for line in block.lines() {
+        match line.strip_prefix("$ ") {
+            Some(cmd) => runs.push((cmd.to_owned(), String::new())),
+            None => {
+                let (_, out) = runs.last_mut().expect("a command first");
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    let srv = server(EraMode::Dual);
+    let base = format!("http://{}", srv.local_addr());
+    let bin_dir = std::path::Path::new(BIN).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut checked = 0;
+    for (cmd, expected) in &runs {
+        if cmd.starts_with("mcpwire dev mcp-server --listen") {
+            continue; // the test's own server stands in for it
+        }
+        let line = cmd.replace(SHOWN, &base);
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg(format!("{line} 2>&1"))
+            .env("PATH", &path)
+            .env_remove("COLUMNS")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let got = String::from_utf8(o.stdout).unwrap().replace(&base, SHOWN);
+        assert_eq!(&got, expected, "README command: {cmd}");
+        checked += 1;
+    }
+    assert!(checked >= 7, "{checked} commands checked");
+}
+
 /// `mcpwire client` on a real pseudo-terminal (rexpect): the consent and elicitation prompts a
 /// person answers, against the reference server in-process over HTTP, whose state shows what
 /// reached it. In the terminal, stdout and stderr are one stream; typed answers are not echoed.
@@ -599,6 +654,82 @@ mod on_a_terminal {
             "--arg",
             &format!("form={form}"),
         ])
+    }
+
+    /// The prompts a transcript line can start with; what follows is the typed answer.
+    fn split_prompt(line: &str) -> Option<(&str, &str)> {
+        for p in [
+            "Call it? [y/N] ",
+            "Do you consent to open this URL? [y/N/c=cancel] ",
+        ] {
+            if let Some(answer) = line.strip_prefix(p) {
+                return Some((p, answer));
+            }
+        }
+        // A field prompt, `name> answer`, or `name>` for an empty answer (the transcript has
+        // no trailing space).
+        let (field, answer) = match line.split_once("> ") {
+            Some(split) => split,
+            None => (line.strip_suffix('>')?, ""),
+        };
+        let is_field = !field.is_empty()
+            && field
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        is_field.then_some((field, answer))
+    }
+
+    /// The README's terminal session (the second console block of "The MCP client CLI") is
+    /// what the binary shows on a terminal: each command runs on a pseudo-terminal, gets the
+    /// answers typed in the transcript at its prompts, and prints exactly the other lines
+    /// (the terminal does not echo the answers here, so they are left out of the comparison).
+    #[test]
+    fn the_readme_terminal_session_is_what_the_binary_shows() {
+        const README: &str = include_str!("../../README.md");
+        const SHOWN: &str = "http://127.0.0.1:8931";
+        let start = README.find("\n## The MCP client CLI\n").unwrap();
+        let section = &README[start..];
+        let mut blocks = section.split("```console\n").skip(1);
+        let _printed = blocks.next().unwrap();
+        let session = blocks.next().unwrap();
+        let session = &session[..session.find("```").unwrap()];
+        let srv = server(EraMode::Dual);
+        let base = format!("http://{}", srv.local_addr());
+        let mut commands = 0;
+        let mut lines = session.lines().peekable();
+        while let Some(line) = lines.next() {
+            let cmd = line.strip_prefix("$ mcpwire client ").expect("a command");
+            let args = cmd.replace(SHOWN, &base);
+            let args: Vec<&str> = args.split(' ').collect();
+            let mut p = client_on_tty(&args);
+            let mut expected = String::new();
+            let mut got = String::new();
+            while let Some(next) = lines.next_if(|l| !l.starts_with("$ ")) {
+                match split_prompt(next) {
+                    Some((prompt, answer)) => {
+                        let prompt = if prompt.ends_with(' ') {
+                            prompt.to_owned()
+                        } else {
+                            format!("{prompt}> ")
+                        };
+                        expected.push_str(&prompt);
+                        got.push_str(&p.exp_string(&prompt).unwrap());
+                        got.push_str(&prompt);
+                        p.send_line(answer).unwrap();
+                    }
+                    None => {
+                        expected.push_str(next);
+                        expected.push('\n');
+                    }
+                }
+            }
+            let (rest, _) = finish(p);
+            got.push_str(&rest);
+            let got = got.replace("\r\n", "\n").replace(&base, SHOWN);
+            assert_eq!(got, expected, "README command: {line}");
+            commands += 1;
+        }
+        assert!(commands >= 4, "{commands} commands checked");
     }
 
     #[test]

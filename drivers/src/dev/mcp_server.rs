@@ -1378,7 +1378,7 @@ pub fn tool_definitions(era: Era) -> Vec<Value> {
     if era == Era::Modern {
         tools.push(json!({
             "name": "ask",
-            "description": "Asks through an elicitation (MRTR): form name (the default: the user's name, then a greeting), profile (integer, enum, boolean and number fields with defaults), login (asks for a password) or url (a URL-mode page on this server).",
+            "description": "Asks through an elicitation (MRTR), then answers: form name (the default), profile, login (a password) or url (URL mode).",
             "inputSchema": {"type": "object", "properties": {
                 "question": {"type": "string"},
                 "form": {"type": "string", "enum": ASK_FORMS}
