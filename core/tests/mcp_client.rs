@@ -1958,3 +1958,37 @@ fn ping_with_the_era_unknown_on_a_modern_server_is_refused_after_the_probe() {
     ));
     assert!(h.sent.is_empty(), "no ping goes out");
 }
+
+/// The listing before a call is the first request on a legacy server: its 400 means legacy,
+/// and the call goes out once, in the session (never as a modern `tools/call`).
+#[test]
+fn a_call_whose_listing_meets_a_legacy_server_goes_out_in_the_legacy_session() {
+    let mut h = Harness::http_default();
+    let call = h.c.call_tool(
+        h.now,
+        "echo",
+        obj(json!({"message": "hi"})),
+        OpOptions::default(),
+    );
+    let list = h.next_sent();
+    assert_eq!(list.rpc_method(), "tools/list");
+    h.reply_fx(&list, "server-everything/http/02-modern-tools-list.json");
+    let init = h.next_sent();
+    assert_eq!(init.rpc_method(), "initialize");
+    h.reply_fx(&init, "server-everything/http/03-legacy-initialize.json");
+    assert!(h.take_events().contains(&Event::EraDetected {
+        era: Era::Legacy,
+        version: "2025-11-25".into(),
+        evidence: EraEvidence::HttpStatus(400)
+    }));
+    let initialized = h.next_sent();
+    assert_eq!(initialized.rpc_method(), "notifications/initialized");
+    h.reply(initialized.stream, 202, &[], "");
+    let s = h.next_sent();
+    assert_eq!(s.rpc_method(), "tools/call");
+    assert!(s.header("Mcp-Session-Id").is_some());
+    assert!(s.body["params"].get("_meta").is_none(), "a legacy request");
+    h.reply_fx(&s, "server-everything/http/06-legacy-tools-call-echo.json");
+    assert!(result_of(&h.take_events(), call).is_some());
+    assert!(h.sent.is_empty(), "the call went out once");
+}
