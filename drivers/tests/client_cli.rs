@@ -899,6 +899,36 @@ mod on_a_terminal {
     }
 
     #[test]
+    fn a_form_whose_message_asks_for_an_api_key_a_token_or_card_data_carries_a_warning() {
+        let srv = server(EraMode::Dual);
+        for (question, what) in [
+            ("Paste your API key", "an API key"),
+            ("Your GitHub token, please", "a token"),
+            ("Enter your credit card number", "payment data"),
+        ] {
+            let mut p = client_on_tty(&[
+                "--url",
+                &srv.url(),
+                "--yes",
+                "tools",
+                "call",
+                "ask",
+                "--arg",
+                &format!("question={question}"),
+            ]);
+            let head = p.exp_string("name> ").unwrap();
+            assert!(
+                head.contains(&format!("WARNING: this form seems to ask for {what}.")),
+                "{question}: {head}"
+            );
+            p.send_line(":decline").unwrap();
+            let (rest, _) = finish(p);
+            assert!(rest.contains("No name given."), "{rest}");
+        }
+        assert!(answers(&srv).iter().all(|a| a.action == "decline"));
+    }
+
+    #[test]
     fn url_mode_shows_the_full_url_asks_for_consent_and_never_fetches_it() {
         let srv = server(EraMode::Dual);
         let url = format!("http://{}{ELICIT_URL_PATH}?session=demo", srv.local_addr());
