@@ -50,6 +50,7 @@ peer_tests!(
     http_legacy_era_on_the_same_endpoint_is_served_through_initialize,
     stdio_legacy_era_is_served_through_initialize,
     http_tool_with_x_mcp_header_is_accepted_with_its_mcp_param_header,
+    http_header_mismatch_32020_is_recovered_by_listing_tools_and_retrying_once,
     http_mrtr_elicitation_accepted_and_declined,
     stdio_mrtr_elicitation_accepted_and_declined,
     http_progress_reaches_the_host_before_the_result,

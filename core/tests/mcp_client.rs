@@ -42,6 +42,13 @@ fn info() -> Implementation {
     Implementation::new("mcpwire-test", "0.1.0")
 }
 
+/// HTTP, a tool call sent at once (see [`Harness::http`]).
+fn recorded_http_config() -> ClientConfig {
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.list_tools_before_call = false;
+    config
+}
+
 /// What the client sent on one stream.
 #[derive(Debug)]
 struct Sent {
@@ -86,7 +93,14 @@ impl Harness {
         h
     }
 
+    /// HTTP with the defaults, except that a tool call goes out at once: most recorded
+    /// exchanges call a tool without listing first (the listing before a call has its own
+    /// tests, with [`Harness::http_default`]).
     fn http() -> Self {
+        Self::new(recorded_http_config())
+    }
+
+    fn http_default() -> Self {
         Self::new(ClientConfig::new(Transport::Http, info()))
     }
 
@@ -603,7 +617,7 @@ fn unsupported_version_without_a_common_one_names_both_lists() {
 /// declared when the host supports it and the request retried; otherwise a typed error.
 #[test]
 fn missing_capability_is_declared_when_the_host_supports_it() {
-    let mut config = ClientConfig::new(Transport::Http, info());
+    let mut config = recorded_http_config();
     config.host_capabilities = ClientCapabilities::none().with_elicitation_form();
     let mut h = Harness::new(config);
     let op = h.c.call_tool(
@@ -701,8 +715,7 @@ fn header_mismatch_refreshes_tools_list_and_retries_once() {
 // MRTR.
 
 fn elicit_config() -> ClientConfig {
-    ClientConfig::new(Transport::Http, info())
-        .with_capabilities(ClientCapabilities::none().with_elicitation_form())
+    recorded_http_config().with_capabilities(ClientCapabilities::none().with_elicitation_form())
 }
 
 /// `basic/patterns/mrtr.mdx`, "Client Requirements": an `input_required` result surfaces its
@@ -1128,7 +1141,7 @@ fn progress_over_sse_reaches_the_host() {
 /// late response is ignored.
 #[test]
 fn a_timeout_closes_the_stream_and_a_late_response_is_ignored() {
-    let mut config = ClientConfig::new(Transport::Http, info());
+    let mut config = recorded_http_config();
     config.call_options = CallOptions {
         timeout: Duration::from_secs(5),
         ..CallOptions::default()
@@ -1812,4 +1825,224 @@ fn a_failed_mrtr_retry_is_not_answered_from_a_stale_entry() {
     let ev = h.take_events();
     assert!(result_of(&ev, op).is_none(), "{ev:?}");
     assert!(matches!(failure_of(&ev, op), Some(OpError::Transport(_))));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decisions the client makes before sending (so that no driver makes them).
+
+/// `basic/transports/streamable-http.mdx`, "Custom Headers from Tool Parameters": a call of a
+/// tool whose `x-mcp-header` annotations were never listed waits for a `tools/list`, then goes
+/// out once, already carrying `Mcp-Param-Region` (no `-32020` round trip, no retry event).
+#[test]
+fn a_call_of_an_unlisted_tool_on_http_lists_tools_first_and_sends_its_param_headers() {
+    let mut h = Harness::http_default();
+    let args = obj(json!({"region": "us-west1", "query": "SELECT 1"}));
+    let call =
+        h.c.call_tool(h.now, "query_region", args, OpOptions::default());
+    let first = h.next_sent();
+    assert_eq!(first.rpc_method(), "tools/list", "the list comes first");
+    assert!(h.sent.is_empty(), "the call waits for the list");
+    h.reply_fx(&first, "python-sdk/http/02-tools-list.json");
+    let s = h.next_sent();
+    assert_eq!(s.rpc_method(), "tools/call");
+    assert_eq!(
+        header_map(&s.headers),
+        recorded_headers("python-sdk/http/04-tools-call-header-param.json")
+    );
+    h.reply_fx(&s, "python-sdk/http/04-tools-call-header-param.json");
+    let ev = h.take_events();
+    assert!(result_of(&ev, call).is_some());
+    assert!(
+        !ev.iter().any(|e| matches!(e, Event::Retrying { .. })),
+        "{ev:?}"
+    );
+    // The listing is known now: the next call of a tool goes out at once.
+    h.c.call_tool(
+        h.now,
+        "echo",
+        obj(json!({"text": "x"})),
+        OpOptions::default(),
+    );
+    assert_eq!(h.next_sent().rpc_method(), "tools/call");
+}
+
+/// Same section: a tool excluded by the listing fetched before its call is refused, never
+/// called.
+#[test]
+fn a_tool_excluded_by_the_list_fetched_before_its_call_is_never_called() {
+    let mut h = Harness::http_default();
+    let call =
+        h.c.call_tool(h.now, "bad", obj(json!({"r": "x"})), OpOptions::default());
+    let list = h.next_sent();
+    assert_eq!(list.rpc_method(), "tools/list");
+    let body = json!({"jsonrpc": "2.0", "id": list.id(), "result": {"tools": [
+        {"name": "bad", "inputSchema": {"type": "object", "properties": {"r": {"type": "string", "x-mcp-header": "A B"}}}}
+    ]}});
+    h.reply(
+        list.stream,
+        200,
+        &[("content-type", "application/json")],
+        &body.to_string(),
+    );
+    let ev = h.take_events();
+    assert!(
+        matches!(failure_of(&ev, call), Some(OpError::ToolExcluded { ref tool, .. }) if tool == "bad"),
+        "{ev:?}"
+    );
+    assert!(h.sent.is_empty(), "an excluded tool is not called");
+}
+
+/// A listing that fails teaches nothing: the call goes out anyway (its own answer decides),
+/// and no second listing is tried before it.
+#[test]
+fn a_failed_list_before_a_call_still_sends_the_call() {
+    let mut h = Harness::http_default();
+    let call = h.c.call_tool(
+        h.now,
+        "echo",
+        obj(json!({"text": "x"})),
+        OpOptions::default(),
+    );
+    let list = h.next_sent();
+    assert_eq!(list.rpc_method(), "tools/list");
+    let body = json!({"jsonrpc": "2.0", "id": list.id(), "error": {"code": -32601, "message": "Method not found"}});
+    h.reply(
+        list.stream,
+        404,
+        &[("content-type", "application/json")],
+        &body.to_string(),
+    );
+    let s = h.next_sent();
+    assert_eq!(s.rpc_method(), "tools/call");
+    h.reply_fx(&s, "python-sdk/http/03-tools-call-echo.json");
+    assert!(result_of(&h.take_events(), call).is_some());
+    assert!(h.sent.is_empty());
+}
+
+/// Client guide, "Caching"/`notifications/tools/list_changed`: after the list changed, a call
+/// of a tool not known lists the tools again first.
+#[test]
+fn after_tools_list_changed_an_unknown_tool_is_listed_again_before_its_call() {
+    let mut h = Harness::http_default();
+    let list = h.c.list(h.now, ListKind::Tools, None);
+    let s = h.next_sent();
+    h.reply_fx(&s, "python-sdk/http/02-tools-list.json");
+    assert!(result_of(&h.take_events(), list).is_some());
+    // Known listing, unknown tool: no second listing.
+    h.c.call_tool(h.now, "hidden", Map::new(), OpOptions::default());
+    let s = h.next_sent();
+    assert_eq!(s.rpc_method(), "tools/call");
+    // A list_changed notification on that call's stream makes the listing stale.
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+    let answer = json!({"jsonrpc": "2.0", "id": s.id(), "result": {"content": []}});
+    h.reply(
+        s.stream,
+        200,
+        &[("content-type", "text/event-stream")],
+        &format!("event: message\ndata: {note}\n\nevent: message\ndata: {answer}\n\n"),
+    );
+    h.take_events();
+    h.c.call_tool(h.now, "hidden", Map::new(), OpOptions::default());
+    assert_eq!(h.next_sent().rpc_method(), "tools/list");
+}
+
+/// `ClientConfig::list_tools_before_call` off: the call goes out at once, without the headers.
+#[test]
+fn with_list_tools_before_call_off_the_call_goes_out_at_once() {
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.list_tools_before_call = false;
+    let mut h = Harness::new(config);
+    h.c.call_tool(
+        h.now,
+        "query_region",
+        obj(json!({"region": "us-west1"})),
+        OpOptions::default(),
+    );
+    let s = h.next_sent();
+    assert_eq!(s.rpc_method(), "tools/call");
+    assert_eq!(s.header("Mcp-Param-Region"), None);
+}
+
+/// `basic/index.mdx` (the modern era has no `ping`) with "Backward Compatibility": with the
+/// era unknown on HTTP, a ping does not go out modern (where it would be refused unsent); the
+/// era is learned first with `server/discover`, and a legacy server is pinged in its session.
+#[test]
+fn ping_with_the_era_unknown_learns_the_era_first_and_pings_a_legacy_server() {
+    let mut h = Harness::http_default();
+    let ping = h.c.start(h.now, Operation::Ping, OpOptions::default());
+    let probe = h.next_sent();
+    assert_eq!(probe.rpc_method(), "server/discover");
+    assert!(h.sent.is_empty());
+    assert!(failure_of(&h.take_events(), ping).is_none(), "not refused");
+    h.reply_fx(&probe, "server-everything/http/02-modern-tools-list.json");
+    let init = h.next_sent();
+    assert_eq!(init.rpc_method(), "initialize");
+    h.reply_fx(&init, "server-everything/http/03-legacy-initialize.json");
+    let initialized = h.next_sent();
+    assert_eq!(initialized.rpc_method(), "notifications/initialized");
+    h.reply(initialized.stream, 202, &[], "");
+    let s = h.next_sent();
+    assert_eq!(s.rpc_method(), "ping");
+    assert!(s.header("Mcp-Session-Id").is_some());
+    let pong = json!({"jsonrpc": "2.0", "id": s.id(), "result": {}});
+    h.reply(
+        s.stream,
+        200,
+        &[("content-type", "application/json")],
+        &pong.to_string(),
+    );
+    assert!(result_of(&h.take_events(), ping).is_some());
+}
+
+/// Same rule, a modern server: the probe's answer settles the era, and the ping is refused
+/// as a legacy-only operation without being sent.
+#[test]
+fn ping_with_the_era_unknown_on_a_modern_server_is_refused_after_the_probe() {
+    let mut h = Harness::http_default();
+    let ping = h.c.start(h.now, Operation::Ping, OpOptions::default());
+    let probe = h.next_sent();
+    assert_eq!(probe.rpc_method(), "server/discover");
+    h.reply_fx(&probe, "python-sdk/http/01-server-discover.json");
+    assert!(matches!(
+        failure_of(&h.take_events(), ping),
+        Some(OpError::Unsupported {
+            operation: "ping",
+            era: Era::Modern
+        })
+    ));
+    assert!(h.sent.is_empty(), "no ping goes out");
+}
+
+/// The listing before a call is the first request on a legacy server: its 400 means legacy,
+/// and the call goes out once, in the session (never as a modern `tools/call`).
+#[test]
+fn a_call_whose_listing_meets_a_legacy_server_goes_out_in_the_legacy_session() {
+    let mut h = Harness::http_default();
+    let call = h.c.call_tool(
+        h.now,
+        "echo",
+        obj(json!({"message": "hi"})),
+        OpOptions::default(),
+    );
+    let list = h.next_sent();
+    assert_eq!(list.rpc_method(), "tools/list");
+    h.reply_fx(&list, "server-everything/http/02-modern-tools-list.json");
+    let init = h.next_sent();
+    assert_eq!(init.rpc_method(), "initialize");
+    h.reply_fx(&init, "server-everything/http/03-legacy-initialize.json");
+    assert!(h.take_events().contains(&Event::EraDetected {
+        era: Era::Legacy,
+        version: "2025-11-25".into(),
+        evidence: EraEvidence::HttpStatus(400)
+    }));
+    let initialized = h.next_sent();
+    assert_eq!(initialized.rpc_method(), "notifications/initialized");
+    h.reply(initialized.stream, 202, &[], "");
+    let s = h.next_sent();
+    assert_eq!(s.rpc_method(), "tools/call");
+    assert!(s.header("Mcp-Session-Id").is_some());
+    assert!(s.body["params"].get("_meta").is_none(), "a legacy request");
+    h.reply_fx(&s, "server-everything/http/06-legacy-tools-call-echo.json");
+    assert!(result_of(&h.take_events(), call).is_some());
+    assert!(h.sent.is_empty(), "the call went out once");
 }

@@ -223,8 +223,12 @@ fn every_modern_request_in_flight_at_fallback_is_resent_in_the_legacy_session() 
 /// `inputResponses` and the server's `requestState` byte-exact; the host is not asked again.
 #[test]
 fn missing_capability_on_an_mrtr_retry_keeps_input_responses_and_request_state() {
-    let mut config = ClientConfig::new(Transport::Http, info())
-        .with_capabilities(ClientCapabilities::none().with_elicitation_form());
+    // The call goes out at once (no tools/list first: not the subject here).
+    let mut config = ClientConfig {
+        list_tools_before_call: false,
+        ..ClientConfig::new(Transport::Http, info())
+    }
+    .with_capabilities(ClientCapabilities::none().with_elicitation_form());
     config.host_capabilities = ClientCapabilities::none()
         .with_elicitation_form()
         .with_elicitation_url();
@@ -335,8 +339,12 @@ fn a_modern_request_rejected_after_the_session_is_up_is_resent_without_a_new_han
 /// the same `inputResponses` and byte-exact `requestState`. (Checked: holds.)
 #[test]
 fn an_mrtr_retry_restarted_by_unsupported_version_keeps_request_state_byte_exact() {
-    let mut config = ClientConfig::new(Transport::Http, info())
-        .with_capabilities(ClientCapabilities::none().with_elicitation_form());
+    // The call goes out at once (no tools/list first: not the subject here).
+    let mut config = ClientConfig {
+        list_tools_before_call: false,
+        ..ClientConfig::new(Transport::Http, info())
+    }
+    .with_capabilities(ClientCapabilities::none().with_elicitation_form());
     config.versions = vec!["2026-07-28".into(), "2026-12-01".into()];
     let mut h = H::new(config);
     let op =

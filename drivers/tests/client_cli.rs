@@ -527,3 +527,534 @@ fn resources_on_a_server_without_them_report_the_server_error() {
     let err = failed(&o);
     assert!(last_line(&err).contains("-32601"), "{err}");
 }
+
+/// The README's "The MCP client CLI" transcript is what the binary prints: each command of its
+/// first console block runs (by `sh`, with this build's `mcpwire` first on `PATH`, the reference
+/// server's address for `127.0.0.1:8931`) and its stdout and stderr together equal the lines
+/// shown under it. (The terminal session below it is held by `mod on_a_terminal`.)
+#[test]
+fn the_readme_cli_transcript_is_what_the_binary_prints() {
+    const README: &str = include_str!("../../README.md");
+    const SHOWN: &str = "http://127.0.0.1:8931";
+    let start = README
+        .find("\n## The MCP client CLI\n")
+        .expect("the section");
+    let section = &README[start..];
+    let open = section.find("```console\n").expect("a console block") + "```console\n".len();
+    let block = &section[open..];
+    let block = &block[..block.find("```").expect("the block's end")];
+    let mut runs: Vec<(String, String)> = Vec::new();
+    for line in block.lines() {
+        match line.strip_prefix("$ ") {
+            Some(cmd) => runs.push((cmd.to_owned(), String::new())),
+            None => {
+                let (_, out) = runs.last_mut().expect("a command first");
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    let srv = server(EraMode::Dual);
+    let base = format!("http://{}", srv.local_addr());
+    let bin_dir = std::path::Path::new(BIN).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut checked = 0;
+    for (cmd, expected) in &runs {
+        if cmd.starts_with("mcpwire dev mcp-server --listen") {
+            continue; // the test's own server stands in for it
+        }
+        let line = cmd.replace(SHOWN, &base);
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg(format!("{line} 2>&1"))
+            .env("PATH", &path)
+            .env_remove("COLUMNS")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let got = String::from_utf8(o.stdout).unwrap().replace(&base, SHOWN);
+        assert_eq!(&got, expected, "README command: {cmd}");
+        checked += 1;
+    }
+    assert!(checked >= 7, "{checked} commands checked");
+}
+
+/// `mcpwire client` on a real pseudo-terminal (rexpect): the consent and elicitation prompts a
+/// person answers, against the reference server in-process over HTTP, whose state shows what
+/// reached it. In the terminal, stdout and stderr are one stream; typed answers are not echoed.
+/// Every wait for output is bounded ([`WAIT_MS`]) so that a prompt that never comes fails the
+/// test instead of hanging it.
+#[cfg(unix)]
+mod on_a_terminal {
+    use super::*;
+    use mcpwire_drivers::dev::mcp_server::{ElicitationAnswer, ELICIT_URL_PATH};
+    use rexpect::process::WaitStatus;
+    use rexpect::session::{spawn_command, PtySession};
+    use serde_json::json;
+
+    /// The longest wait for one expected output (a hang guard, not a timing assertion).
+    const WAIT_MS: u64 = 30_000;
+
+    fn spawn(cmd: Command) -> PtySession {
+        spawn_command(cmd, Some(WAIT_MS)).unwrap()
+    }
+
+    /// `mcpwire client ARGS` with stdin, stdout and stderr on the terminal.
+    fn client_on_tty(args: &[&str]) -> PtySession {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("client").args(args).env_remove("COLUMNS");
+        spawn(cmd)
+    }
+
+    /// `mcpwire client ARGS` on the terminal, with one stream (`>` or `2>`) sent to `file`.
+    fn client_redirected(redirect: &str, file: &std::path::Path, args: &[&str]) -> PtySession {
+        let script = format!("exec \"$0\" \"$@\" {redirect}'{}'", file.display());
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(script)
+            .arg(BIN)
+            .arg("client")
+            .args(args)
+            .env_remove("COLUMNS");
+        spawn(cmd)
+    }
+
+    /// Everything up to the end, and the exit code.
+    fn finish(mut p: PtySession) -> (String, Option<i32>) {
+        let rest = p.exp_eof().unwrap();
+        let code = match p.process().wait().unwrap() {
+            WaitStatus::Exited(_, c) => Some(c),
+            _ => None,
+        };
+        (rest, code)
+    }
+
+    fn temp_file(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("mcpwire-cli-tty-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join(name)
+    }
+
+    fn answers(srv: &McpServerHandle) -> Vec<ElicitationAnswer> {
+        srv.server().stats().elicitation_answers
+    }
+
+    fn ask(srv: &McpServerHandle, form: &str) -> PtySession {
+        client_on_tty(&[
+            "--url",
+            &srv.url(),
+            "--yes",
+            "tools",
+            "call",
+            "ask",
+            "--arg",
+            &format!("form={form}"),
+        ])
+    }
+
+    /// The prompts a transcript line can start with; what follows is the typed answer.
+    fn split_prompt(line: &str) -> Option<(&str, &str)> {
+        for p in [
+            "Call it? [y/N] ",
+            "Do you consent to open this URL? [y/N/c=cancel] ",
+        ] {
+            if let Some(answer) = line.strip_prefix(p) {
+                return Some((p, answer));
+            }
+        }
+        // A field prompt, `name> answer`, or `name>` for an empty answer (the transcript has
+        // no trailing space).
+        let (field, answer) = match line.split_once("> ") {
+            Some(split) => split,
+            None => (line.strip_suffix('>')?, ""),
+        };
+        let is_field = !field.is_empty()
+            && field
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        is_field.then_some((field, answer))
+    }
+
+    /// The README's terminal session (the second console block of "The MCP client CLI") is
+    /// what the binary shows on a terminal: each command runs on a pseudo-terminal, gets the
+    /// answers typed in the transcript at its prompts, and prints exactly the other lines
+    /// (the terminal does not echo the answers here, so they are left out of the comparison).
+    #[test]
+    fn the_readme_terminal_session_is_what_the_binary_shows() {
+        const README: &str = include_str!("../../README.md");
+        const SHOWN: &str = "http://127.0.0.1:8931";
+        let start = README.find("\n## The MCP client CLI\n").unwrap();
+        let section = &README[start..];
+        let mut blocks = section.split("```console\n").skip(1);
+        let _printed = blocks.next().unwrap();
+        let session = blocks.next().unwrap();
+        let session = &session[..session.find("```").unwrap()];
+        let srv = server(EraMode::Dual);
+        let base = format!("http://{}", srv.local_addr());
+        let mut commands = 0;
+        let mut lines = session.lines().peekable();
+        while let Some(line) = lines.next() {
+            let cmd = line.strip_prefix("$ mcpwire client ").expect("a command");
+            let args = cmd.replace(SHOWN, &base);
+            let args: Vec<&str> = args.split(' ').collect();
+            let mut p = client_on_tty(&args);
+            let mut expected = String::new();
+            let mut got = String::new();
+            while let Some(next) = lines.next_if(|l| !l.starts_with("$ ")) {
+                match split_prompt(next) {
+                    Some((prompt, answer)) => {
+                        let prompt = if prompt.ends_with(' ') {
+                            prompt.to_owned()
+                        } else {
+                            format!("{prompt}> ")
+                        };
+                        expected.push_str(&prompt);
+                        got.push_str(&p.exp_string(&prompt).unwrap());
+                        got.push_str(&prompt);
+                        p.send_line(answer).unwrap();
+                    }
+                    None => {
+                        expected.push_str(next);
+                        expected.push('\n');
+                    }
+                }
+            }
+            let (rest, _) = finish(p);
+            got.push_str(&rest);
+            let got = got.replace("\r\n", "\n").replace(&base, SHOWN);
+            assert_eq!(got, expected, "README command: {line}");
+            commands += 1;
+        }
+        assert!(commands >= 4, "{commands} commands checked");
+    }
+
+    #[test]
+    fn tools_call_shows_the_full_arguments_and_n_sends_nothing() {
+        let srv = server(EraMode::Dual);
+        let mut p = client_on_tty(&[
+            "--url",
+            &srv.url(),
+            "tools",
+            "call",
+            "echo",
+            "--args",
+            r#"{"text":"launch plan","response_headers":{"X-Note":"a b"}}"#,
+        ]);
+        let shown = p.exp_string("Call it? [y/N] ").unwrap();
+        assert!(
+            shown.contains("Call tool 'echo' with these arguments?"),
+            "{shown}"
+        );
+        // The whole arguments, nested ones included.
+        assert!(shown.contains(r#""text": "launch plan""#), "{shown}");
+        assert!(shown.contains(r#""X-Note": "a b""#), "{shown}");
+        p.send_line("n").unwrap();
+        let (rest, code) = finish(p);
+        assert_eq!(code, Some(1), "{rest}");
+        assert!(rest.contains("tool 'echo' not called"), "{rest}");
+        assert!(!rest.contains("launch plan"), "no result: {rest}");
+        // Nothing at all reached the server: no call, and nothing sent before the answer.
+        assert!(srv.server().requests().is_empty());
+        assert!(srv.server().stats().tool_calls.is_empty());
+    }
+
+    #[test]
+    fn tools_call_answered_y_sends_the_call_once() {
+        let srv = server(EraMode::Dual);
+        let mut p = client_on_tty(&[
+            "--url",
+            &srv.url(),
+            "tools",
+            "call",
+            "echo",
+            "--arg",
+            "text=hello there",
+        ]);
+        p.exp_string("Call it? [y/N] ").unwrap();
+        assert!(srv.server().requests().is_empty(), "nothing before consent");
+        p.send_line("y").unwrap();
+        let (rest, code) = finish(p);
+        assert_eq!(code, Some(0), "{rest}");
+        assert!(rest.contains("hello there"), "{rest}");
+        assert_eq!(srv.server().stats().tool_calls.get("echo"), Some(&1));
+    }
+
+    #[test]
+    fn a_form_is_asked_field_by_field_with_type_default_and_options_and_bad_answers_are_asked_again(
+    ) {
+        let srv = server(EraMode::Dual);
+        let mut p = ask(&srv, "profile");
+        // Fields come in the order the server sent them (its JSON object is sorted).
+        let head = p.exp_string("age> ").unwrap();
+        assert!(head.contains("Tell us about yourself."), "{head}");
+        assert!(
+            head.contains("Age [integer from 0 to 150, required, default 30]"),
+            "{head}"
+        );
+        assert!(!head.contains("WARNING"), "an ordinary form: {head}");
+        p.send_line("abc").unwrap();
+        p.exp_string("expected a whole number").unwrap();
+        p.exp_string("age> ").unwrap();
+        p.send_line("200").unwrap();
+        p.exp_string("above the maximum 150").unwrap();
+        p.exp_string("age> ").unwrap();
+        p.send_line("").unwrap(); // the default, 30
+        let color = p.exp_string("color> ").unwrap();
+        assert!(
+            color.contains("Favourite colour [one of the options, by number or value, required, default \"green\"]"),
+            "{color}"
+        );
+        for option in ["1. red", "2. green", "3. blue"] {
+            assert!(color.contains(option), "{color}");
+        }
+        p.send_line("purple").unwrap();
+        p.exp_string("not one of the offered options").unwrap();
+        p.exp_string("color> ").unwrap();
+        p.send_line("3").unwrap();
+        let height = p.exp_string("height> ").unwrap();
+        assert!(
+            height.contains("Height in metres [number, at least 0]"),
+            "{height}"
+        );
+        p.send_line("").unwrap(); // optional, no default: left out
+        p.exp_string("name> ").unwrap();
+        p.send_line("").unwrap();
+        p.exp_string("this field is required").unwrap();
+        p.exp_string("name> ").unwrap();
+        p.send_line("Ada").unwrap();
+        let nl = p.exp_string("newsletter> ").unwrap();
+        assert!(nl.contains("Newsletter [yes/no, default false]"), "{nl}");
+        p.send_line("maybe").unwrap();
+        p.exp_string("expected yes or no").unwrap();
+        p.exp_string("newsletter> ").unwrap();
+        p.send_line("").unwrap();
+        let (rest, code) = finish(p);
+        assert_eq!(code, Some(0), "{rest}");
+        // One answer reached the server: the valid values and the defaults, nothing else.
+        assert_eq!(
+            answers(&srv),
+            [ElicitationAnswer {
+                form: "profile".into(),
+                action: "accept".into(),
+                content: Some(
+                    json!({"age": 30, "color": "blue", "name": "Ada", "newsletter": false})
+                ),
+            }]
+        );
+        assert_eq!(srv.server().stats().tool_calls.get("ask"), Some(&2));
+    }
+
+    #[test]
+    fn a_form_declined_on_the_terminal_reaches_the_server_as_decline() {
+        let srv = server(EraMode::Dual);
+        let mut p = ask(&srv, "profile");
+        let head = p.exp_string("age> ").unwrap();
+        assert!(head.contains(":decline or :cancel"), "{head}");
+        p.send_line(":decline").unwrap();
+        let (rest, code) = finish(p);
+        assert_eq!(code, Some(0), "{rest}");
+        assert!(rest.contains("Declined."), "{rest}");
+        let got = answers(&srv);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].action, "decline");
+        assert_eq!(got[0].content, None);
+    }
+
+    #[test]
+    fn a_form_cancelled_on_the_terminal_reaches_the_server_as_cancel() {
+        let srv = server(EraMode::Dual);
+        let mut p = ask(&srv, "profile");
+        p.exp_string("age> ").unwrap();
+        p.send_line("31").unwrap();
+        p.exp_string("color> ").unwrap();
+        p.send_line(":cancel").unwrap();
+        let (rest, code) = finish(p);
+        assert_eq!(code, Some(0), "{rest}");
+        assert!(rest.contains("Cancelled."), "{rest}");
+        let got = answers(&srv);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].action, "cancel");
+        assert_eq!(got[0].content, None, "the partial answers are not sent");
+    }
+
+    #[test]
+    fn a_form_asking_for_a_password_carries_a_visible_warning() {
+        let srv = server(EraMode::Dual);
+        let mut p = ask(&srv, "login");
+        let head = p.exp_string("password> ").unwrap();
+        assert!(
+            head.contains("WARNING: this form seems to ask for a password (field 'password')"),
+            "{head}"
+        );
+        // The warning comes before the first question.
+        let warning_at = head.find("WARNING").unwrap();
+        assert!(warning_at < head.find("Password [").unwrap(), "{head}");
+        p.send_line(":decline").unwrap();
+        let (rest, _) = finish(p);
+        assert!(rest.contains("Declined."), "{rest}");
+    }
+
+    #[test]
+    fn a_form_whose_message_asks_for_an_api_key_a_token_or_card_data_carries_a_warning() {
+        let srv = server(EraMode::Dual);
+        for (question, what) in [
+            ("Paste your API key", "an API key"),
+            ("Your GitHub token, please", "a token"),
+            ("Enter your credit card number", "payment data"),
+        ] {
+            let mut p = client_on_tty(&[
+                "--url",
+                &srv.url(),
+                "--yes",
+                "tools",
+                "call",
+                "ask",
+                "--arg",
+                &format!("question={question}"),
+            ]);
+            let head = p.exp_string("name> ").unwrap();
+            assert!(
+                head.contains(&format!("WARNING: this form seems to ask for {what}.")),
+                "{question}: {head}"
+            );
+            p.send_line(":decline").unwrap();
+            let (rest, _) = finish(p);
+            assert!(rest.contains("No name given."), "{rest}");
+        }
+        assert!(answers(&srv).iter().all(|a| a.action == "decline"));
+    }
+
+    #[test]
+    fn url_mode_shows_the_full_url_asks_for_consent_and_never_fetches_it() {
+        let srv = server(EraMode::Dual);
+        let url = format!("http://{}{ELICIT_URL_PATH}?session=demo", srv.local_addr());
+        let mut p = ask(&srv, "url");
+        let shown = p
+            .exp_string("Do you consent to open this URL? [y/N/c=cancel] ")
+            .unwrap();
+        assert!(shown.contains(&format!("URL:  {url}")), "{shown}");
+        assert!(shown.contains("host: 127.0.0.1"), "{shown}");
+        assert!(shown.contains("WARNING: the URL is not https"), "{shown}");
+        assert!(shown.contains("never opens or fetches it"), "{shown}");
+        p.send_line("y").unwrap();
+        let (rest, code) = finish(p);
+        assert_eq!(code, Some(0), "{rest}");
+        assert!(rest.contains("Consent recorded"), "{rest}");
+        let got = answers(&srv);
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            (got[0].form.as_str(), got[0].action.as_str()),
+            ("url", "accept")
+        );
+        // Consent sent, the page never fetched by the client...
+        assert_eq!(srv.server().stats().elicit_url_fetches, 0);
+        // ...while a fetch of it would have been counted.
+        let body = ureq::get(&url)
+            .call()
+            .unwrap()
+            .into_body()
+            .read_to_string()
+            .unwrap();
+        assert!(body.contains("consent page"));
+        assert_eq!(srv.server().stats().elicit_url_fetches, 1);
+    }
+
+    #[test]
+    fn url_mode_answered_no_is_a_decline() {
+        let srv = server(EraMode::Dual);
+        let mut p = ask(&srv, "url");
+        p.exp_string("[y/N/c=cancel] ").unwrap();
+        p.send_line("n").unwrap();
+        let (rest, _) = finish(p);
+        assert!(rest.contains("Declined."), "{rest}");
+        assert_eq!(answers(&srv)[0].action, "decline");
+        assert_eq!(srv.server().stats().elicit_url_fetches, 0);
+    }
+
+    #[test]
+    fn progress_line_is_shown_on_a_terminal_and_ends_before_the_next_line() {
+        let srv = server(EraMode::Dual);
+        let p = client_on_tty(&[
+            "--url",
+            &srv.url(),
+            "--yes",
+            "tools",
+            "call",
+            "progress",
+            "--arg",
+            "steps=3",
+            "--arg",
+            "interval_ms=5",
+        ]);
+        let (out, code) = finish(p);
+        assert_eq!(code, Some(0), "{out}");
+        assert!(out.contains("progress: 3/3 (100%) step 3 of 3"), "{out:?}");
+        assert!(out.contains("done after 3 steps"), "{out:?}");
+        // The line is erased before anything else is written (no "step 3 of 3mcpwire: ...").
+        let after = &out[out.find("step 3 of 3").unwrap() + "step 3 of 3".len()..];
+        assert!(after.starts_with("\r\u{1b}[2K"), "{after:?}");
+    }
+
+    #[test]
+    fn progress_is_quiet_when_stdout_is_not_a_terminal() {
+        let srv = server(EraMode::Dual);
+        let file = temp_file("progress-stdout.txt");
+        let p = client_redirected(
+            ">",
+            &file,
+            &[
+                "--url",
+                &srv.url(),
+                "--yes",
+                "tools",
+                "call",
+                "progress",
+                "--arg",
+                "steps=3",
+                "--arg",
+                "interval_ms=5",
+            ],
+        );
+        let (term, code) = finish(p);
+        assert_eq!(code, Some(0), "{term}");
+        assert!(!term.contains("progress:"), "{term:?}");
+        assert!(
+            term.contains("using 2026-07-28"),
+            "stderr is still here: {term:?}"
+        );
+        let out = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(out, "done after 3 steps\n");
+    }
+
+    #[test]
+    fn tools_call_without_yes_and_stderr_not_a_terminal_is_refused_not_left_waiting() {
+        let srv = server(EraMode::Dual);
+        let file = temp_file("confirm-stderr.txt");
+        let p = client_redirected(
+            "2>",
+            &file,
+            &[
+                "--url",
+                &srv.url(),
+                "tools",
+                "call",
+                "echo",
+                "--arg",
+                "text=x",
+            ],
+        );
+        // Nobody could see the question: the command ends at once instead of waiting.
+        let (term, code) = finish(p);
+        assert_eq!(code, Some(1), "{term}");
+        let err = std::fs::read_to_string(&file).unwrap();
+        assert!(
+            err.contains("stderr is not a terminal") && err.contains("--yes"),
+            "{err}"
+        );
+        assert!(srv.server().requests().is_empty());
+    }
+}

@@ -399,11 +399,33 @@ pub fn stdio_legacy_era_is_served_through_initialize<C: Api>(peer: &Peer) {
 }
 
 /// The SDK refuses a 2026-07-28 call of `in_region` without a matching `Mcp-Param-Region`
-/// (-32020), so an answer means the header was sent and accepted. Before any `tools/list` the
-/// client cannot know the annotation: the SDK's -32020 makes it fetch the list and retry once.
-/// After that (and for a value that needs the base64 form) the first attempt is accepted.
+/// (-32020), so an answer means the header was sent and accepted. The client lists the tools
+/// before the first call of a tool it does not know, so every call (a value that needs the
+/// base64 form included) is accepted on the first try: no -32020 round trip, no retry.
 pub fn http_tool_with_x_mcp_header_is_accepted_with_its_mcp_param_header<C: Api>(peer: &Peer) {
     let (mut c, _peer) = http::<C>(peer, ClientOptions::default());
+    let seen = recorder(&mut c, None);
+    for region in ["eu-west", "Zürich", "ap-south"] {
+        let r = c.call_tool("in_region", json!({"region": region})).unwrap();
+        assert_eq!(text_of(&r), format!("ran in {region}"), "{r}");
+    }
+    let events = &seen.lock().unwrap().events;
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::Retrying { .. })),
+        "no call is retried: {events:?}"
+    );
+}
+
+/// With the listing before a call turned off, the first call goes out without the header: the
+/// SDK's -32020 makes the client fetch `tools/list` and retry once; after that (and for a value
+/// that needs the base64 form) the first attempt is accepted.
+pub fn http_header_mismatch_32020_is_recovered_by_listing_tools_and_retrying_once<C: Api>(
+    peer: &Peer,
+) {
+    let (mut c, _peer) = http::<C>(
+        peer,
+        ClientOptions::default().with_list_tools_before_call(false),
+    );
     let seen = recorder(&mut c, None);
     let r = c
         .call_tool("in_region", json!({"region": "eu-west"}))

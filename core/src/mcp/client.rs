@@ -168,6 +168,12 @@ pub struct ClientConfig {
     pub max_body_bytes: usize,
     /// The seed of every jitter source (drawn by the caller from its own randomness).
     pub jitter_seed: u64,
+    /// Streamable HTTP: before calling a tool whose `x-mcp-header` annotations are not known
+    /// (no `tools/list` seen since the era was learned or the list changed), fetch `tools/list`
+    /// first, so that the call carries its `Mcp-Param-*` headers on the first try and a tool
+    /// with invalid annotations is refused without being called (default `true`). Off, such a
+    /// call goes out without those headers and relies on the server's `-32020` to refresh.
+    pub list_tools_before_call: bool,
 }
 
 impl ClientConfig {
@@ -190,6 +196,7 @@ impl ClientConfig {
             max_mrtr_rounds: mrtr::DEFAULT_MAX_ROUNDS,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             jitter_seed: 0,
+            list_tools_before_call: true,
         }
     }
 
@@ -715,6 +722,9 @@ enum Internal {
     Initialize,
     /// A `tools/list` refresh after `-32020` for this operation.
     ToolsRefresh { waiter: OpId, pages: u32 },
+    /// The `tools/list` fetched before this operation's first call of a tool whose
+    /// annotations are not known ([`ClientConfig::list_tools_before_call`]).
+    ToolsPrefetch { waiter: OpId, pages: u32 },
 }
 
 #[derive(Debug)]
@@ -815,6 +825,11 @@ pub struct Client {
     tools: BTreeMap<String, ToolHeaders>,
     /// Tools excluded from the latest `tools/list`, with the reason.
     excluded: BTreeMap<String, String>,
+    /// A `tools/list` was seen (or tried before a call) since the era was learned or the
+    /// tool list last changed: a call of a tool not in it is not preceded by another one.
+    tools_listed: bool,
+    /// Calls whose `tools/list` prefetch failed: they go out anyway at the next pump.
+    released: Vec<OpId>,
     /// Requests held until the legacy handshake is done (resends), with their attempt's id:
     /// never written, so a cancellation of that id is not written either.
     held: Vec<(RequestHandle, Id, String)>,
@@ -877,6 +892,8 @@ impl Client {
             sub_stream: BTreeMap::new(),
             tools: BTreeMap::new(),
             excluded: BTreeMap::new(),
+            tools_listed: false,
+            released: Vec::new(),
             held: Vec::new(),
             legacy_subs: BTreeMap::new(),
             legacy_inputs: BTreeMap::new(),
@@ -1400,7 +1417,10 @@ impl Client {
     /// Sends `op` if the era allows it now; otherwise leaves it queued (and starts what it
     /// waits for).
     fn dispatch(&mut self, now: Instant, op_id: OpId) {
-        if self.serve_fresh(now, op_id) {
+        if self.serve_fresh(now, op_id)
+            || self.list_tools_first(now, op_id)
+            || self.learn_era_first(now, op_id)
+        {
             return;
         }
         match &self.era {
@@ -1431,6 +1451,70 @@ impl Client {
                 }
             }
         }
+    }
+
+    /// A call of a tool whose `x-mcp-header` annotations are not known, on Streamable HTTP
+    /// outside the legacy era, waits for a `tools/list` (its pages followed until the tool is
+    /// found): the call then carries its `Mcp-Param-*` headers on the first try, and a tool
+    /// excluded for invalid annotations is refused without being called
+    /// (`basic/transports/streamable-http.mdx`, "Custom Headers from Tool Parameters").
+    /// Once a listing was seen, an unlisted tool is called without one.
+    fn list_tools_first(&mut self, now: Instant, op_id: OpId) -> bool {
+        if !self.config.list_tools_before_call
+            || self.config.transport != Transport::Http
+            || self.tools_listed
+            || matches!(self.era, EraState::Legacy)
+        {
+            return false;
+        }
+        let Some(op) = self.ops.get(&op_id) else {
+            return false;
+        };
+        let Operation::CallTool { name, .. } = &op.operation else {
+            return false;
+        };
+        if op.internal.is_some()
+            || op.retry_params.is_some()
+            || self.tools.contains_key(name)
+            || self.excluded.contains_key(name)
+        {
+            return false;
+        }
+        let operation = Operation::List {
+            kind: ListKind::Tools,
+            cursor: None,
+        };
+        let internal = Internal::ToolsPrefetch {
+            waiter: op_id,
+            pages: 1,
+        };
+        self.start_internal(now, operation, internal);
+        true
+    }
+
+    /// `ping` exists only in the legacy era. With the era unknown on Streamable HTTP (where
+    /// operations otherwise go out in the modern era, which has no ping), the era is learned
+    /// first with a `server/discover` probe and the ping waits for its verdict: sent in the
+    /// legacy session, or refused as [`OpError::Unsupported`] by a modern server. (stdio
+    /// probes before anything anyway.)
+    fn learn_era_first(&mut self, now: Instant, op_id: OpId) -> bool {
+        if self.config.transport != Transport::Http || !matches!(self.era, EraState::Unknown) {
+            return false;
+        }
+        let Some(op) = self.ops.get(&op_id) else {
+            return false;
+        };
+        if op.internal.is_some() || op.operation != Operation::Ping {
+            return false;
+        }
+        if !self
+            .ops
+            .values()
+            .any(|o| o.internal == Some(Internal::Probe))
+        {
+            self.start_probe(now);
+        }
+        true
     }
 
     /// Sends every queued host operation (after the era became known or the session ready).
@@ -1682,7 +1766,7 @@ impl Client {
                 let version = self.latest_version();
                 self.send_modern(now, op_id, &version);
             }
-            Internal::ToolsRefresh { .. } => {
+            Internal::ToolsRefresh { .. } | Internal::ToolsPrefetch { .. } => {
                 let version = match &self.era {
                     EraState::Modern { version, .. } => version.clone(),
                     _ => self.latest_version(),
@@ -1822,6 +1906,11 @@ impl Client {
                 };
                 self.fail(waiter, OpError::HeaderMismatch { message });
             }
+            Some(Internal::ToolsPrefetch { waiter, .. }) => {
+                // Nothing learned: the call goes out without the listing (at the next pump).
+                self.tools_listed = true;
+                self.released.push(waiter);
+            }
             Some(Internal::Probe | Internal::Initialize) => {}
         }
     }
@@ -1863,6 +1952,7 @@ impl Client {
             self.cache.clear();
             self.tools.clear();
             self.excluded.clear();
+            self.tools_listed = false;
         }
         self.era = era;
         if changed && e == Era::Modern {
@@ -1966,6 +2056,16 @@ impl Client {
             while let Some(o) = self.subs.poll_output() {
                 progressed = true;
                 self.on_subscription_output(o);
+            }
+            for waiter in std::mem::take(&mut self.released) {
+                if self
+                    .ops
+                    .get(&waiter)
+                    .is_some_and(|o| matches!(o.state, OpState::Queued))
+                {
+                    progressed = true;
+                    self.dispatch(now, waiter);
+                }
             }
             if !progressed {
                 break;
@@ -2137,6 +2237,7 @@ impl Client {
         match change {
             Change::ToolsListChanged => {
                 self.cache.invalidate_list(ListKind::Tools);
+                self.tools_listed = false;
             }
             Change::PromptsListChanged => {
                 self.cache.invalidate_list(ListKind::Prompts);
@@ -2156,6 +2257,7 @@ impl Client {
         match target {
             T::ToolsList => {
                 self.cache.invalidate_list(ListKind::Tools);
+                self.tools_listed = false;
             }
             T::PromptsList => {
                 self.cache.invalidate_list(ListKind::Prompts);
@@ -2245,6 +2347,9 @@ impl Client {
             .ok()
             .and_then(|mut v| v.get_mut("params").map(Value::take));
         let _ = self.cache.on_notification(&method, params.as_ref());
+        if method == "notifications/tools/list_changed" {
+            self.tools_listed = false;
+        }
         self.legacy_change(&method, params.as_ref());
         self.event(Event::Notification {
             op,
@@ -2398,8 +2503,14 @@ impl Client {
             let auth = self.config.auth_context.clone();
             let _ = self.cache.insert(now, ticket, &auth, &result);
         }
-        if let Some(Internal::ToolsRefresh { waiter, pages }) = op.internal {
-            return self.after_refresh(now, waiter, pages, &result);
+        match op.internal {
+            Some(Internal::ToolsRefresh { waiter, pages }) => {
+                return self.after_refresh(now, waiter, pages, &result, false);
+            }
+            Some(Internal::ToolsPrefetch { waiter, pages }) => {
+                return self.after_refresh(now, waiter, pages, &result, true);
+            }
+            _ => {}
         }
         self.event(Event::Result {
             op: op_id,
@@ -2458,6 +2569,7 @@ impl Client {
         if first_page {
             self.tools.clear();
             self.excluded.clear();
+            self.tools_listed = true;
         }
         let (valid, rejected) = headers::partition_tools(tools);
         for e in rejected {
@@ -2479,9 +2591,16 @@ impl Client {
         Value::Object(obj).to_string()
     }
 
-    /// A `-32020` refresh page arrived: follow the next page while the tool is missing, then
-    /// send the waiting call again.
-    fn after_refresh(&mut self, now: Instant, waiter: OpId, pages: u32, result: &str) {
+    /// A `-32020` refresh page (or a page fetched before the call, `prefetch`) arrived:
+    /// follow the next page while the tool is missing, then send the waiting call (again).
+    fn after_refresh(
+        &mut self,
+        now: Instant,
+        waiter: OpId,
+        pages: u32,
+        result: &str,
+        prefetch: bool,
+    ) {
         let tool = match self.ops.get(&waiter).map(|o| &o.operation) {
             Some(Operation::CallTool { name, .. }) => name.clone(),
             _ => return,
@@ -2497,15 +2616,21 @@ impl Client {
                     kind: ListKind::Tools,
                     cursor: Some(cursor),
                 };
-                let internal = Internal::ToolsRefresh {
-                    waiter,
-                    pages: pages + 1,
+                let pages = pages + 1;
+                let internal = if prefetch {
+                    Internal::ToolsPrefetch { waiter, pages }
+                } else {
+                    Internal::ToolsRefresh { waiter, pages }
                 };
                 self.start_internal(now, operation, internal);
                 return;
             }
         }
-        self.restart(now, waiter, RetryReason::HeadersRefreshed);
+        if prefetch {
+            self.dispatch(now, waiter);
+        } else {
+            self.restart(now, waiter, RetryReason::HeadersRefreshed);
+        }
     }
 
     fn on_error_response(&mut self, now: Instant, op_id: OpId, error: ErrorObject) {
@@ -2636,7 +2761,10 @@ impl Client {
         }
         if internal.is_some() {
             self.ops.remove(&op_id);
-            if let Some(Internal::ToolsRefresh { waiter, .. }) = internal {
+            if let Some(
+                Internal::ToolsRefresh { waiter, .. } | Internal::ToolsPrefetch { waiter, .. },
+            ) = internal
+            {
                 if let Some(w) = self.ops.get_mut(&waiter) {
                     w.state = OpState::Queued;
                 }

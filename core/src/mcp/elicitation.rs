@@ -728,6 +728,18 @@ impl RequestedSchema {
         }
         Ok(())
     }
+
+    /// Checks one field's value against its property (type and constraints), by the same
+    /// rules as [`RequestedSchema::validate`]: a host asking field by field can ask again for
+    /// one bad answer at once, before the whole form is checked.
+    pub fn validate_field(&self, field: &str, value: &Value) -> Result<(), AnswerError> {
+        let prop = self
+            .property(field)
+            .ok_or_else(|| AnswerError::UnknownField {
+                field: field.to_owned(),
+            })?;
+        check_value(field, &prop.kind, value)
+    }
 }
 
 fn check_value(field: &str, kind: &PropertyKind, value: &Value) -> Result<(), AnswerError> {
@@ -1619,5 +1631,42 @@ mod tests {
         let text = format!("{a:?}");
         assert!(text.contains("password"));
         assert!(!text.contains("hunter2"));
+    }
+
+    /// One field is checked by the rules of the whole form: range, enum, type; an unknown
+    /// field is refused.
+    #[test]
+    fn one_field_is_checked_by_the_same_rules_as_the_form() {
+        let s = schema(
+            json!({
+                "age": {"type": "integer", "minimum": 0, "maximum": 150},
+                "color": {"type": "string", "enum": ["red", "green"]}
+            }),
+            json!(["age"]),
+        );
+        assert!(s.validate_field("age", &json!(30)).is_ok());
+        assert!(matches!(
+            s.validate_field("age", &json!(200)),
+            Err(AnswerError::AboveMaximum { .. })
+        ));
+        assert!(s.validate_field("age", &json!("30")).is_err());
+        assert!(s.validate_field("color", &json!("green")).is_ok());
+        assert!(matches!(
+            s.validate_field("color", &json!("purple")),
+            Err(AnswerError::NotAnOption { .. })
+        ));
+        assert!(matches!(
+            s.validate_field("nope", &json!(1)),
+            Err(AnswerError::UnknownField { .. })
+        ));
+        // The same verdicts as validating a form with only that field.
+        for (f, v) in [("age", json!(200)), ("color", json!("purple"))] {
+            let mut c = Map::new();
+            c.insert(f.to_owned(), v.clone());
+            if f == "color" {
+                c.insert("age".to_owned(), json!(1));
+            }
+            assert_eq!(s.validate(&c).err(), s.validate_field(f, &v).err());
+        }
     }
 }

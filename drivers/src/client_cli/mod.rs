@@ -237,16 +237,22 @@ fn run_inner(args: ClientArgs) -> Result<ExitCode, Failure> {
         trailing,
     } = args;
     let inputs = parse_inputs(&opts.inputs)?;
-    let stdin_tty = std::io::stdin().is_terminal();
-    let stderr_tty = std::io::stderr().is_terminal();
-    let interactive = stdin_tty && stderr_tty;
+    let terminal = Terminal {
+        stdin: std::io::stdin().is_terminal(),
+        stdout: std::io::stdout().is_terminal(),
+        stderr: std::io::stderr().is_terminal(),
+    };
+    // Questions go to stderr and answers come from stdin: both must be the terminal.
+    let interactive = terminal.stdin && terminal.stderr;
     let shared = Arc::new(Mutex::new(Shared::default()));
+    // The progress line is drawn on stderr, and only when the output is watched on a
+    // terminal too (piped or redirected output is for scripts: quiet).
     let host = CliHost::new(
         Arc::clone(&shared),
         inputs,
         opts.decline_input,
         interactive,
-        stderr_tty,
+        terminal.stderr && terminal.stdout,
     );
     let mut options = ClientOptions::default().with_protocol(match opts.protocol {
         ProtocolArg::Auto => ProtocolChoice::Auto,
@@ -294,7 +300,7 @@ fn run_inner(args: ClientArgs) -> Result<ExitCode, Failure> {
         json: opts.json,
         era_reported: false,
     };
-    let outcome = ctx.command(&command, &opts, stdin_tty);
+    let outcome = ctx.command(&command, &opts, terminal);
     ctx.report_era();
     let code = outcome?;
     Ok(code)
@@ -333,6 +339,14 @@ fn connect(
     }
 }
 
+/// Which standard streams are terminals.
+#[derive(Clone, Copy, Debug)]
+struct Terminal {
+    stdin: bool,
+    stdout: bool,
+    stderr: bool,
+}
+
 struct Ctx {
     client: McpClient,
     shared: Arc<Mutex<Shared>>,
@@ -345,7 +359,7 @@ impl Ctx {
         &mut self,
         command: &ClientCommand,
         opts: &Options,
-        stdin_tty: bool,
+        terminal: Terminal,
     ) -> Result<ExitCode, Failure> {
         match command {
             ClientCommand::Discover => {
@@ -357,7 +371,7 @@ impl Ctx {
             } => self.list("tools", McpClient::list_tools, output::tools_table)?,
             ClientCommand::Tools {
                 command: ToolsCommand::Call(call),
-            } => return self.call_tool(call, opts.yes, stdin_tty),
+            } => return self.call_tool(call, opts.yes, terminal),
             ClientCommand::Resources {
                 command: ResourcesCommand::List,
             } => self.list(
@@ -390,11 +404,7 @@ impl Ctx {
             }
             ClientCommand::Subscribe(sub) => return self.subscribe(sub),
             ClientCommand::Ping => {
-                // ping exists only in the legacy era: learn the era first, so that a legacy
-                // server is pinged in its session rather than refused as modern.
-                if self.client.era().is_none() {
-                    self.op(McpClient::discover)?;
-                }
+                // With the era unknown, the core learns it before pinging (ping is legacy-only).
                 let result = self.op(McpClient::ping)?;
                 if self.json {
                     println!("{result}");
@@ -409,6 +419,7 @@ impl Ctx {
     /// Runs one operation, turning its error into the line a person reads.
     fn op<T>(&mut self, f: impl FnOnce(&mut McpClient) -> Result<T, Error>) -> Result<T, Failure> {
         let outcome = f(&mut self.client);
+        terminal::clear_progress(&self.shared);
         self.report_era();
         let pending = std::mem::take(
             &mut self
@@ -497,15 +508,22 @@ impl Ctx {
         &mut self,
         call: &NamedArgs,
         yes: bool,
-        stdin_tty: bool,
+        terminal: Terminal,
     ) -> Result<ExitCode, Failure> {
         let arguments = arguments(call)?;
         let shown = serde_json::to_string_pretty(&Value::Object(arguments.clone()))
             .unwrap_or_else(|_| "{}".to_owned());
         if !yes {
-            if !stdin_tty {
+            // The question is asked on stderr and answered on stdin: without both on a
+            // terminal nobody could see it or answer, so refuse rather than wait.
+            let missing = match (terminal.stdin, terminal.stderr) {
+                (false, _) => Some("stdin"),
+                (true, false) => Some("stderr"),
+                (true, true) => None,
+            };
+            if let Some(stream) = missing {
                 return Err(format!(
-                    "not calling tool '{}': confirmation is needed and stdin is not a terminal (pass --yes to call it without asking)",
+                    "not calling tool '{}': confirmation is needed and {stream} is not a terminal (pass --yes to call it without asking)",
                     call.name
                 )
                 .into());
@@ -515,12 +533,9 @@ impl Ctx {
                 return Err(format!("tool '{}' not called", call.name).into());
             }
         }
-        // The tool list first: the core then knows the tool's x-mcp-header annotations (sent
-        // as Mcp-Param-* on the first try, and an invalid one is refused before calling).
-        // A failure here is left to the call itself to report.
-        let _ = self.client.list_tools(None);
+        // The core lists the tools first when it does not know this one's x-mcp-header
+        // annotations (ClientConfig::list_tools_before_call).
         let result = self.op(|c| c.call_tool(&call.name, Value::Object(arguments)))?;
-        terminal::clear_progress(&self.shared);
         let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
         if self.json {
             println!("{result}");

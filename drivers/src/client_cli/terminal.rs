@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use mcpwire_core::mcp::client::{EraEvidence, Event, OpId, RetryReason};
 use mcpwire_core::mcp::elicitation::{
     ElicitAnswer, ElicitationRequest, FormElicitation, PropertyKind, PropertySchema,
-    RequestedSchema, SensitiveCategory, UrlConsent, UrlElicitation, UrlWarning,
+    RequestedSchema, SensitiveCategory, StringFormat, UrlConsent, UrlElicitation, UrlWarning,
 };
 use mcpwire_core::mcp::era::Era;
 use mcpwire_core::mcp::mrtr::{InputAnswer, InputRequest, InputRequestEvent};
@@ -242,17 +242,55 @@ fn suspicion_warning(form: &FormElicitation) -> Option<String> {
     ))
 }
 
+/// The type and constraints of a field, in words: `integer from 0 to 150`.
 fn kind_words(p: &PropertySchema) -> String {
+    let range = |what: &str, min: Option<String>, max: Option<String>| match (min, max) {
+        (Some(a), Some(b)) => format!("{what} from {a} to {b}"),
+        (Some(a), None) => format!("{what}, at least {a}"),
+        (None, Some(b)) => format!("{what}, at most {b}"),
+        (None, None) => what.to_owned(),
+    };
     match &p.kind {
-        PropertyKind::String { format, .. } => match format {
-            Some(f) => format!("text, {f:?}").to_lowercase(),
-            None => "text".into(),
-        },
-        PropertyKind::Number { integer: true, .. } => "integer".into(),
-        PropertyKind::Number { .. } => "number".into(),
+        PropertyKind::String {
+            format,
+            min_length,
+            max_length,
+        } => {
+            let what = match format {
+                Some(StringFormat::Email) => "text, an email address".to_owned(),
+                Some(StringFormat::Uri) => "text, a URI".to_owned(),
+                Some(StringFormat::Date) => "text, a date YYYY-MM-DD".to_owned(),
+                Some(StringFormat::DateTime) => "text, a date-time (RFC 3339)".to_owned(),
+                Some(StringFormat::Other(f)) => format!("text, {f}"),
+                _ => "text".to_owned(),
+            };
+            let chars = |n: &u64| format!("{n} characters");
+            range(
+                &what,
+                min_length.as_ref().map(chars),
+                max_length.as_ref().map(chars),
+            )
+        }
+        PropertyKind::Number {
+            integer,
+            minimum,
+            maximum,
+        } => range(
+            if *integer { "integer" } else { "number" },
+            minimum.map(|m| m.to_string()),
+            maximum.map(|m| m.to_string()),
+        ),
         PropertyKind::Boolean => "yes/no".into(),
         PropertyKind::SingleSelect { .. } => "one of the options, by number or value".into(),
-        PropertyKind::MultiSelect { .. } => "options, comma-separated".into(),
+        PropertyKind::MultiSelect {
+            min_items,
+            max_items,
+            ..
+        } => range(
+            "options, comma-separated",
+            min_items.map(|m| m.to_string()),
+            max_items.map(|m| m.to_string()),
+        ),
         _ => "JSON".into(),
     }
 }
@@ -272,7 +310,7 @@ fn ask_form(schema: &RequestedSchema) -> ElicitAnswer {
         let mut content = Map::new();
         for (name, prop) in &schema.properties {
             let required = schema.required.iter().any(|r| r == name);
-            match ask_field(name, prop, required) {
+            match ask_field(schema, name, prop, required) {
                 Field::Value(v) => {
                     content.insert(name.clone(), v);
                 }
@@ -289,7 +327,9 @@ fn ask_form(schema: &RequestedSchema) -> ElicitAnswer {
     ElicitAnswer::Cancel
 }
 
-fn ask_field(name: &str, prop: &PropertySchema, required: bool) -> Field {
+/// Asks one field until its answer fits the field's type and constraints (checked by the
+/// core's rules, [`RequestedSchema::validate_field`]), at most [`MAX_ATTEMPTS`] times.
+fn ask_field(schema: &RequestedSchema, name: &str, prop: &PropertySchema, required: bool) -> Field {
     let label = prop.title.as_deref().unwrap_or(name);
     let mut head = format!("{label} [{}", kind_words(prop));
     if required {
@@ -334,10 +374,14 @@ fn ask_field(name: &str, prop: &PropertySchema, required: bool) -> Field {
             _ => {}
         }
         match parse_field(&prop.kind, line) {
-            Ok(v) => return Field::Value(v),
+            Ok(v) => match schema.validate_field(name, &v) {
+                Ok(()) => return Field::Value(v),
+                Err(e) => eprintln!("  {e}"),
+            },
             Err(why) => eprintln!("  {why}"),
         }
     }
+    eprintln!("  too many invalid answers: the request is cancelled");
     Field::Stop(ElicitAnswer::Cancel)
 }
 

@@ -38,8 +38,10 @@ is -32022 with data.supported). With --stdio it reads and writes newline-delimit
 
 Tools: echo {text, response_headers}; slow {ms}; progress {steps, interval_ms} (needs _meta.progressToken);
 fail {code, message, data, http_status, raw_body} (a JSON-RPC error, by default code 4217);
-tenant {region} (region is mirrored in Mcp-Param-Region); ask {question} (MRTR: answers
-input_required with a form elicitation, completes on the retry with inputResponses);
+tenant {region} (region is mirrored in Mcp-Param-Region); ask {question, form} (MRTR: answers
+input_required with an elicitation, completes on the retry with inputResponses; form is name
+(the default), profile (integer, enum, boolean and number fields with defaults), login (asks
+for a password) or url (a URL-mode elicitation of /elicit/consent on this server));
 headers (returns the HTTP headers received).
 
 The address is printed on stdout as 'listening on http://ADDR/mcp'. Loopback addresses only.";

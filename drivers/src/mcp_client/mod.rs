@@ -74,6 +74,9 @@ pub struct ClientOptions {
     /// long-lived subscription streams hold one too). The smol driver runs one task per
     /// exchange and does not use it.
     pub max_exchanges: usize,
+    /// HTTP: list the tools before calling one whose `x-mcp-header` annotations are not known
+    /// yet (default `true`; see the core's `ClientConfig::list_tools_before_call`).
+    pub list_tools_before_call: bool,
 }
 
 impl Default for ClientOptions {
@@ -90,6 +93,7 @@ impl Default for ClientOptions {
             host_capabilities: None,
             cache: CacheConfig::default(),
             max_exchanges: 8,
+            list_tools_before_call: true,
         }
     }
 }
@@ -108,6 +112,7 @@ impl fmt::Debug for ClientOptions {
             .field("capabilities", &self.capabilities)
             .field("host_capabilities", &self.host_capabilities)
             .field("max_exchanges", &self.max_exchanges)
+            .field("list_tools_before_call", &self.list_tools_before_call)
             .finish_non_exhaustive()
     }
 }
@@ -157,6 +162,14 @@ impl ClientOptions {
         self
     }
 
+    /// Whether a call of a tool whose `x-mcp-header` annotations are not known waits for a
+    /// `tools/list` first (HTTP; default `true`). Off, the call goes out at once and a
+    /// server's `-32020` makes the client list the tools and retry.
+    pub fn with_list_tools_before_call(mut self, on: bool) -> Self {
+        self.list_tools_before_call = on;
+        self
+    }
+
     /// The core's configuration for `transport`; `jitter_seed` comes from the driver.
     pub fn core_config(&self, transport: Transport, jitter_seed: u64) -> ClientConfig {
         let mut config = ClientConfig::new(transport, self.client_info.clone())
@@ -172,6 +185,7 @@ impl ClientOptions {
         config.probe_timeout = self.probe_timeout;
         config.cache = self.cache;
         config.jitter_seed = jitter_seed;
+        config.list_tools_before_call = self.list_tools_before_call;
         config
     }
 }
