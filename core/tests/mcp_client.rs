@@ -1410,6 +1410,76 @@ fn a_subscription_receives_notifications_and_invalidates_the_cache() {
     );
 }
 
+/// `basic/transports.mdx` (errors carry a JSON-RPC error body): a server without
+/// `subscriptions/listen` answers 404 with `-32601` (FastMCP 4.1.6's exact body below); the
+/// subscription ends as rejected with that error, not as a bare status.
+#[test]
+fn a_listen_refused_with_a_jsonrpc_error_ends_the_subscription_with_that_error() {
+    let mut h = Harness::http();
+    let d = h.c.discover(h.now);
+    let s = h.next_sent();
+    h.reply_fx(&s, "python-sdk/http/01-server-discover.json");
+    assert!(result_of(&h.take_events(), d).is_some());
+    let filter = SubscriptionFilter {
+        tools_list_changed: true,
+        ..SubscriptionFilter::default()
+    };
+    let sub = h.c.subscribe(h.now, filter).unwrap();
+    let listen = h.next_sent();
+    assert_eq!(listen.rpc_method(), "subscriptions/listen");
+    let body = json!({"jsonrpc": "2.0", "id": listen.id(), "error": {
+        "code": -32601, "message": "Method not found", "data": "subscriptions/listen"}});
+    h.reply(
+        listen.stream,
+        404,
+        &[("content-type", "application/json")],
+        &body.to_string(),
+    );
+    let ended: Vec<subscription::EndReason> = h
+        .take_events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Subscription(subscription::Event::Ended { sub: s, reason }) if s == sub => {
+                Some(reason)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ended.len(), 1, "{ended:?}");
+    match &ended[0] {
+        subscription::EndReason::Rejected(e) => {
+            assert_eq!(e.code, -32601);
+            assert_eq!(e.message, "Method not found");
+        }
+        other => panic!("expected the server's error, got {other:?}"),
+    }
+    // A status that reconnects still does, whatever its body says.
+    let sub =
+        h.c.subscribe(
+            h.now,
+            SubscriptionFilter {
+                tools_list_changed: true,
+                ..SubscriptionFilter::default()
+            },
+        )
+        .unwrap();
+    let listen = h.next_sent();
+    let body = json!({"jsonrpc": "2.0", "id": listen.id(), "error": {
+        "code": -32603, "message": "busy"}});
+    h.reply(
+        listen.stream,
+        503,
+        &[("content-type", "application/json")],
+        &body.to_string(),
+    );
+    let events = h.take_events();
+    assert!(
+        !events.iter().any(|e| matches!(e,
+            Event::Subscription(subscription::Event::Ended { sub: s, .. }) if *s == sub)),
+        "{events:?}"
+    );
+}
+
 /// `basic/index.mdx`: the modern era has no `ping`; asking for it is a typed error.
 #[test]
 fn ping_is_a_legacy_only_operation() {

@@ -655,3 +655,294 @@ pub fn http_cancel_from_another_thread_ends_the_call<C: Api>(peer: &Peer) {
 pub fn stdio_cancel_from_another_thread_ends_the_call<C: Api>(peer: &Peer) {
     cancel_ends_the_call(stdio::<C>(peer, ClientOptions::default()));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Capability recovery (-32021), refetch after list_changed, private results, legacy
+// subscriptions. Besides the surface above, these use what the peer's `confirm_action` does
+// for a 2026-07-28 call that did not declare form elicitation (the SDKs answer `-32021` with
+// `requiredCapabilities`) and the resource `peer://whoami` (a result with `ttlMs` and
+// `cacheScope: "private"`).
+
+fn retries(events: &[Event], reason: &RetryReason) -> usize {
+    events
+        .iter()
+        .filter(|e| matches!(e, Event::Retrying { reason: r, .. } if r == reason))
+        .count()
+}
+
+/// The source of the latest result the host saw.
+fn last_source(seen: &Arc<Mutex<Seen>>) -> Option<ResultSource> {
+    seen.lock()
+        .unwrap()
+        .events
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            Event::Result { source, .. } => Some(*source),
+            _ => None,
+        })
+}
+
+/// The client declares no elicitation but the host supports form mode: the peer refuses the
+/// call with `-32021` naming `elicitation.form`, the client declares it for that call only and
+/// retries, and the MRTR exchange that follows is answered by the host.
+pub fn capability_required_by_32021_is_declared_and_the_call_retried(mut c: impl Api) {
+    let seen = recorder(&mut c, Some(json!({"confirm": true})));
+    let r = c
+        .call_tool("confirm_action", json!({"target": "db"}))
+        .unwrap();
+    assert_eq!(text_of(&r), "confirmed: db", "{r}");
+    let s = seen.lock().unwrap();
+    assert_eq!(
+        retries(&s.events, &RetryReason::Capabilities),
+        1,
+        "{:?}",
+        s.events
+    );
+    assert_eq!(s.asked.len(), 1, "the host answered the elicitation once");
+    drop(s);
+    c.close();
+}
+
+/// A host that does not support what `-32021` names gets an error naming it; the client stays
+/// usable.
+pub fn capability_the_host_lacks_fails_the_call_naming_it(mut c: impl Api) {
+    let e = op_error(
+        c.call_tool("confirm_action", json!({"target": "db"}))
+            .unwrap_err(),
+    );
+    match &e {
+        OpError::Capability(mcpwire_core::mcp::era::CapabilityError::HostLacks { missing }) => {
+            assert!(missing.to_string().contains("elicitation"), "{missing}")
+        }
+        other => panic!("expected the host to lack a capability: {other:?}"),
+    }
+    assert!(e.to_string().contains("elicitation"), "{e}");
+    let r = c.call_tool("echo", json!({"text": "still here"})).unwrap();
+    assert_eq!(text_of(&r), "still here");
+    c.close();
+}
+
+fn form_on_demand() -> ClientOptions {
+    ClientOptions::default()
+        .with_host_capabilities(ClientCapabilities::none().with_elicitation_form())
+}
+
+pub fn http_missing_client_capability_is_declared_after_32021_or_named_when_the_host_lacks_it<
+    C: Api,
+>(
+    peer: &Peer,
+) {
+    let (c, running) = http::<C>(peer, form_on_demand());
+    capability_required_by_32021_is_declared_and_the_call_retried(c);
+    let c = C::connect_http(&running.url, ClientOptions::default()).unwrap();
+    capability_the_host_lacks_fails_the_call_naming_it(c);
+}
+
+pub fn stdio_missing_client_capability_is_declared_after_32021_or_named_when_the_host_lacks_it<
+    C: Api,
+>(
+    peer: &Peer,
+) {
+    capability_required_by_32021_is_declared_and_the_call_retried(stdio::<C>(
+        peer,
+        form_on_demand(),
+    ));
+    capability_the_host_lacks_fails_the_call_naming_it(stdio::<C>(peer, ClientOptions::default()));
+}
+
+/// Waits (bounded) for a subscription event that `want` accepts; returns every event read.
+fn wait_for_subscription_event(
+    c: &mut impl Api,
+    want: impl Fn(&subscription::Event) -> bool,
+) -> Vec<subscription::Event> {
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        match c.next_event(Duration::from_secs(10)).unwrap() {
+            Some(e) => {
+                let done = want(&e);
+                seen.push(e);
+                if done {
+                    return seen;
+                }
+            }
+            None => break,
+        }
+    }
+    panic!("the awaited subscription event never came: {seen:?}");
+}
+
+/// A cached `tools/list` is dropped when the server says the list changed, and the next list
+/// goes to the server. Where the server offers `subscriptions/listen` for tool list changes
+/// (`server/discover`: `tools.listChanged`), the host listens and the change comes on that
+/// stream; otherwise it comes on the stream of the `tools/call` that changed the list.
+pub fn tools_list_is_refetched_after_list_changed(mut c: impl Api) {
+    let seen = recorder(&mut c, None);
+    let d = c.discover().unwrap();
+    let listens = d["capabilities"]["tools"]["listChanged"] == true;
+    let sub = listens.then(|| {
+        let sub = c
+            .subscribe(SubscriptionFilter {
+                tools_list_changed: true,
+                ..SubscriptionFilter::default()
+            })
+            .unwrap();
+        wait_for_subscription_event(&mut c, |e| {
+            matches!(e, subscription::Event::Acknowledged { sub: s, accepted, .. }
+                if *s == sub && accepted.tools_list_changed)
+        });
+        sub
+    });
+    let first = c.list_tools().unwrap();
+    assert_eq!(last_source(&seen), Some(ResultSource::Server));
+    c.list_tools().unwrap();
+    assert_eq!(last_source(&seen), Some(ResultSource::Cache));
+    assert_eq!(
+        text_of(&c.call_tool("touch_tools", json!({})).unwrap()),
+        "touched"
+    );
+    match sub {
+        Some(sub) => {
+            wait_for_subscription_event(&mut c, |e| {
+                matches!(e, subscription::Event::Changed { sub: s, change: Change::ToolsListChanged }
+                    if *s == sub)
+            });
+        }
+        None => {
+            let events = &seen.lock().unwrap().events;
+            assert!(
+                events
+                    .iter()
+                    .any(|e| matches!(e, Event::Notification { method, .. }
+                    if method == "notifications/tools/list_changed")),
+                "the list change came with the call: {events:?}"
+            );
+        }
+    }
+    let again = c.list_tools().unwrap();
+    assert_eq!(last_source(&seen), Some(ResultSource::Server));
+    assert_eq!(names(&first, "tools"), names(&again, "tools"));
+    let s = stats(&mut c);
+    assert_eq!(method_count(&s, "tools/list"), 2, "{s}");
+    c.close();
+}
+
+pub fn http_tools_list_is_refetched_after_list_changed<C: Api>(peer: &Peer) {
+    let (c, _peer) = http::<C>(peer, ClientOptions::default());
+    tools_list_is_refetched_after_list_changed(c);
+}
+
+pub fn stdio_tools_list_is_refetched_after_list_changed<C: Api>(peer: &Peer) {
+    tools_list_is_refetched_after_list_changed(stdio::<C>(peer, ClientOptions::default()));
+}
+
+/// `peer://whoami` comes with `ttlMs` and `cacheScope: "private"`: the result the host gets
+/// carries both, and a second read within the TTL is served from the client's cache (the
+/// peer sees one `resources/read`).
+pub fn private_resource_is_cached_within_the_client(c: &mut impl Api) -> Value {
+    let seen = recorder(c, None);
+    let a = c.read_resource("peer://whoami").unwrap();
+    assert_eq!(a["cacheScope"], "private", "{a}");
+    assert!(a["ttlMs"].as_u64().unwrap_or(0) >= 10_000, "{a}");
+    assert_eq!(last_source(&seen), Some(ResultSource::Server));
+    let b = c.read_resource("peer://whoami").unwrap();
+    assert_eq!(last_source(&seen), Some(ResultSource::Cache));
+    assert_eq!(a, b);
+    let s = stats(c);
+    assert_eq!(method_count(&s, "resources/read"), 1, "{s}");
+    a
+}
+
+/// Over HTTP a second client of the same server (its own authorization context) does not get
+/// the first client's private entry: its read reaches the server.
+pub fn http_private_resource_is_cached_within_the_client_and_not_shared<C: Api>(peer: &Peer) {
+    let (mut c, running) = http::<C>(peer, ClientOptions::default());
+    private_resource_is_cached_within_the_client(&mut c);
+    let mut other = C::connect_http(&running.url, ClientOptions::default()).unwrap();
+    other.read_resource("peer://whoami").unwrap();
+    let s = stats(&mut other);
+    assert_eq!(method_count(&s, "resources/read"), 2, "{s}");
+    other.close();
+    c.close();
+}
+
+pub fn stdio_private_resource_is_cached_within_the_client<C: Api>(peer: &Peer) {
+    let mut c = stdio::<C>(peer, ClientOptions::default());
+    private_resource_is_cached_within_the_client(&mut c);
+    c.close();
+}
+
+/// The legacy era: the subscription is the session's stream (HTTP: a GET; stdio: stdout) and
+/// the server's `notifications/tools/list_changed` reaches it.
+pub fn legacy_subscription_receives_tools_list_changed(mut c: impl Api) {
+    c.list_tools().unwrap(); // the session is up
+    assert_eq!(c.era().unwrap().era, Era::Legacy);
+    let sub = c
+        .subscribe(SubscriptionFilter {
+            tools_list_changed: true,
+            ..SubscriptionFilter::default()
+        })
+        .unwrap();
+    wait_for_subscription_event(&mut c, |e| {
+        matches!(e, subscription::Event::Acknowledged { sub: s, accepted, .. }
+            if *s == sub && accepted.tools_list_changed)
+    });
+    assert_eq!(
+        text_of(&c.call_tool("touch_tools", json!({})).unwrap()),
+        "touched"
+    );
+    wait_for_subscription_event(&mut c, |e| {
+        matches!(e, subscription::Event::Changed { sub: s, change: Change::ToolsListChanged }
+            if *s == sub)
+    });
+    c.close();
+}
+
+pub fn http_legacy_subscription_receives_tools_list_changed<C: Api>(peer: &Peer) {
+    let options = ClientOptions::default().with_protocol(ProtocolChoice::Legacy);
+    let (c, _peer) = http::<C>(peer, options);
+    legacy_subscription_receives_tools_list_changed(c);
+}
+
+pub fn stdio_legacy_subscription_receives_tools_list_changed<C: Api>(peer: &Peer) {
+    let options = ClientOptions::default().with_protocol(ProtocolChoice::Legacy);
+    legacy_subscription_receives_tools_list_changed(stdio::<C>(peer, options));
+}
+
+/// A 2026-07-28 server that does not serve `subscriptions/listen` refuses it (`-32601`): the
+/// subscription ends with that rejection and the client stays usable.
+pub fn subscription_the_server_does_not_serve_ends_with_its_rejection(mut c: impl Api) {
+    c.list_tools().unwrap();
+    let sub = c
+        .subscribe(SubscriptionFilter {
+            tools_list_changed: true,
+            ..SubscriptionFilter::default()
+        })
+        .unwrap();
+    let events = wait_for_subscription_event(
+        &mut c,
+        |e| matches!(e, subscription::Event::Ended { sub: s, .. } if *s == sub),
+    );
+    let ended = events.last().unwrap();
+    assert!(
+        matches!(ended, subscription::Event::Ended {
+            reason: subscription::EndReason::Rejected(e), ..
+        } if e.code == -32601),
+        "{events:?}"
+    );
+    let r = c.call_tool("echo", json!({"text": "after"})).unwrap();
+    assert_eq!(text_of(&r), "after");
+    c.close();
+}
+
+pub fn http_subscription_the_server_does_not_serve_ends_with_its_rejection<C: Api>(peer: &Peer) {
+    let (c, _peer) = http::<C>(peer, ClientOptions::default());
+    subscription_the_server_does_not_serve_ends_with_its_rejection(c);
+}
+
+pub fn stdio_subscription_the_server_does_not_serve_ends_with_its_rejection<C: Api>(peer: &Peer) {
+    subscription_the_server_does_not_serve_ends_with_its_rejection(stdio::<C>(
+        peer,
+        ClientOptions::default(),
+    ));
+}

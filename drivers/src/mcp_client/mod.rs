@@ -64,6 +64,10 @@ pub struct ClientOptions {
     pub probe_timeout: Duration,
     /// The capabilities declared on every request (e.g. elicitation form/url mode).
     pub capabilities: ClientCapabilities,
+    /// What the host can also support when a server requires it (`-32021`), declared only on
+    /// the requests that need it (`None`: just [`ClientOptions::capabilities`]). It should
+    /// include `capabilities`.
+    pub host_capabilities: Option<ClientCapabilities>,
     /// The result cache.
     pub cache: CacheConfig,
     /// HTTP, blocking driver: how many exchanges run at once (one worker thread each;
@@ -83,6 +87,7 @@ impl Default for ClientOptions {
             connect_timeout: Duration::from_secs(10),
             probe_timeout: mcpwire_core::mcp::client::DEFAULT_PROBE_TIMEOUT,
             capabilities: ClientCapabilities::none(),
+            host_capabilities: None,
             cache: CacheConfig::default(),
             max_exchanges: 8,
         }
@@ -101,6 +106,7 @@ impl fmt::Debug for ClientOptions {
             .field("connect_timeout", &self.connect_timeout)
             .field("probe_timeout", &self.probe_timeout)
             .field("capabilities", &self.capabilities)
+            .field("host_capabilities", &self.host_capabilities)
             .field("max_exchanges", &self.max_exchanges)
             .finish_non_exhaustive()
     }
@@ -143,10 +149,20 @@ impl ClientOptions {
         self
     }
 
+    /// Lets a server that requires them (`-32021`) have these capabilities too, declared only
+    /// on the requests it asks them for (e.g. a tool that needs form elicitation).
+    pub fn with_host_capabilities(mut self, capabilities: ClientCapabilities) -> Self {
+        self.host_capabilities = Some(capabilities);
+        self
+    }
+
     /// The core's configuration for `transport`; `jitter_seed` comes from the driver.
     pub fn core_config(&self, transport: Transport, jitter_seed: u64) -> ClientConfig {
         let mut config = ClientConfig::new(transport, self.client_info.clone())
             .with_capabilities(self.capabilities.clone());
+        if let Some(host) = &self.host_capabilities {
+            config.host_capabilities = host.clone();
+        }
         config.protocol = self.protocol.clone();
         if !self.versions.is_empty() {
             config.versions = self.versions.clone();
@@ -535,6 +551,18 @@ mod tests {
         let text = format!("{o:?}");
         assert!(text.contains("Authorization"));
         assert!(!text.contains("s3cr3t"));
+    }
+
+    #[test]
+    fn host_capabilities_reach_the_core_without_being_declared() {
+        let form = ClientCapabilities::none().with_elicitation_form();
+        let o = ClientOptions::default().with_host_capabilities(form.clone());
+        let config = o.core_config(Transport::Http, 0);
+        assert_eq!(config.capabilities, ClientCapabilities::none());
+        assert_eq!(config.host_capabilities, form);
+        // Without them the host supports exactly what it declares.
+        let o = ClientOptions::default().with_capabilities(form.clone());
+        assert_eq!(o.core_config(Transport::Stdio, 0).host_capabilities, form);
     }
 
     #[test]
