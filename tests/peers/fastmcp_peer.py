@@ -27,18 +27,23 @@ Also `echo`, `in_region` (`x-mcp-header: Region`), `count_slowly` (progress), `s
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections import Counter
 from typing import Annotated, Any
 
-import anyio
-import mcp_types
-from fastmcp import Context, FastMCP
-from fastmcp.exceptions import ToolError
-from fastmcp.server.middleware import Middleware, MiddlewareContext
-from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
-from pydantic import Field
+# Read by FastMCP's settings at import: no banner, and never a look-up of newer releases.
+os.environ.setdefault("FASTMCP_SHOW_SERVER_BANNER", "false")
+os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
+
+import anyio  # noqa: E402
+import mcp_types  # noqa: E402
+from fastmcp import Context, FastMCP  # noqa: E402
+from fastmcp.exceptions import ToolError  # noqa: E402
+from fastmcp.server.middleware import Middleware, MiddlewareContext  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
+from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY  # noqa: E402
+from pydantic import Field  # noqa: E402
 
 methods: Counter[str] = Counter()
 versions: set[str] = set()

@@ -946,3 +946,31 @@ pub fn stdio_subscription_the_server_does_not_serve_ends_with_its_rejection<C: A
         ClientOptions::default(),
     ));
 }
+
+/// A client that speaks only a version the peer does not know gets the peer's `-32022` as an
+/// error naming both lists (the peer lists no legacy version, so there is nothing to fall
+/// back to).
+pub fn http_no_common_version_fails_naming_both_lists<C: Api>(peer: &Peer) {
+    let options = ClientOptions::default()
+        .with_versions(&[FUTURE_VERSION])
+        .with_protocol(ProtocolChoice::Modern);
+    let (mut c, _peer) = http::<C>(peer, options);
+    let e = op_error(c.call_tool("echo", json!({"text": "x"})).unwrap_err());
+    match &e {
+        OpError::Version(mcpwire_core::mcp::era::VersionError::NoCommonVersion {
+            ours,
+            supported,
+            ..
+        }) => {
+            assert_eq!(ours, &[FUTURE_VERSION.to_owned()]);
+            assert!(supported.contains(&"2026-07-28".to_owned()), "{e}");
+        }
+        other => panic!("expected no common version: {other:?}"),
+    }
+    let text = e.to_string();
+    assert!(
+        text.contains(FUTURE_VERSION) && text.contains("2026-07-28"),
+        "{text}"
+    );
+    c.close();
+}
