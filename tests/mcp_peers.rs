@@ -52,6 +52,8 @@ peer_tests!(
     http_tool_with_x_mcp_header_is_accepted_with_its_mcp_param_header,
     http_mrtr_elicitation_accepted_and_declined,
     stdio_mrtr_elicitation_accepted_and_declined,
+    http_legacy_elicitation_request_is_answered_through_the_host,
+    stdio_legacy_elicitation_request_is_answered_through_the_host,
     http_missing_client_capability_is_declared_after_32021_or_named_when_the_host_lacks_it,
     stdio_missing_client_capability_is_declared_after_32021_or_named_when_the_host_lacks_it,
     http_progress_reaches_the_host_before_the_result,

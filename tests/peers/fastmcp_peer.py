@@ -43,7 +43,7 @@ from fastmcp.exceptions import ToolError  # noqa: E402
 from fastmcp.server.middleware import Middleware, MiddlewareContext  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY  # noqa: E402
-from pydantic import Field  # noqa: E402
+from pydantic import BaseModel, Field  # noqa: E402
 
 methods: Counter[str] = Counter()
 versions: set[str] = set()
@@ -92,6 +92,10 @@ def in_region(
     return f"ran in {region}"
 
 
+class Confirmation(BaseModel):
+    confirm: bool = Field(description="Proceed?")
+
+
 CONFIRM_SCHEMA = {
     "type": "object",
     "properties": {"confirm": {"type": "boolean", "description": "Proceed?"}},
@@ -110,10 +114,10 @@ async def confirm_action(target: str, ctx: Context) -> str | mcp_types.InputRequ
     """Ask the user to confirm before acting."""
     if ctx.request_context is None or ctx.request_context.protocol_version != "2026-07-28":
         # The legacy era: a server-to-client elicitation/create request.
-        answer = await ctx.elicit(f"Really act on {target}?", bool)
+        answer = await ctx.elicit(f"Really act on {target}?", Confirmation)
         if answer.action != "accept":
             raise ToolError(f"the user chose {answer.action}: decline")
-        return f"{'confirmed' if answer.data else 'not confirmed'}: {target}"
+        return f"{'confirmed' if answer.data.confirm else 'not confirmed'}: {target}"
     if not declared_form_elicitation(ctx):
         raise MCPError(
             code=MISSING_REQUIRED_CLIENT_CAPABILITY,

@@ -974,3 +974,17 @@ pub fn http_no_common_version_fails_naming_both_lists<C: Api>(peer: &Peer) {
     );
     c.close();
 }
+
+/// The legacy era has no MRTR: the peer sends `elicitation/create` to the client while the
+/// call runs (HTTP: on the call's stream, answered by a POST in the session; stdio: on
+/// stdout), and the host's accept or decline comes back through the same `Host` callback.
+pub fn http_legacy_elicitation_request_is_answered_through_the_host<C: Api>(peer: &Peer) {
+    let options = elicitation().with_protocol(ProtocolChoice::Legacy);
+    let (c, _peer) = http::<C>(peer, options);
+    mrtr_accepted_and_declined(c);
+}
+
+pub fn stdio_legacy_elicitation_request_is_answered_through_the_host<C: Api>(peer: &Peer) {
+    let options = elicitation().with_protocol(ProtocolChoice::Legacy);
+    mrtr_accepted_and_declined(stdio::<C>(peer, options));
+}
