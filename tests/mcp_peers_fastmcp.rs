@@ -76,8 +76,12 @@ peer_tests!(
     http_no_common_version_fails_naming_both_lists,
     http_slow_call_times_out_and_the_client_stays_usable,
     stdio_slow_call_times_out_and_the_client_stays_usable,
+    http_legacy_slow_call_times_out_and_the_client_stays_usable,
+    stdio_legacy_slow_call_times_out_and_the_client_stays_usable,
     http_cancel_from_another_thread_ends_the_call,
     stdio_cancel_from_another_thread_ends_the_call,
+    http_legacy_cancel_from_another_thread_ends_the_call,
+    stdio_legacy_cancel_from_another_thread_ends_the_call,
 );
 
 // ---------------------------------------------------------------------------------------------

@@ -1336,6 +1336,85 @@ fn a_legacy_session_404_reinitializes_and_resends() {
     assert_ne!(list2.id(), list.id());
 }
 
+/// Legacy `basic/transports.mdx` ("Disconnection SHOULD NOT be interpreted as the client
+/// cancelling its request. To cancel, the client SHOULD explicitly send an MCP
+/// `CancelledNotification`"): a cancelled or timed-out legacy call closes its stream AND posts
+/// `notifications/cancelled` in the session; a call that got its answer posts nothing.
+#[test]
+fn a_cancelled_or_timed_out_legacy_http_call_is_cancelled_by_notification_in_the_session() {
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.protocol = ProtocolChoice::Legacy;
+    let mut h = Harness::new(config);
+    let op = h.c.call_tool(
+        h.now,
+        "slow",
+        obj(json!({"seconds": 20})),
+        OpOptions::default(),
+    );
+    let init = h.next_sent();
+    h.reply_fx(&init, "python-sdk/http/30-legacy-initialize.json");
+    let initialized = h.next_sent();
+    h.reply(initialized.stream, 202, &[], "");
+    let call = h.next_sent();
+    assert_eq!(call.rpc_method(), "tools/call");
+    let session = call.header("Mcp-Session-Id").map(str::to_owned);
+    assert!(session.is_some());
+
+    h.c.cancel(h.now, op).unwrap();
+    let cancelled = h.next_sent();
+    assert!(h.closed.contains(&call.stream), "the stream is closed too");
+    assert_eq!(cancelled.method, Method::Post);
+    assert_eq!(cancelled.rpc_method(), "notifications/cancelled");
+    assert_eq!(cancelled.body["params"]["requestId"], call.id());
+    assert!(cancelled.body.get("id").is_none(), "a notification");
+    assert_eq!(
+        cancelled.header("Mcp-Session-Id").map(str::to_owned),
+        session
+    );
+    assert!(cancelled.header("MCP-Protocol-Version").is_some());
+    h.reply(cancelled.stream, 202, &[], "");
+
+    // A timeout cancels the same way.
+    let options = OpOptions {
+        call: Some(CallOptions {
+            timeout: Duration::from_secs(1),
+            ..CallOptions::default()
+        }),
+        ..OpOptions::default()
+    };
+    let op =
+        h.c.call_tool(h.now, "slow", obj(json!({"seconds": 20})), options);
+    let call = h.next_sent();
+    h.advance(Duration::from_secs(2));
+    assert!(matches!(
+        failure_of(&h.take_events(), op),
+        Some(OpError::TimedOut { .. })
+    ));
+    let cancelled = h.next_sent();
+    assert_eq!(cancelled.rpc_method(), "notifications/cancelled");
+    assert_eq!(cancelled.body["params"]["requestId"], call.id());
+
+    // An answered call is not cancelled.
+    let op = h.c.call_tool(
+        h.now,
+        "echo",
+        obj(json!({"text": "x"})),
+        OpOptions::default(),
+    );
+    let call = h.next_sent();
+    let body = json!({"jsonrpc": "2.0", "id": call.id(),
+        "result": {"content": [{"type": "text", "text": "x"}]}});
+    h.reply(
+        call.stream,
+        200,
+        &[("content-type", "application/json")],
+        &body.to_string(),
+    );
+    assert!(result_of(&h.take_events(), op).is_some());
+    h.drain();
+    assert!(h.sent.is_empty(), "{:?}", h.sent.len());
+}
+
 /// Legacy `basic/transports.mdx`: a client that no longer needs the session sends DELETE.
 #[test]
 fn shutdown_ends_a_legacy_http_session_with_delete() {

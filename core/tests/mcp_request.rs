@@ -165,7 +165,8 @@ fn every_request_times_out_after_60_s_by_default_and_closes_its_stream() {
         [
             Output::CloseStream {
                 req,
-                id: id.clone()
+                id: id.clone(),
+                cancels: Some("Request timed out after 60 s".into())
             },
             Output::Event(Event::TimedOut {
                 req,
@@ -352,7 +353,8 @@ fn cancel_on_http_closes_the_stream_and_sends_nothing() {
         [
             Output::CloseStream {
                 req,
-                id: id.clone()
+                id: id.clone(),
+                cancels: Some("User requested".into())
             },
             Output::Event(Event::Cancelled { req, id: Some(id) })
         ]
@@ -654,7 +656,8 @@ fn an_is_error_tool_result_is_a_response_not_a_failure() {
         [
             Output::CloseStream {
                 req,
-                id: id.clone()
+                id: id.clone(),
+                cancels: None
             },
             Output::Event(Event::Response {
                 req,

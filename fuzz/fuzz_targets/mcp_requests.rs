@@ -345,7 +345,7 @@ impl World {
                     m.resend_at = None;
                     m.last_progress = None;
                 }
-                Output::CloseStream { req, id } => {
+                Output::CloseStream { req, id, .. } => {
                     assert_eq!(self.transport, Transport::Http, "CloseStream on stdio");
                     let &i = self
                         .by_handle

@@ -988,3 +988,28 @@ pub fn stdio_legacy_elicitation_request_is_answered_through_the_host<C: Api>(pee
     let options = elicitation().with_protocol(ProtocolChoice::Legacy);
     mrtr_accepted_and_declined(stdio::<C>(peer, options));
 }
+
+/// Cancellation in the legacy era: `notifications/cancelled` in the session (HTTP: POSTed, and
+/// the call's stream closed; stdio: on stdin); the peer stops the call.
+pub fn http_legacy_cancel_from_another_thread_ends_the_call<C: Api>(peer: &Peer) {
+    let options = ClientOptions::default().with_protocol(ProtocolChoice::Legacy);
+    let (c, _peer) = http::<C>(peer, options);
+    cancel_ends_the_call(c);
+}
+
+pub fn stdio_legacy_cancel_from_another_thread_ends_the_call<C: Api>(peer: &Peer) {
+    let options = ClientOptions::default().with_protocol(ProtocolChoice::Legacy);
+    cancel_ends_the_call(stdio::<C>(peer, options));
+}
+
+/// A timeout in the legacy era cancels the call in the session too: the peer stops it.
+pub fn http_legacy_slow_call_times_out_and_the_client_stays_usable<C: Api>(peer: &Peer) {
+    let options = ClientOptions::default().with_protocol(ProtocolChoice::Legacy);
+    let (c, _peer) = http::<C>(peer, options);
+    slow_call_times_out(c);
+}
+
+pub fn stdio_legacy_slow_call_times_out_and_the_client_stays_usable<C: Api>(peer: &Peer) {
+    let options = ClientOptions::default().with_protocol(ProtocolChoice::Legacy);
+    slow_call_times_out(stdio::<C>(peer, options));
+}

@@ -770,6 +770,8 @@ enum Owner {
 struct Stream {
     owner: Owner,
     sent: Headers,
+    /// A request sent in the legacy session, where closing the stream does not cancel it.
+    in_session: bool,
     head: Option<ResponseHead>,
     retry_after: Option<Duration>,
     body: Body,
@@ -805,6 +807,9 @@ pub struct Client {
     by_req: BTreeMap<RequestHandle, OpId>,
     /// Requests abandoned by the client itself (superseded attempts): their events are dropped.
     superseded: Vec<RequestHandle>,
+    /// [`Client::shutdown`] is ending the legacy HTTP session with DELETE: the requests it
+    /// abandons need no `notifications/cancelled` of their own.
+    ending_session: bool,
     streams: BTreeMap<StreamId, Stream>,
     req_stream: BTreeMap<RequestHandle, StreamId>,
     sub_stream: BTreeMap<SubscriptionHandle, StreamId>,
@@ -869,6 +874,7 @@ impl Client {
             ops: BTreeMap::new(),
             by_req: BTreeMap::new(),
             superseded: Vec::new(),
+            ending_session: false,
             streams: BTreeMap::new(),
             req_stream: BTreeMap::new(),
             sub_stream: BTreeMap::new(),
@@ -1907,6 +1913,9 @@ impl Client {
     /// session with `DELETE` (`2025-11-25` transports: "clients that no longer need a
     /// particular session SHOULD send an HTTP DELETE").
     pub fn shutdown(&mut self, now: Instant) {
+        self.ending_session = self.config.transport == Transport::Http
+            && matches!(self.era, EraState::Legacy)
+            && self.legacy.has_session();
         let ops: Vec<OpId> = self.ops.keys().copied().collect();
         for op_id in ops {
             if let Some(op) = self.ops.remove(&op_id) {
@@ -1929,10 +1938,7 @@ impl Client {
             self.legacy_unsubscribe(sub);
         }
         self.pump(now);
-        if self.config.transport == Transport::Http
-            && matches!(self.era, EraState::Legacy)
-            && self.legacy.has_session()
-        {
+        if std::mem::take(&mut self.ending_session) {
             if let Ok(headers) = self.legacy.session_headers() {
                 let stream = self.new_stream(Owner::Fire, headers.clone());
                 self.outputs.push_back(Output::Http {
@@ -1978,6 +1984,7 @@ impl Client {
             Stream {
                 owner,
                 sent,
+                in_session: false,
                 head: None,
                 retry_after: None,
                 body: Body::Empty,
@@ -1993,8 +2000,9 @@ impl Client {
         }
         let op_id = self.by_req.get(&req).copied();
         let op = op_id.and_then(|id| self.ops.get(&id));
+        let in_session = op.is_some_and(|op| op.sent_legacy) && op_id != self.handshake;
         let headers = match op {
-            Some(op) if op.sent_legacy && op_id != self.handshake => self
+            Some(op) if in_session => self
                 .legacy
                 .session_headers()
                 .unwrap_or_else(|_| op.headers.clone().unwrap_or_default()),
@@ -2002,6 +2010,9 @@ impl Client {
             None => Headers::new(),
         };
         let stream = self.new_stream(Owner::Request(req), headers.clone());
+        if let Some(s) = self.streams.get_mut(&stream) {
+            s.in_session = in_session;
+        }
         if let Some(old) = self.req_stream.insert(req, stream) {
             self.streams.remove(&old);
         }
@@ -2031,12 +2042,18 @@ impl Client {
                     self.transmit_request(req, body);
                 }
             }
-            request::Output::CloseStream { req, id } => {
+            request::Output::CloseStream { req, id, cancels } => {
                 // A held attempt that timed out is never sent.
                 self.held.retain(|(r, i, _)| !(*r == req && *i == id));
                 if let Some(stream) = self.req_stream.remove(&req) {
-                    self.streams.remove(&stream);
+                    let in_session = self.streams.remove(&stream).is_some_and(|s| s.in_session);
                     self.outputs.push_back(Output::CloseStream(stream));
+                    // Legacy `basic/transports.mdx`: a disconnection is not a cancellation;
+                    // the client sends `notifications/cancelled` in the session.
+                    if let (true, false, Some(reason)) = (in_session, self.ending_session, cancels)
+                    {
+                        self.legacy_cancelled(&id, &reason);
+                    }
                 }
             }
             request::Output::Notify { body } => {
@@ -2832,6 +2849,22 @@ impl Client {
         }));
         self.legacy_subs.insert(sub, (accepted, stream));
         Ok(sub)
+    }
+
+    /// POSTs `notifications/cancelled` for the legacy request `id` in the session (its answer,
+    /// a 202, is not awaited).
+    fn legacy_cancelled(&mut self, id: &Id, reason: &str) {
+        let params = serde_json::json!({"requestId": id, "reason": reason});
+        let Ok(out) = self.legacy.notification("notifications/cancelled", params) else {
+            return;
+        };
+        let stream = self.new_stream(Owner::Fire, out.headers.clone());
+        self.outputs.push_back(Output::Http {
+            stream,
+            method: Method::Post,
+            headers: out.headers,
+            body: out.body,
+        });
     }
 
     /// Sends a legacy request whose answer is not awaited (`resources/(un)subscribe`).

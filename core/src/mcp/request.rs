@@ -389,6 +389,10 @@ pub enum Output {
         req: RequestHandle,
         /// The attempt's id.
         id: Id,
+        /// `Some(reason)` when the close cancels an attempt that may still be running (the
+        /// reason a `notifications/cancelled` would carry where the close alone does not
+        /// cancel, as in the legacy era); `None` after the final response.
+        cancels: Option<String>,
     },
     /// stdio: write this notification (`notifications/cancelled`).
     Notify {
@@ -417,10 +421,11 @@ impl fmt::Debug for Output {
                 .field("body_bytes", &body.len())
                 .field("attempt", attempt)
                 .finish(),
-            Output::CloseStream { req, id } => f
+            Output::CloseStream { req, id, cancels } => f
                 .debug_struct("CloseStream")
                 .field("req", req)
                 .field("id", id)
+                .field("cancels", cancels)
                 .finish(),
             Output::Notify { body } => f
                 .debug_struct("Notify")
@@ -1175,6 +1180,7 @@ impl Requests {
             Transport::Http => Output::CloseStream {
                 req,
                 id: id.clone(),
+                cancels: Some(reason.to_owned()),
             },
             Transport::Stdio => Output::Notify {
                 body: cancelled_notification(id, Some(reason)),
@@ -1247,6 +1253,7 @@ impl Requests {
                     self.outputs.push_back(Output::CloseStream {
                         req,
                         id: id.clone(),
+                        cancels: None,
                     });
                 }
                 self.retire(id, req);
