@@ -62,6 +62,8 @@ peer_tests!(
     stdio_missing_client_capability_is_declared_after_32021_or_named_when_the_host_lacks_it,
     http_progress_reaches_the_host_before_the_result,
     stdio_progress_reaches_the_host_before_the_result,
+    http_legacy_progress_reaches_the_host_before_the_result,
+    stdio_legacy_progress_reaches_the_host_before_the_result,
     http_subscription_the_server_does_not_serve_ends_with_its_rejection,
     stdio_subscription_the_server_does_not_serve_ends_with_its_rejection,
     http_legacy_subscription_receives_tools_list_changed,

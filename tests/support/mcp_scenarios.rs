@@ -1013,3 +1013,16 @@ pub fn stdio_legacy_slow_call_times_out_and_the_client_stays_usable<C: Api>(peer
     let options = ClientOptions::default().with_protocol(ProtocolChoice::Legacy);
     slow_call_times_out(stdio::<C>(peer, options));
 }
+
+/// Progress in the legacy era: `notifications/progress` for the call's token, on the call's
+/// stream (HTTP) or stdout (stdio), reaches the host before the result.
+pub fn http_legacy_progress_reaches_the_host_before_the_result<C: Api>(peer: &Peer) {
+    let options = ClientOptions::default().with_protocol(ProtocolChoice::Legacy);
+    let (c, _peer) = http::<C>(peer, options);
+    progress_reaches_the_host(c);
+}
+
+pub fn stdio_legacy_progress_reaches_the_host_before_the_result<C: Api>(peer: &Peer) {
+    let options = ClientOptions::default().with_protocol(ProtocolChoice::Legacy);
+    progress_reaches_the_host(stdio::<C>(peer, options));
+}
