@@ -75,6 +75,7 @@ peer_tests!(
     http_private_resource_is_cached_within_the_client_and_not_shared,
     stdio_private_resource_is_cached_within_the_client,
     http_unsupported_newer_version_is_recovered_from_32022,
+    stdio_newer_version_is_negotiated_down_to_the_peers,
     http_no_common_version_fails_naming_both_lists,
     http_slow_call_times_out_and_the_client_stays_usable,
     stdio_slow_call_times_out_and_the_client_stays_usable,

@@ -1026,3 +1026,20 @@ pub fn stdio_legacy_progress_reaches_the_host_before_the_result<C: Api>(peer: &P
     let options = ClientOptions::default().with_protocol(ProtocolChoice::Legacy);
     progress_reaches_the_host(stdio::<C>(peer, options));
 }
+
+/// stdio: a client that also speaks a newer (fake) version ends up on 2026-07-28 with the
+/// peer (the `server/discover` probe lists what it supports; a `-32022` would be recovered
+/// from), and the call is answered.
+pub fn stdio_newer_version_is_negotiated_down_to_the_peers<C: Api>(peer: &Peer) {
+    let options = ClientOptions::default().with_versions(&["2026-07-28", FUTURE_VERSION]);
+    let mut c = stdio::<C>(peer, options);
+    let r = c.call_tool("echo", json!({"text": "negotiated"})).unwrap();
+    assert_eq!(text_of(&r), "negotiated");
+    assert_eq!(
+        c.era().unwrap().protocol_version.as_deref(),
+        Some("2026-07-28")
+    );
+    let s = stats(&mut c);
+    assert_eq!(s["versions"], json!(["2026-07-28"]), "{s}");
+    c.close();
+}
