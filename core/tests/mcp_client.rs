@@ -1403,6 +1403,85 @@ fn a_legacy_session_404_reinitializes_and_resends() {
     assert_ne!(list2.id(), list.id());
 }
 
+/// Legacy `basic/transports.mdx` ("Disconnection SHOULD NOT be interpreted as the client
+/// cancelling its request. To cancel, the client SHOULD explicitly send an MCP
+/// `CancelledNotification`"): a cancelled or timed-out legacy call closes its stream AND posts
+/// `notifications/cancelled` in the session; a call that got its answer posts nothing.
+#[test]
+fn a_cancelled_or_timed_out_legacy_http_call_is_cancelled_by_notification_in_the_session() {
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.protocol = ProtocolChoice::Legacy;
+    let mut h = Harness::new(config);
+    let op = h.c.call_tool(
+        h.now,
+        "slow",
+        obj(json!({"seconds": 20})),
+        OpOptions::default(),
+    );
+    let init = h.next_sent();
+    h.reply_fx(&init, "python-sdk/http/30-legacy-initialize.json");
+    let initialized = h.next_sent();
+    h.reply(initialized.stream, 202, &[], "");
+    let call = h.next_sent();
+    assert_eq!(call.rpc_method(), "tools/call");
+    let session = call.header("Mcp-Session-Id").map(str::to_owned);
+    assert!(session.is_some());
+
+    h.c.cancel(h.now, op).unwrap();
+    let cancelled = h.next_sent();
+    assert!(h.closed.contains(&call.stream), "the stream is closed too");
+    assert_eq!(cancelled.method, Method::Post);
+    assert_eq!(cancelled.rpc_method(), "notifications/cancelled");
+    assert_eq!(cancelled.body["params"]["requestId"], call.id());
+    assert!(cancelled.body.get("id").is_none(), "a notification");
+    assert_eq!(
+        cancelled.header("Mcp-Session-Id").map(str::to_owned),
+        session
+    );
+    assert!(cancelled.header("MCP-Protocol-Version").is_some());
+    h.reply(cancelled.stream, 202, &[], "");
+
+    // A timeout cancels the same way.
+    let options = OpOptions {
+        call: Some(CallOptions {
+            timeout: Duration::from_secs(1),
+            ..CallOptions::default()
+        }),
+        ..OpOptions::default()
+    };
+    let op =
+        h.c.call_tool(h.now, "slow", obj(json!({"seconds": 20})), options);
+    let call = h.next_sent();
+    h.advance(Duration::from_secs(2));
+    assert!(matches!(
+        failure_of(&h.take_events(), op),
+        Some(OpError::TimedOut { .. })
+    ));
+    let cancelled = h.next_sent();
+    assert_eq!(cancelled.rpc_method(), "notifications/cancelled");
+    assert_eq!(cancelled.body["params"]["requestId"], call.id());
+
+    // An answered call is not cancelled.
+    let op = h.c.call_tool(
+        h.now,
+        "echo",
+        obj(json!({"text": "x"})),
+        OpOptions::default(),
+    );
+    let call = h.next_sent();
+    let body = json!({"jsonrpc": "2.0", "id": call.id(),
+        "result": {"content": [{"type": "text", "text": "x"}]}});
+    h.reply(
+        call.stream,
+        200,
+        &[("content-type", "application/json")],
+        &body.to_string(),
+    );
+    assert!(result_of(&h.take_events(), op).is_some());
+    h.drain();
+    assert!(h.sent.is_empty(), "{:?}", h.sent.len());
+}
+
 /// Legacy `basic/transports.mdx`: a client that no longer needs the session sends DELETE.
 #[test]
 fn shutdown_ends_a_legacy_http_session_with_delete() {
@@ -1474,6 +1553,76 @@ fn a_subscription_receives_notifications_and_invalidates_the_cache() {
         h.next_sent().rpc_method(),
         "resources/read",
         "the update invalidated the entry"
+    );
+}
+
+/// `basic/transports.mdx` (errors carry a JSON-RPC error body): a server without
+/// `subscriptions/listen` answers 404 with `-32601` (FastMCP 4.1.6's exact body below); the
+/// subscription ends as rejected with that error, not as a bare status.
+#[test]
+fn a_listen_refused_with_a_jsonrpc_error_ends_the_subscription_with_that_error() {
+    let mut h = Harness::http();
+    let d = h.c.discover(h.now);
+    let s = h.next_sent();
+    h.reply_fx(&s, "python-sdk/http/01-server-discover.json");
+    assert!(result_of(&h.take_events(), d).is_some());
+    let filter = SubscriptionFilter {
+        tools_list_changed: true,
+        ..SubscriptionFilter::default()
+    };
+    let sub = h.c.subscribe(h.now, filter).unwrap();
+    let listen = h.next_sent();
+    assert_eq!(listen.rpc_method(), "subscriptions/listen");
+    let body = json!({"jsonrpc": "2.0", "id": listen.id(), "error": {
+        "code": -32601, "message": "Method not found", "data": "subscriptions/listen"}});
+    h.reply(
+        listen.stream,
+        404,
+        &[("content-type", "application/json")],
+        &body.to_string(),
+    );
+    let ended: Vec<subscription::EndReason> = h
+        .take_events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Subscription(subscription::Event::Ended { sub: s, reason }) if s == sub => {
+                Some(reason)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ended.len(), 1, "{ended:?}");
+    match &ended[0] {
+        subscription::EndReason::Rejected(e) => {
+            assert_eq!(e.code, -32601);
+            assert_eq!(e.message, "Method not found");
+        }
+        other => panic!("expected the server's error, got {other:?}"),
+    }
+    // A status that reconnects still does, whatever its body says.
+    let sub =
+        h.c.subscribe(
+            h.now,
+            SubscriptionFilter {
+                tools_list_changed: true,
+                ..SubscriptionFilter::default()
+            },
+        )
+        .unwrap();
+    let listen = h.next_sent();
+    let body = json!({"jsonrpc": "2.0", "id": listen.id(), "error": {
+        "code": -32603, "message": "busy"}});
+    h.reply(
+        listen.stream,
+        503,
+        &[("content-type", "application/json")],
+        &body.to_string(),
+    );
+    let events = h.take_events();
+    assert!(
+        !events.iter().any(|e| matches!(e,
+            Event::Subscription(subscription::Event::Ended { sub: s, .. }) if *s == sub)),
+        "{events:?}"
     );
 }
 

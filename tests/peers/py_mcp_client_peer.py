@@ -4,20 +4,23 @@ Python MCP SDK (PyPI `mcp==2.3.0`). The client talks to it directly (no tunnel).
     python py_mcp_client_peer.py stdio           newline-delimited JSON-RPC on stdin/stdout
     python py_mcp_client_peer.py http PORT       Streamable HTTP at http://127.0.0.1:PORT/mcp
 
-It serves 2026-07-28 and the legacy era on the same endpoint. `tools/list` results carry
-`ttlMs` 60000 (the client may cache them). Tools:
+It serves 2026-07-28 and the legacy era on the same endpoint. `tools/list` and
+`resources/read` results carry `ttlMs` 60000 (the client may cache them) and the SDK's default
+`cacheScope: "private"`. Tools:
 
 - `echo(text)`: the text.
 - `in_region(region)`: `region` is declared with `x-mcp-header: Region`, so a 2026-07-28 call
   must carry a matching `Mcp-Param-Region` header (the SDK answers -32020 otherwise).
 - `confirm_action(target)`: asks for a form elicitation (MRTR `input_required` on 2026-07-28).
+  A 2026-07-28 call that did not declare form elicitation gets `-32021` from the SDK's resolver.
 - `count_slowly(steps)`: a progress notification per step.
 - `touch_tools()`: publishes `notifications/tools/list_changed` to `subscriptions/listen` streams.
 - `slow(seconds)`: sleeps (at most 30 s); a cancelled sleep is counted.
 - `stats()`: what this process saw, as JSON: request counts per method, the protocol versions
   requests named, and how many `slow` calls started and were cancelled.
 
-Also the prompt `greet(name)` and the resource `peer://readme`.
+Also the prompt `greet(name)` and the resources `peer://readme` and `peer://whoami` (a private
+answer: which read this was).
 """
 
 from __future__ import annotations
@@ -52,7 +55,10 @@ async def count_requests(ctx: Any, call_next: Any) -> Any:
 server = MCPServer(
     "mcpwire-client-peer-py",
     version="1.0.0",
-    cache_hints={"tools/list": CacheHint(ttl_ms=60_000)},
+    cache_hints={
+        "tools/list": CacheHint(ttl_ms=60_000),
+        "resources/read": CacheHint(ttl_ms=60_000, scope="private"),
+    },
     middleware=[count_requests],
 )
 
@@ -129,6 +135,17 @@ def greet(name: str) -> str:
 def readme() -> str:
     """A static text resource."""
     return "mcpwire client peer resource"
+
+
+whoami_reads = 0
+
+
+@server.resource("peer://whoami", mime_type="text/plain")
+def whoami() -> str:
+    """Which read of this resource this was (a private answer)."""
+    global whoami_reads
+    whoami_reads += 1
+    return f"read {whoami_reads}"
 
 
 def main() -> None:

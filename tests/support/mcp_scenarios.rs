@@ -684,137 +684,172 @@ pub fn stdio_cancel_from_another_thread_ends_the_call<C: Api>(peer: &Peer) {
     cancel_ends_the_call(stdio::<C>(peer, ClientOptions::default()));
 }
 
-/// The client declares no capability but its host supports form elicitation
-/// ([`ClientOptions::with_host_capabilities`]). A tool that needs an elicitation is answered
-/// `-32021` (the SDK names `elicitation` in `requiredCapabilities`); the client declares it,
-/// sends the call again, and the MRTR round that follows is answered by the host.
-pub fn missing_capability_is_declared_after_32021(mut c: impl Api) {
+// ---------------------------------------------------------------------------------------------
+// Capability recovery (-32021), refetch after list_changed, private results, legacy
+// subscriptions. Besides the surface above, these use what the peer's `confirm_action` does
+// for a 2026-07-28 call that did not declare form elicitation (the SDKs answer `-32021` with
+// `requiredCapabilities`) and the resource `peer://whoami` (a result with `ttlMs` and
+// `cacheScope: "private"`).
+
+fn retries(events: &[Event], reason: &RetryReason) -> usize {
+    events
+        .iter()
+        .filter(|e| matches!(e, Event::Retrying { reason: r, .. } if r == reason))
+        .count()
+}
+
+/// The source of the latest result the host saw.
+fn last_source(seen: &Arc<Mutex<Seen>>) -> Option<ResultSource> {
+    seen.lock()
+        .unwrap()
+        .events
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            Event::Result { source, .. } => Some(*source),
+            _ => None,
+        })
+}
+
+/// The client declares no elicitation but the host supports form mode: the peer refuses the
+/// call with `-32021` naming `elicitation.form`, the client declares it for that call only and
+/// retries, and the MRTR exchange that follows is answered by the host.
+pub fn capability_required_by_32021_is_declared_and_the_call_retried(mut c: impl Api) {
     let seen = recorder(&mut c, Some(json!({"confirm": true})));
     let r = c
         .call_tool("confirm_action", json!({"target": "db"}))
         .unwrap();
     assert_eq!(text_of(&r), "confirmed: db", "{r}");
-    let events = seen.lock().unwrap().events.clone();
-    let retried = events
-        .iter()
-        .filter(|e| {
-            matches!(
-                e,
-                Event::Retrying {
-                    reason: RetryReason::Capabilities,
-                    ..
-                }
-            )
-        })
-        .count();
-    assert_eq!(retried, 1, "{events:?}");
-    assert_eq!(seen.lock().unwrap().asked.len(), 1);
+    let s = seen.lock().unwrap();
+    assert_eq!(
+        retries(&s.events, &RetryReason::Capabilities),
+        1,
+        "{:?}",
+        s.events
+    );
+    assert_eq!(s.asked.len(), 1, "the host answered the elicitation once");
+    drop(s);
     c.close();
 }
 
-/// Declares nothing; supports form elicitation if a server requires it.
-pub fn elicitation_on_demand() -> ClientOptions {
+/// A host that does not support what `-32021` names gets an error naming it; the client stays
+/// usable.
+pub fn capability_the_host_lacks_fails_the_call_naming_it(mut c: impl Api) {
+    let e = op_error(
+        c.call_tool("confirm_action", json!({"target": "db"}))
+            .unwrap_err(),
+    );
+    match &e {
+        OpError::Capability(mcpwire_core::mcp::era::CapabilityError::HostLacks { missing }) => {
+            assert!(missing.to_string().contains("elicitation"), "{missing}")
+        }
+        other => panic!("expected the host to lack a capability: {other:?}"),
+    }
+    assert!(e.to_string().contains("elicitation"), "{e}");
+    let r = c.call_tool("echo", json!({"text": "still here"})).unwrap();
+    assert_eq!(text_of(&r), "still here");
+    c.close();
+}
+
+fn form_on_demand() -> ClientOptions {
     ClientOptions::default()
         .with_host_capabilities(ClientCapabilities::none().with_elicitation_form())
 }
 
-pub fn http_missing_capability_is_declared_after_32021<C: Api>(peer: &Peer) {
-    let (c, _peer) = http::<C>(peer, elicitation_on_demand());
-    missing_capability_is_declared_after_32021(c);
+pub fn http_missing_client_capability_is_declared_after_32021_or_named_when_the_host_lacks_it<
+    C: Api,
+>(
+    peer: &Peer,
+) {
+    let (c, running) = http::<C>(peer, form_on_demand());
+    capability_required_by_32021_is_declared_and_the_call_retried(c);
+    let c = C::connect_http(&running.url, ClientOptions::default()).unwrap();
+    capability_the_host_lacks_fails_the_call_naming_it(c);
 }
 
-pub fn stdio_missing_capability_is_declared_after_32021<C: Api>(peer: &Peer) {
-    missing_capability_is_declared_after_32021(stdio::<C>(peer, elicitation_on_demand()));
+pub fn stdio_missing_client_capability_is_declared_after_32021_or_named_when_the_host_lacks_it<
+    C: Api,
+>(
+    peer: &Peer,
+) {
+    capability_required_by_32021_is_declared_and_the_call_retried(stdio::<C>(
+        peer,
+        form_on_demand(),
+    ));
+    capability_the_host_lacks_fails_the_call_naming_it(stdio::<C>(peer, ClientOptions::default()));
 }
 
-/// Pinned to the legacy era, `confirm_action` asks through a server request
-/// (`elicitation/create`) instead of MRTR; the host answers it the same way (accept, then the
-/// default host's decline).
-pub fn stdio_legacy_elicitation_request_accepted_and_declined<C: Api>(peer: &Peer) {
-    let options = elicitation().with_protocol(ProtocolChoice::Legacy);
-    let mut c = stdio::<C>(peer, options);
-    mrtr_or_legacy_elicitation(&mut c);
-    assert_eq!(c.era().unwrap().era, Era::Legacy);
-    c.close();
+/// Waits (bounded) for a subscription event that `want` accepts; returns every event read.
+fn wait_for_subscription_event(
+    c: &mut impl Api,
+    want: impl Fn(&subscription::Event) -> bool,
+) -> Vec<subscription::Event> {
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        match c.next_event(Duration::from_secs(10)).unwrap() {
+            Some(e) => {
+                let done = want(&e);
+                seen.push(e);
+                if done {
+                    return seen;
+                }
+            }
+            None => break,
+        }
+    }
+    panic!("the awaited subscription event never came: {seen:?}");
 }
 
-fn mrtr_or_legacy_elicitation(c: &mut impl Api) {
-    let seen = recorder(c, Some(json!({"confirm": true})));
-    let r = c
-        .call_tool("confirm_action", json!({"target": "db"}))
-        .unwrap();
-    assert_eq!(text_of(&r), "confirmed: db", "{r}");
-    assert_eq!(seen.lock().unwrap().asked.len(), 1);
-    c.set_host(Box::new(mcpwire_drivers::mcp_client::NoHost));
-    let r = c
-        .call_tool("confirm_action", json!({"target": "db"}))
-        .unwrap();
-    assert_eq!(r["isError"], true, "{r}");
-    assert!(text_of(&r).contains("decline"), "{r}");
-}
-
-/// The `ttlMs` cache serves the second `tools/list`; a `notifications/tools/list_changed` on a
-/// subscription drops the entry, so the next `tools/list` goes to the server again (the peer
-/// counts two).
+/// A cached `tools/list` is dropped when the server says the list changed, and the next list
+/// goes to the server. Where the server offers `subscriptions/listen` for tool list changes
+/// (`server/discover`: `tools.listChanged`), the host listens and the change comes on that
+/// stream; otherwise it comes on the stream of the `tools/call` that changed the list.
 pub fn tools_list_is_refetched_after_list_changed(mut c: impl Api) {
     let seen = recorder(&mut c, None);
-    let sub = c
-        .subscribe(SubscriptionFilter {
-            tools_list_changed: true,
-            ..SubscriptionFilter::default()
-        })
-        .unwrap();
-    let is_sub = |e: &subscription::Event, want_changed: bool| match e {
-        subscription::Event::Acknowledged { sub: s, .. } => *s == sub && !want_changed,
-        subscription::Event::Changed {
-            sub: s,
-            change: Change::ToolsListChanged,
-        } => *s == sub && want_changed,
-        _ => false,
-    };
-    let mut events = Vec::new();
-    for want_changed in [false, true] {
-        if want_changed {
-            c.list_tools().unwrap();
-            c.list_tools().unwrap();
-            let r = c.call_tool("touch_tools", json!({})).unwrap();
-            assert_eq!(text_of(&r), "touched");
-        }
-        for _ in 0..10 {
-            match c.next_event(Duration::from_secs(10)).unwrap() {
-                Some(e) if is_sub(&e, want_changed) => {
-                    events.push(e);
-                    break;
-                }
-                Some(e) => events.push(e),
-                None => break,
-            }
-        }
-        assert!(events.iter().any(|e| is_sub(e, want_changed)), "{events:?}");
-    }
+    let d = c.discover().unwrap();
+    let listens = d["capabilities"]["tools"]["listChanged"] == true;
+    let sub = listens.then(|| {
+        let sub = c
+            .subscribe(SubscriptionFilter {
+                tools_list_changed: true,
+                ..SubscriptionFilter::default()
+            })
+            .unwrap();
+        wait_for_subscription_event(&mut c, |e| {
+            matches!(e, subscription::Event::Acknowledged { sub: s, accepted, .. }
+                if *s == sub && accepted.tools_list_changed)
+        });
+        sub
+    });
+    let first = c.list_tools().unwrap();
+    assert_eq!(last_source(&seen), Some(ResultSource::Server));
     c.list_tools().unwrap();
-    let sources: Vec<ResultSource> = seen
-        .lock()
-        .unwrap()
-        .events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Result { source, result, .. }
-                if serde_json::from_str::<Value>(result).is_ok_and(|v| v["tools"].is_array()) =>
-            {
-                Some(*source)
-            }
-            _ => None,
-        })
-        .collect();
+    assert_eq!(last_source(&seen), Some(ResultSource::Cache));
     assert_eq!(
-        sources,
-        [
-            ResultSource::Server,
-            ResultSource::Cache,
-            ResultSource::Server
-        ]
+        text_of(&c.call_tool("touch_tools", json!({})).unwrap()),
+        "touched"
     );
+    match sub {
+        Some(sub) => {
+            wait_for_subscription_event(&mut c, |e| {
+                matches!(e, subscription::Event::Changed { sub: s, change: Change::ToolsListChanged }
+                    if *s == sub)
+            });
+        }
+        None => {
+            let events = &seen.lock().unwrap().events;
+            assert!(
+                events
+                    .iter()
+                    .any(|e| matches!(e, Event::Notification { method, .. }
+                    if method == "notifications/tools/list_changed")),
+                "the list change came with the call: {events:?}"
+            );
+        }
+    }
+    let again = c.list_tools().unwrap();
+    assert_eq!(last_source(&seen), Some(ResultSource::Server));
+    assert_eq!(names(&first, "tools"), names(&again, "tools"));
     let s = stats(&mut c);
     assert_eq!(method_count(&s, "tools/list"), 2, "{s}");
     c.close();
@@ -827,4 +862,212 @@ pub fn http_tools_list_is_refetched_after_list_changed<C: Api>(peer: &Peer) {
 
 pub fn stdio_tools_list_is_refetched_after_list_changed<C: Api>(peer: &Peer) {
     tools_list_is_refetched_after_list_changed(stdio::<C>(peer, ClientOptions::default()));
+}
+
+/// `peer://whoami` comes with `ttlMs` and `cacheScope: "private"`: the result the host gets
+/// carries both, and a second read within the TTL is served from the client's cache (the
+/// peer sees one `resources/read`).
+pub fn private_resource_is_cached_within_the_client(c: &mut impl Api) -> Value {
+    let seen = recorder(c, None);
+    let a = c.read_resource("peer://whoami").unwrap();
+    assert_eq!(a["cacheScope"], "private", "{a}");
+    assert!(a["ttlMs"].as_u64().unwrap_or(0) >= 10_000, "{a}");
+    assert_eq!(last_source(&seen), Some(ResultSource::Server));
+    let b = c.read_resource("peer://whoami").unwrap();
+    assert_eq!(last_source(&seen), Some(ResultSource::Cache));
+    assert_eq!(a, b);
+    let s = stats(c);
+    assert_eq!(method_count(&s, "resources/read"), 1, "{s}");
+    a
+}
+
+/// Over HTTP a second client of the same server (its own authorization context) does not get
+/// the first client's private entry: its read reaches the server.
+pub fn http_private_resource_is_cached_within_the_client_and_not_shared<C: Api>(peer: &Peer) {
+    let (mut c, running) = http::<C>(peer, ClientOptions::default());
+    private_resource_is_cached_within_the_client(&mut c);
+    let mut other = C::connect_http(&running.url, ClientOptions::default()).unwrap();
+    other.read_resource("peer://whoami").unwrap();
+    let s = stats(&mut other);
+    assert_eq!(method_count(&s, "resources/read"), 2, "{s}");
+    other.close();
+    c.close();
+}
+
+pub fn stdio_private_resource_is_cached_within_the_client<C: Api>(peer: &Peer) {
+    let mut c = stdio::<C>(peer, ClientOptions::default());
+    private_resource_is_cached_within_the_client(&mut c);
+    c.close();
+}
+
+/// The legacy era: the subscription is the session's stream (HTTP: a GET; stdio: stdout) and
+/// the server's `notifications/tools/list_changed` reaches it.
+pub fn legacy_subscription_receives_tools_list_changed(mut c: impl Api) {
+    c.list_tools().unwrap(); // the session is up
+    assert_eq!(c.era().unwrap().era, Era::Legacy);
+    let sub = c
+        .subscribe(SubscriptionFilter {
+            tools_list_changed: true,
+            ..SubscriptionFilter::default()
+        })
+        .unwrap();
+    wait_for_subscription_event(&mut c, |e| {
+        matches!(e, subscription::Event::Acknowledged { sub: s, accepted, .. }
+            if *s == sub && accepted.tools_list_changed)
+    });
+    assert_eq!(
+        text_of(&c.call_tool("touch_tools", json!({})).unwrap()),
+        "touched"
+    );
+    wait_for_subscription_event(&mut c, |e| {
+        matches!(e, subscription::Event::Changed { sub: s, change: Change::ToolsListChanged }
+            if *s == sub)
+    });
+    c.close();
+}
+
+pub fn http_legacy_subscription_receives_tools_list_changed<C: Api>(peer: &Peer) {
+    let options = ClientOptions::default().with_protocol(ProtocolChoice::Legacy);
+    let (c, _peer) = http::<C>(peer, options);
+    legacy_subscription_receives_tools_list_changed(c);
+}
+
+pub fn stdio_legacy_subscription_receives_tools_list_changed<C: Api>(peer: &Peer) {
+    let options = ClientOptions::default().with_protocol(ProtocolChoice::Legacy);
+    legacy_subscription_receives_tools_list_changed(stdio::<C>(peer, options));
+}
+
+/// A 2026-07-28 server that does not serve `subscriptions/listen` refuses it (`-32601`): the
+/// subscription ends with that rejection and the client stays usable.
+pub fn subscription_the_server_does_not_serve_ends_with_its_rejection(mut c: impl Api) {
+    c.list_tools().unwrap();
+    let sub = c
+        .subscribe(SubscriptionFilter {
+            tools_list_changed: true,
+            ..SubscriptionFilter::default()
+        })
+        .unwrap();
+    let events = wait_for_subscription_event(
+        &mut c,
+        |e| matches!(e, subscription::Event::Ended { sub: s, .. } if *s == sub),
+    );
+    let ended = events.last().unwrap();
+    assert!(
+        matches!(ended, subscription::Event::Ended {
+            reason: subscription::EndReason::Rejected(e), ..
+        } if e.code == -32601),
+        "{events:?}"
+    );
+    let r = c.call_tool("echo", json!({"text": "after"})).unwrap();
+    assert_eq!(text_of(&r), "after");
+    c.close();
+}
+
+pub fn http_subscription_the_server_does_not_serve_ends_with_its_rejection<C: Api>(peer: &Peer) {
+    let (c, _peer) = http::<C>(peer, ClientOptions::default());
+    subscription_the_server_does_not_serve_ends_with_its_rejection(c);
+}
+
+pub fn stdio_subscription_the_server_does_not_serve_ends_with_its_rejection<C: Api>(peer: &Peer) {
+    subscription_the_server_does_not_serve_ends_with_its_rejection(stdio::<C>(
+        peer,
+        ClientOptions::default(),
+    ));
+}
+
+/// A client that speaks only a version the peer does not know gets the peer's `-32022` as an
+/// error naming both lists (the peer lists no legacy version, so there is nothing to fall
+/// back to).
+pub fn http_no_common_version_fails_naming_both_lists<C: Api>(peer: &Peer) {
+    let options = ClientOptions::default()
+        .with_versions(&[FUTURE_VERSION])
+        .with_protocol(ProtocolChoice::Modern);
+    let (mut c, _peer) = http::<C>(peer, options);
+    let e = op_error(c.call_tool("echo", json!({"text": "x"})).unwrap_err());
+    match &e {
+        OpError::Version(mcpwire_core::mcp::era::VersionError::NoCommonVersion {
+            ours,
+            supported,
+            ..
+        }) => {
+            assert_eq!(ours, &[FUTURE_VERSION.to_owned()]);
+            assert!(supported.contains(&"2026-07-28".to_owned()), "{e}");
+        }
+        other => panic!("expected no common version: {other:?}"),
+    }
+    let text = e.to_string();
+    assert!(
+        text.contains(FUTURE_VERSION) && text.contains("2026-07-28"),
+        "{text}"
+    );
+    c.close();
+}
+
+/// The legacy era has no MRTR: the peer sends `elicitation/create` to the client while the
+/// call runs (HTTP: on the call's stream, answered by a POST in the session; stdio: on
+/// stdout), and the host's accept or decline comes back through the same `Host` callback.
+pub fn http_legacy_elicitation_request_is_answered_through_the_host<C: Api>(peer: &Peer) {
+    let options = elicitation().with_protocol(ProtocolChoice::Legacy);
+    let (c, _peer) = http::<C>(peer, options);
+    mrtr_accepted_and_declined(c);
+}
+
+pub fn stdio_legacy_elicitation_request_is_answered_through_the_host<C: Api>(peer: &Peer) {
+    let options = elicitation().with_protocol(ProtocolChoice::Legacy);
+    mrtr_accepted_and_declined(stdio::<C>(peer, options));
+}
+
+/// Cancellation in the legacy era: `notifications/cancelled` in the session (HTTP: POSTed, and
+/// the call's stream closed; stdio: on stdin); the peer stops the call.
+pub fn http_legacy_cancel_from_another_thread_ends_the_call<C: Api>(peer: &Peer) {
+    let options = ClientOptions::default().with_protocol(ProtocolChoice::Legacy);
+    let (c, _peer) = http::<C>(peer, options);
+    cancel_ends_the_call(c);
+}
+
+pub fn stdio_legacy_cancel_from_another_thread_ends_the_call<C: Api>(peer: &Peer) {
+    let options = ClientOptions::default().with_protocol(ProtocolChoice::Legacy);
+    cancel_ends_the_call(stdio::<C>(peer, options));
+}
+
+/// A timeout in the legacy era cancels the call in the session too: the peer stops it.
+pub fn http_legacy_slow_call_times_out_and_the_client_stays_usable<C: Api>(peer: &Peer) {
+    let options = ClientOptions::default().with_protocol(ProtocolChoice::Legacy);
+    let (c, _peer) = http::<C>(peer, options);
+    slow_call_times_out(c);
+}
+
+pub fn stdio_legacy_slow_call_times_out_and_the_client_stays_usable<C: Api>(peer: &Peer) {
+    let options = ClientOptions::default().with_protocol(ProtocolChoice::Legacy);
+    slow_call_times_out(stdio::<C>(peer, options));
+}
+
+/// Progress in the legacy era: `notifications/progress` for the call's token, on the call's
+/// stream (HTTP) or stdout (stdio), reaches the host before the result.
+pub fn http_legacy_progress_reaches_the_host_before_the_result<C: Api>(peer: &Peer) {
+    let options = ClientOptions::default().with_protocol(ProtocolChoice::Legacy);
+    let (c, _peer) = http::<C>(peer, options);
+    progress_reaches_the_host(c);
+}
+
+pub fn stdio_legacy_progress_reaches_the_host_before_the_result<C: Api>(peer: &Peer) {
+    let options = ClientOptions::default().with_protocol(ProtocolChoice::Legacy);
+    progress_reaches_the_host(stdio::<C>(peer, options));
+}
+
+/// stdio: a client that also speaks a newer (fake) version ends up on 2026-07-28 with the
+/// peer (the `server/discover` probe lists what it supports; a `-32022` would be recovered
+/// from), and the call is answered.
+pub fn stdio_newer_version_is_negotiated_down_to_the_peers<C: Api>(peer: &Peer) {
+    let options = ClientOptions::default().with_versions(&["2026-07-28", FUTURE_VERSION]);
+    let mut c = stdio::<C>(peer, options);
+    let r = c.call_tool("echo", json!({"text": "negotiated"})).unwrap();
+    assert_eq!(text_of(&r), "negotiated");
+    assert_eq!(
+        c.era().unwrap().protocol_version.as_deref(),
+        Some("2026-07-28")
+    );
+    let s = stats(&mut c);
+    assert_eq!(s["versions"], json!(["2026-07-28"]), "{s}");
+    c.close();
 }

@@ -3162,6 +3162,17 @@ impl Client {
     /// A non-2xx answer on `s`.
     fn http_error(&mut self, now: Instant, s: &Stream, status: u16, body: &[u8]) {
         let Owner::Request(req) = s.owner else {
+            // A listen request refused for good with a JSON-RPC error body (e.g. 404 `-32601`
+            // from a server without `subscriptions/listen`): that error is the answer, so the
+            // subscription ends as rejected with the server's code and message. A status that
+            // reconnects keeps doing so.
+            if let Owner::Listen(sub) = s.owner {
+                if !subscription::reconnects_after(Some(status)) && is_jsonrpc_error(body) {
+                    let text = String::from_utf8_lossy(body);
+                    let text = text.trim_start_matches('\u{feff}');
+                    let _ = self.subs.handle_stream_message(now, sub, text);
+                }
+            }
             return self.owner_failed(now, s.owner, Some(status), s.retry_after);
         };
         let Some(op_id) = self.by_req.get(&req).copied() else {

@@ -220,6 +220,13 @@ impl RefetchTarget {
     }
 }
 
+/// HTTP: whether a listen stream that failed with `status` (`None`: the transport failed, no
+/// answer) is reconnected (after the backoff): 408, 429, 500, 502, 503 and 504 are passing
+/// conditions; any other status ends the subscription.
+pub fn reconnects_after(status: Option<u16>) -> bool {
+    matches!(status, None | Some(408 | 429 | 500 | 502 | 503 | 504))
+}
+
 /// The text of a `subscriptions/listen` request with `meta` as `params._meta`.
 pub fn listen_request(id: &Id, meta: &Map<String, Value>, filter: &SubscriptionFilter) -> String {
     #[derive(Serialize)]
@@ -881,15 +888,7 @@ impl Subscriptions {
         failure: StreamFailure,
     ) -> Result<(), UsageError> {
         match failure.status {
-            None | Some(408 | 429 | 500 | 502 | 503 | 504) => self.stream_lost(
-                now,
-                sub,
-                DisconnectCause::StreamFailed {
-                    status: failure.status,
-                },
-                failure.retry_after,
-            ),
-            Some(status) => {
+            Some(status) if !reconnects_after(Some(status)) => {
                 if self.config.transport != Transport::Http {
                     return Err(UsageError::WrongTransport);
                 }
@@ -902,6 +901,12 @@ impl Subscriptions {
                 self.end(sub, EndReason::HttpStatus(status));
                 Ok(())
             }
+            status => self.stream_lost(
+                now,
+                sub,
+                DisconnectCause::StreamFailed { status },
+                failure.retry_after,
+            ),
         }
     }
 
