@@ -366,6 +366,9 @@ pub enum EraEvidence {
     ProbeError(i64),
     /// stdio: the probe got no answer in time.
     ProbeTimedOut,
+    /// The `server/discover` probe was answered with a result that is no `DiscoverResult`
+    /// (no `supportedVersions`): a legacy server answering a method it does not know.
+    NotADiscoverResult,
 }
 
 /// Why an operation is sent again (informational).
@@ -2315,6 +2318,11 @@ impl Client {
         }
         let sent_legacy = op.sent_legacy;
         match kind {
+            ResponseKind::Complete
+                if !sent_legacy && self.discover_answered_by_legacy(op_id, message) =>
+            {
+                self.fall_back(now, op_id, EraEvidence::NotADiscoverResult);
+            }
             ResponseKind::Complete | ResponseKind::ToolError => {
                 if !sent_legacy {
                     self.mark_modern_confirmed();
@@ -2327,6 +2335,30 @@ impl Client {
             }
             ResponseKind::Error(error) => self.on_error_response(now, op_id, error),
         }
+    }
+
+    /// HTTP, era still being detected: `server/discover` was answered with a result that is no
+    /// `DiscoverResult` (see [`classify_probe`]), which a legacy server does for a method it
+    /// does not know. The server is then legacy, as after a `4xx` without a modern error.
+    fn discover_answered_by_legacy(&self, op_id: OpId, message: &str) -> bool {
+        let detecting = matches!(self.config.protocol, ProtocolChoice::Auto)
+            && matches!(self.era, EraState::Unknown);
+        let is_discover = self
+            .ops
+            .get(&op_id)
+            .is_some_and(|op| op.internal.is_none() && matches!(op.operation, Operation::Discover));
+        if !(detecting && is_discover) {
+            return false;
+        }
+        let Ok(m) = Message::parse(message) else {
+            return false;
+        };
+        matches!(
+            ProbeOutcome::from_message(&m).map(classify_probe),
+            Some(ProbeVerdict::Legacy(
+                era::LegacyEvidence::NotADiscoverResult
+            ))
+        )
     }
 
     fn on_probe_response(&mut self, now: Instant, op_id: OpId, message: &str) {
@@ -2656,7 +2688,8 @@ impl Client {
             ProbeVerdict::Legacy(evidence) => {
                 let evidence = match evidence {
                     era::LegacyEvidence::Error { code, .. } => EraEvidence::ProbeError(code),
-                    _ => EraEvidence::ProbeTimedOut,
+                    era::LegacyEvidence::NotADiscoverResult => EraEvidence::NotADiscoverResult,
+                    era::LegacyEvidence::TimedOut => EraEvidence::ProbeTimedOut,
                 };
                 return self.go_legacy(now, evidence);
             }
