@@ -112,6 +112,16 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// How long the stdio `server/discover` probe waits before the server counts as legacy (10 s).
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Legacy HTTP: how long to wait before resuming an SSE stream whose server set no `retry`.
+pub const DEFAULT_SSE_RETRY: Duration = Duration::from_secs(1);
+/// Legacy HTTP: the longest `retry` honoured (a larger one is cut to this).
+pub const MAX_SSE_RETRY: Duration = Duration::from_secs(60);
+/// Legacy HTTP: the most times one stream is resumed.
+pub const MAX_SSE_RESUMES: u32 = 100;
+/// Legacy HTTP: the most resumes in a row that brought no new event before the stream counts
+/// as broken.
+pub const MAX_STALLED_SSE_RESUMES: u32 = 3;
+
 /// Legacy-era subscription handles start here, apart from the `subscriptions/listen` ones.
 const LEGACY_SUB_BASE: u64 = 1 << 48;
 
@@ -168,6 +178,11 @@ pub struct ClientConfig {
     pub max_body_bytes: usize,
     /// The seed of every jitter source (drawn by the caller from its own randomness).
     pub jitter_seed: u64,
+    /// Streamable HTTP, legacy era: after `initialize`, open the session's GET stream
+    /// (legacy `basic/transports.mdx`, "Listening for Messages from the Server") to receive
+    /// the server's requests (such as `elicitation/create`) and notifications that it sends
+    /// outside any call's stream. A server without one answers `405`. Default `true`.
+    pub legacy_listen: bool,
 }
 
 impl ClientConfig {
@@ -190,6 +205,7 @@ impl ClientConfig {
             max_mrtr_rounds: mrtr::DEFAULT_MAX_ROUNDS,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             jitter_seed: 0,
+            legacy_listen: true,
         }
     }
 
@@ -766,6 +782,8 @@ enum Owner {
     Listen(SubscriptionHandle),
     /// A legacy session's GET stream for a legacy-era subscription.
     LegacyListen(SubscriptionHandle),
+    /// The legacy session's own GET stream ([`ClientConfig::legacy_listen`]).
+    LegacySession,
     /// A notification or an answer: the response is drained and dropped.
     Fire,
 }
@@ -776,6 +794,23 @@ struct Stream {
     head: Option<ResponseHead>,
     retry_after: Option<Duration>,
     body: Body,
+}
+
+/// A legacy SSE stream that ended (or broke) before it was done, to be resumed with a GET
+/// carrying `Last-Event-ID` (legacy `basic/transports.mdx`, "Sending Messages to the Server" 6
+/// and "Resumability and Redelivery").
+#[derive(Debug)]
+struct Resume {
+    /// The request waiting for its response, or the session's own stream.
+    owner: Owner,
+    /// When the GET goes out (`None`: it is out).
+    at: Option<Instant>,
+    /// The last event id the stream carried.
+    last_event_id: String,
+    /// Resumes so far.
+    count: u32,
+    /// Resumes in a row that brought no new event id.
+    stalled: u32,
 }
 
 /// An id source that hands out `first` before anything from the allocator.
@@ -833,6 +868,10 @@ pub struct Client {
     legacy_evidence: Option<EraEvidence>,
     /// The response headers of the stream whose message is being routed.
     current_headers: Headers,
+    /// Legacy HTTP: the session's GET stream, while it is open.
+    session_stream: Option<StreamId>,
+    /// Legacy HTTP: SSE streams being resumed with `Last-Event-ID`.
+    resumes: Vec<Resume>,
     next_op: u64,
     next_stream: u64,
     outputs: VecDeque<Output>,
@@ -885,6 +924,8 @@ impl Client {
             unsent: Vec::new(),
             legacy_evidence: None,
             current_headers: Headers::new(),
+            session_stream: None,
+            resumes: Vec::new(),
             next_op: 0,
             next_stream: 0,
             outputs: VecDeque::new(),
@@ -1147,10 +1188,8 @@ impl Client {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let a = self.requests.poll_timeout().map(|t| t.at);
         let b = self.subs.poll_timeout().map(|t| t.at);
-        match (a, b) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let c = self.resumes.iter().filter_map(|r| r.at).min();
+        [a, b, c].into_iter().flatten().min()
     }
 
     // -----------------------------------------------------------------------------------------
@@ -1160,6 +1199,7 @@ impl Client {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.requests.handle_timeout(now, &mut self.ids);
         self.subs.handle_timeout(now, &mut self.ids);
+        self.fire_resumes(now);
         self.pump(now);
     }
 
@@ -1287,7 +1327,10 @@ impl Client {
                 for m in messages {
                     self.route_stream_message(now, s.owner, &m);
                 }
-                self.owner_end(now, s.owner);
+                let last = parser.last_event_id().map(str::to_owned);
+                if !self.schedule_resume(now, s.owner, last, parser.retry()) {
+                    self.owner_end(now, s.owner);
+                }
             }
             Body::Empty => {
                 if s.head.is_none() {
@@ -1333,11 +1376,7 @@ impl Client {
             }),
             Ok(Message::Request { id, method, params }) => {
                 // stdio has no per-request stream: the oldest operation in flight asked.
-                let op = self
-                    .ops
-                    .iter()
-                    .find(|(_, o)| o.internal.is_none() && matches!(o.state, OpState::Sent { .. }))
-                    .map(|(&id, _)| id);
+                let op = self.oldest_in_flight();
                 self.server_request(now, op, &id, &method, params.map(|p| p.get()));
             }
             Ok(_) => {
@@ -1930,6 +1969,11 @@ impl Client {
         let legacy_subs: Vec<SubscriptionHandle> = self.legacy_subs.keys().copied().collect();
         for sub in legacy_subs {
             self.legacy_unsubscribe(sub);
+        }
+        self.resumes.clear();
+        if let Some(session) = self.session_stream.take() {
+            self.streams.remove(&session);
+            self.outputs.push_back(Output::CloseStream(session));
         }
         self.pump(now);
         if self.config.transport == Transport::Http
@@ -2749,6 +2793,7 @@ impl Client {
                         evidence,
                     });
                 }
+                self.open_session_stream();
                 for (req, _, body) in std::mem::take(&mut self.held) {
                     self.transmit_request(req, body);
                 }
@@ -2839,8 +2884,12 @@ impl Client {
         if self.config.transport == Transport::Http
             && (lists || !accepted.resource_subscriptions.is_empty())
         {
-            // Legacy `basic/transports.mdx`, "Listening for Messages from the Server".
-            if let Ok(mut headers) = self.legacy.session_headers() {
+            // Legacy `basic/transports.mdx`, "Listening for Messages from the Server". The
+            // session's own stream carries the notifications when it is open (a server may
+            // allow one GET stream per session).
+            if let Some(session) = self.session_stream {
+                stream = Some(session);
+            } else if let Ok(mut headers) = self.legacy.session_headers() {
                 let _ = headers.set("Accept", "text/event-stream");
                 headers.remove("Content-Type");
                 let s = self.new_stream(Owner::LegacyListen(sub), headers.clone());
@@ -2897,7 +2946,7 @@ impl Client {
         let Some((accepted, stream)) = self.legacy_subs.remove(&sub) else {
             return false;
         };
-        if let Some(s) = stream {
+        if let Some(s) = stream.filter(|s| Some(*s) != self.session_stream) {
             self.streams.remove(&s);
             self.outputs.push_back(Output::CloseStream(s));
         }
@@ -2970,6 +3019,9 @@ impl Client {
         if let Ok(Message::Request { id, method, params }) = Message::parse(text) {
             let op = match owner {
                 Owner::Request(req) => self.by_req.get(&req).copied(),
+                // A request on the session's stream belongs to no call; like on stdio, the
+                // oldest operation in flight is the one it is asked for.
+                Owner::LegacySession => self.oldest_in_flight(),
                 _ => None,
             };
             return self.server_request(now, op, &id, &method, params.map(|p| p.get()));
@@ -2981,13 +3033,21 @@ impl Client {
             Owner::Listen(sub) => {
                 let _ = self.subs.handle_stream_message(now, sub, text);
             }
-            Owner::LegacyListen(_) => {
+            Owner::LegacyListen(_) | Owner::LegacySession => {
                 if let Ok(Message::Notification { method, .. }) = Message::parse(text) {
                     self.notification(None, method, text.to_owned());
                 }
             }
             Owner::Fire => {}
         }
+    }
+
+    /// The oldest operation of the host that is waiting for its response.
+    fn oldest_in_flight(&self) -> Option<OpId> {
+        self.ops
+            .iter()
+            .find(|(_, o)| o.internal.is_none() && matches!(o.state, OpState::Sent { .. }))
+            .map(|(&id, _)| id)
     }
 
     fn owner_end(&mut self, now: Instant, owner: Owner) {
@@ -3001,6 +3061,7 @@ impl Client {
                 let _ = self.subs.handle_stream_end(now, sub);
             }
             Owner::LegacyListen(sub) => self.legacy_stream_gone(sub, None),
+            Owner::LegacySession => self.set_session_stream(None, None),
             Owner::Fire => {}
         }
     }
@@ -3016,6 +3077,7 @@ impl Client {
             status,
             retry_after,
         };
+        self.resumes.retain(|r| r.owner != owner);
         match owner {
             Owner::Request(req) => {
                 self.req_stream.remove(&req);
@@ -3026,13 +3088,186 @@ impl Client {
                 let _ = self.subs.handle_stream_failed(now, sub, failure);
             }
             Owner::LegacyListen(sub) => self.legacy_stream_gone(sub, status),
+            Owner::LegacySession => self.set_session_stream(None, status),
             Owner::Fire => {}
         }
     }
 
     fn stream_failed(&mut self, now: Instant, stream: StreamId, status: Option<u16>) {
         if let Some(s) = self.streams.remove(&stream) {
+            // A broken legacy SSE stream is resumed like one the server closed ("Disconnection
+            // MAY occur at any time").
+            if let (None, Body::Sse(parser)) = (status, &s.body) {
+                let last = parser.last_event_id().map(str::to_owned);
+                if self.schedule_resume(now, s.owner, last, parser.retry()) {
+                    return;
+                }
+            }
             self.owner_failed(now, s.owner, status, s.retry_after);
+        }
+    }
+
+    /// Legacy HTTP: `owner`'s SSE stream ended before it was done; when it carried an event id,
+    /// a GET with `Last-Event-ID` resumes it after the server's `retry` (or
+    /// [`DEFAULT_SSE_RETRY`]). `false` when it is not resumed (another era, no event id, the
+    /// request already answered, or the resume budget spent).
+    fn schedule_resume(
+        &mut self,
+        now: Instant,
+        owner: Owner,
+        last_event_id: Option<String>,
+        retry_ms: Option<u64>,
+    ) -> bool {
+        let waiting = match owner {
+            Owner::Request(req) => {
+                self.by_req.contains_key(&req) && self.requests.current_id(req).is_some()
+            }
+            Owner::LegacySession => true,
+            _ => false,
+        };
+        let resumable = waiting
+            && self.config.transport == Transport::Http
+            && matches!(self.era, EraState::Legacy)
+            && self.legacy.phase() == legacy::Phase::Ready;
+        let position = self.resumes.iter().position(|r| r.owner == owner);
+        let (Some(last), true) = (last_event_id, resumable) else {
+            if let Some(i) = position {
+                self.resumes.swap_remove(i);
+            }
+            return false;
+        };
+        let i = position.unwrap_or_else(|| {
+            self.resumes.push(Resume {
+                owner,
+                at: None,
+                last_event_id: String::new(),
+                count: 0,
+                stalled: 0,
+            });
+            self.resumes.len() - 1
+        });
+        let Some(r) = self.resumes.get_mut(i) else {
+            return false;
+        };
+        let stalled = if r.last_event_id == last {
+            r.stalled + 1
+        } else {
+            0
+        };
+        if r.count >= MAX_SSE_RESUMES || stalled >= MAX_STALLED_SSE_RESUMES {
+            self.resumes.swap_remove(i);
+            return false;
+        }
+        let delay = retry_ms.map_or(DEFAULT_SSE_RETRY, Duration::from_millis);
+        r.count += 1;
+        r.stalled = stalled;
+        r.last_event_id = last;
+        r.at = Some(now.checked_add(delay.min(MAX_SSE_RETRY)).unwrap_or(now));
+        true
+    }
+
+    /// Sends the resume GETs that are due.
+    fn fire_resumes(&mut self, now: Instant) {
+        let due: Vec<(Owner, String)> = self
+            .resumes
+            .iter_mut()
+            .filter(|r| r.at.is_some_and(|at| at <= now))
+            .map(|r| {
+                r.at = None;
+                (r.owner, r.last_event_id.clone())
+            })
+            .collect();
+        for (owner, last) in due {
+            let still_wanted = match owner {
+                Owner::Request(req) => {
+                    self.by_req.contains_key(&req) && self.requests.current_id(req).is_some()
+                }
+                Owner::LegacySession => matches!(self.era, EraState::Legacy),
+                _ => false,
+            };
+            let headers = match self.legacy.session_headers() {
+                Ok(h) if still_wanted => h,
+                _ => {
+                    self.resumes.retain(|r| r.owner != owner);
+                    continue;
+                }
+            };
+            let stream = self.open_get(owner, headers, Some(&last));
+            match owner {
+                Owner::Request(req) => {
+                    self.req_stream.insert(req, stream);
+                }
+                Owner::LegacySession => self.set_session_stream(Some(stream), None),
+                _ => {}
+            }
+        }
+    }
+
+    /// A GET on the legacy session (`Accept: text/event-stream`, `Last-Event-ID` when resuming).
+    fn open_get(
+        &mut self,
+        owner: Owner,
+        mut headers: Headers,
+        last_event_id: Option<&str>,
+    ) -> StreamId {
+        let _ = headers.set("Accept", "text/event-stream");
+        headers.remove("Content-Type");
+        if let Some(id) = last_event_id {
+            let _ = headers.set("Last-Event-ID", id);
+        }
+        let stream = self.new_stream(owner, headers.clone());
+        self.outputs.push_back(Output::Http {
+            stream,
+            method: Method::Get,
+            headers,
+            body: String::new(),
+        });
+        stream
+    }
+
+    /// Legacy HTTP: the session's GET stream is now `stream` (or gone); legacy subscriptions
+    /// riding on it follow it, or end with it.
+    fn set_session_stream(&mut self, stream: Option<StreamId>, status: Option<u16>) {
+        let old = std::mem::replace(&mut self.session_stream, stream);
+        let Some(old) = old else {
+            return;
+        };
+        match stream {
+            Some(new) => {
+                for (_, s) in self.legacy_subs.values_mut() {
+                    if *s == Some(old) {
+                        *s = Some(new);
+                    }
+                }
+            }
+            None => {
+                let riding: Vec<SubscriptionHandle> = self
+                    .legacy_subs
+                    .iter()
+                    .filter(|(_, (_, s))| *s == Some(old))
+                    .map(|(&h, _)| h)
+                    .collect();
+                for sub in riding {
+                    self.legacy_stream_gone(sub, status);
+                }
+            }
+        }
+    }
+
+    /// Legacy HTTP: opens the session's GET stream (closing an older one).
+    fn open_session_stream(&mut self) {
+        if self.config.transport != Transport::Http || !self.config.legacy_listen {
+            return;
+        }
+        if let Some(old) = self.session_stream {
+            self.streams.remove(&old);
+            self.outputs.push_back(Output::CloseStream(old));
+            self.set_session_stream(None, None);
+        }
+        self.resumes.retain(|r| r.owner != Owner::LegacySession);
+        if let Ok(headers) = self.legacy.session_headers() {
+            let stream = self.open_get(Owner::LegacySession, headers, None);
+            self.session_stream = Some(stream);
         }
     }
 

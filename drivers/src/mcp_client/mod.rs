@@ -70,6 +70,10 @@ pub struct ClientOptions {
     /// long-lived subscription streams hold one too). The smol driver runs one task per
     /// exchange and does not use it.
     pub max_exchanges: usize,
+    /// HTTP, legacy era: keep the session's GET stream open after `initialize`, to receive
+    /// the server's requests (elicitations) and notifications sent outside any call's stream
+    /// (see [`ClientConfig::legacy_listen`]). Default `true`.
+    pub legacy_listen: bool,
 }
 
 impl Default for ClientOptions {
@@ -85,6 +89,7 @@ impl Default for ClientOptions {
             capabilities: ClientCapabilities::none(),
             cache: CacheConfig::default(),
             max_exchanges: 8,
+            legacy_listen: true,
         }
     }
 }
@@ -102,6 +107,7 @@ impl fmt::Debug for ClientOptions {
             .field("probe_timeout", &self.probe_timeout)
             .field("capabilities", &self.capabilities)
             .field("max_exchanges", &self.max_exchanges)
+            .field("legacy_listen", &self.legacy_listen)
             .finish_non_exhaustive()
     }
 }
@@ -155,6 +161,7 @@ impl ClientOptions {
         config.probe_timeout = self.probe_timeout;
         config.cache = self.cache;
         config.jitter_seed = jitter_seed;
+        config.legacy_listen = self.legacy_listen;
         config
     }
 }
