@@ -40,6 +40,9 @@ pub const CONTEXT_VAR: &str = "MCP_CONFORMANCE_CONTEXT";
 /// The most pages of one list fetched.
 const MAX_PAGES: usize = 20;
 
+/// One tool call: the tool's name and its arguments.
+pub type ToolCall = (String, Map<String, Value>);
+
 /// What the client does for a scenario.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Plan {
@@ -48,7 +51,7 @@ pub enum Plan {
     /// List the tools and call each one with arguments made from its input schema.
     CallEveryTool,
     /// List the tools, then make these calls (name, arguments).
-    CallTools(Vec<(String, Map<String, Value>)>),
+    CallTools(Vec<ToolCall>),
     /// Call every tool, read every resource, get every prompt.
     Everything,
 }
@@ -68,7 +71,7 @@ impl Plan {
 }
 
 /// The context's `toolCalls`: `[{"name": ..., "arguments": {...}}, ...]`.
-fn tool_calls(calls: &Value) -> Result<Vec<(String, Map<String, Value>)>, String> {
+fn tool_calls(calls: &Value) -> Result<Vec<ToolCall>, String> {
     let list = calls
         .as_array()
         .ok_or("the context's toolCalls is not an array")?;
