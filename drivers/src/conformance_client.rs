@@ -15,7 +15,9 @@
 //! - `http-custom-headers`: call the tools the context names, with the context's arguments;
 //! - `http-standard-headers`: also list and read every resource, list and get every prompt;
 //! - `json-schema-ref-no-deref`, `request-metadata`: list the tools only (the scenario's server
-//!   serves nothing else).
+//!   serves nothing else);
+//! - `json-schema-2020-12-preservation`: send one tool's listed input schema back to an echo
+//!   tool (the scenario checks that no keyword was lost on the way through the client).
 //!
 //! The host accepts every form elicitation with the schema's defaults (SEP-1034, what a person
 //! who submits the form as shown would send) and declines URL elicitations, sampling and roots.
@@ -54,6 +56,14 @@ pub enum Plan {
     CallTools(Vec<ToolCall>),
     /// Call every tool, read every resource, get every prompt.
     Everything,
+    /// Call the tool `echo` with `{"schema": <the inputSchema of tool `of` as listed>}`: the
+    /// scenario checks that the schema comes back with every keyword it listed.
+    EchoSchema {
+        /// The tool whose schema is sent.
+        of: String,
+        /// The tool that echoes it.
+        echo: String,
+    },
 }
 
 impl Plan {
@@ -65,6 +75,10 @@ impl Plan {
         Ok(match scenario {
             "json-schema-ref-no-deref" | "request-metadata" => Plan::ListTools,
             "http-standard-headers" => Plan::Everything,
+            "json-schema-2020-12-preservation" => Plan::EchoSchema {
+                of: "json_schema_2020_12_tool".to_owned(),
+                echo: "json_schema_echo".to_owned(),
+            },
             _ => Plan::CallEveryTool,
         })
     }
@@ -216,6 +230,19 @@ fn run_plan(url: &str, plan: &Plan) -> Result<(), String> {
     match plan {
         Plan::ListTools => {}
         Plan::CallEveryTool => call_every_tool(&mut client, &tools)?,
+        Plan::EchoSchema { of, echo } => {
+            let schema = tools
+                .iter()
+                .find(|t| t.get("name").and_then(Value::as_str) == Some(of.as_str()))
+                .and_then(|t| t.get("inputSchema"))
+                .ok_or_else(|| format!("the server lists no tool {of:?} with an inputSchema"))?;
+            let mut arguments = Map::new();
+            arguments.insert("schema".to_owned(), schema.clone());
+            step(
+                &format!("tools/call {echo}"),
+                client.call_tool(echo, Value::Object(arguments)),
+            )?;
+        }
         Plan::CallTools(calls) => {
             for (name, arguments) in calls {
                 step(
