@@ -468,6 +468,14 @@ fn http_falls_back_to_initialize_on_a_legacy_400_and_resends_the_operation() {
     assert_eq!(listen.header("Accept"), Some("text/event-stream"));
     assert_eq!(listen.header("Mcp-Session-Id"), Some(sid.as_str()));
     assert_eq!(listen.header("MCP-Protocol-Version"), Some("2025-11-25"));
+    // The session's requests wait until the server answered both (it can then reach us).
+    h.drain();
+    assert!(
+        h.sent.is_empty(),
+        "nothing before the GET's answer: {:?}",
+        h.sent
+    );
+    sse_head(&mut h, listen.stream);
     let again = h.next_sent();
     assert_eq!(again.rpc_method(), "tools/list");
     assert!(
@@ -1342,7 +1350,8 @@ fn a_legacy_session_404_reinitializes_and_resends() {
     assert_eq!(init2.rpc_method(), "initialize");
     assert_eq!(init2.header("Mcp-Session-Id"), None);
     h.reply_fx(&init2, "python-sdk/http/30-legacy-initialize.json");
-    let _ = h.next_sent(); // initialized
+    let notif2 = h.next_sent();
+    h.reply(notif2.stream, 202, &[], "");
     let list2 = h.next_sent();
     assert_eq!(list2.rpc_method(), "tools/list");
     assert_ne!(list2.id(), list.id());
@@ -1505,7 +1514,8 @@ fn a_legacy_subscription_uses_the_get_stream_and_resources_subscribe() {
         ],
         &result.to_string(),
     );
-    let _initialized = h.next_sent();
+    let initialized = h.next_sent();
+    h.reply(initialized.stream, 202, &[], "");
     let list = h.next_sent();
     let body = json!({"jsonrpc": "2.0", "id": list.id(), "result": {"tools": [], "ttlMs": 600000}});
     h.reply(
@@ -1634,7 +1644,8 @@ fn a_legacy_elicitation_request_is_answered_through_the_same_api() {
         json!({"elicitation": {"form": {}}})
     );
     h.reply_fx(&init, "python-sdk/http/30-legacy-initialize.json");
-    let _initialized = h.next_sent();
+    let initialized = h.next_sent();
+    h.reply(initialized.stream, 202, &[], "");
     let s = h.next_sent();
     assert_eq!(s.rpc_method(), "tools/call");
     let ask = json!({"jsonrpc": "2.0", "id": 0, "method": "elicitation/create", "params": {"message": "Sure?",
@@ -1794,6 +1805,7 @@ fn legacy_with_session_stream(config: ClientConfig) -> (Harness, Sent) {
     assert_eq!(listen.header("Accept"), Some("text/event-stream"));
     assert_eq!(listen.header("Last-Event-ID"), None);
     assert!(listen.header("Mcp-Session-Id").is_some());
+    sse_head(&mut h, listen.stream);
     h.take_events();
     (h, listen)
 }
@@ -1833,7 +1845,6 @@ fn sse_data(h: &mut Harness, stream: StreamId, text: &str) {
 #[test]
 fn the_legacy_session_stream_carries_server_requests_for_the_call_in_flight() {
     let (mut h, listen) = legacy_with_session_stream(legacy_elicit_config());
-    sse_head(&mut h, listen.stream);
     let call =
         h.c.call_tool(h.now, "confirm", Map::new(), OpOptions::default());
     let post = h.next_sent();
@@ -1989,7 +2000,8 @@ fn a_legacy_subscription_rides_on_the_session_stream() {
         ],
         &result.to_string(),
     );
-    let _initialized = h.next_sent();
+    let initialized = h.next_sent();
+    h.reply(initialized.stream, 202, &[], "");
     let listen = h.next_sent();
     assert_eq!(listen.method, Method::Get);
     assert_eq!(listen.header("Mcp-Session-Id"), Some("s-1"));
@@ -2047,6 +2059,10 @@ fn http_discover_answered_with_an_empty_result_falls_back_to_initialize() {
     let init = h.next_sent();
     assert_eq!(init.rpc_method(), "initialize");
     h.reply_fx(&init, "python-sdk/http/30-legacy-initialize.json");
+    let initialized = h.next_sent();
+    h.reply(initialized.stream, 202, &[], "");
+    let listen = h.next_sent();
+    sse_head(&mut h, listen.stream);
     let ev = h.take_events();
     assert!(ev.iter().any(|e| matches!(
         e,
@@ -2076,4 +2092,29 @@ fn http_discover_answered_with_an_empty_result_falls_back_to_initialize() {
     assert!(result_of(&h.take_events(), d).is_some());
     h.drain();
     assert!(h.sent.is_empty());
+}
+
+/// Legacy "Resumability and Redelivery": a server may redeliver a call's response on a GET
+/// stream (the conformance suite's sse-retry server answers the first GET it sees, which can be
+/// the session's stream when that GET reaches it after the call). The response is matched by
+/// its id and ends the call; the call's own stream closing afterwards resumes nothing.
+#[test]
+fn a_call_response_on_the_session_stream_ends_the_call() {
+    let (mut h, listen) = legacy_with_session_stream(legacy_elicit_config());
+    let call =
+        h.c.call_tool(h.now, "slow", Map::new(), OpOptions::default());
+    let post = h.next_sent();
+    sse_head(&mut h, post.stream);
+    sse_data(&mut h, post.stream, "id: ev-1\nretry: 500\ndata: \n\n");
+    let done = json!({"jsonrpc": "2.0", "id": post.id(), "result": {"content": []}});
+    sse_data(
+        &mut h,
+        listen.stream,
+        &format!("id: ev-2\nretry: 500\ndata: \n\nevent: message\nid: ev-3\ndata: {done}\n\n"),
+    );
+    assert!(result_of(&h.take_events(), call).is_some());
+    h.c.handle_response_end(h.now, post.stream).unwrap();
+    h.advance(Duration::from_secs(2));
+    assert!(h.sent.is_empty(), "nothing to resume: {:?}", h.sent);
+    assert!(failure_of(&h.take_events(), call).is_none());
 }

@@ -208,6 +208,7 @@ fn every_modern_request_in_flight_at_fallback_is_resent_in_the_legacy_session() 
     );
     let initialized = h.next_sent();
     assert_eq!(initialized.body["method"], "notifications/initialized");
+    h.reply(initialized.stream, 202, &[], "");
     let mut resent = vec![h.next_sent(), h.next_sent()];
     resent.sort_by_key(|s| s.body["method"].as_str().unwrap().to_owned());
     assert_eq!(resent[0].body["method"], "prompts/list");
@@ -317,7 +318,9 @@ fn a_modern_request_rejected_after_the_session_is_up_is_resent_without_a_new_han
         ],
         &initialize_result(&init.body["id"]).to_string(),
     );
-    assert_eq!(h.next_sent().body["method"], "notifications/initialized");
+    let initialized = h.next_sent();
+    assert_eq!(initialized.body["method"], "notifications/initialized");
+    h.reply(initialized.stream, 202, &[], "");
     let ra = h.next_sent();
     assert_eq!(ra.body["method"], "tools/list");
     h.reply_json(&ra, 200, tools_result(&ra.body["id"]));
@@ -516,7 +519,8 @@ fn ids_stay_unique_across_fallback_and_session_expiry() {
             ],
             &initialize_result(&init.body["id"]).to_string(),
         );
-        let _initialized = h.next_sent();
+        let initialized = h.next_sent();
+        h.reply(initialized.stream, 202, &[], "");
         let l = h.next_sent();
         assert_eq!(l.headers.get("Mcp-Session-Id"), Some(sid.as_str()));
         assert!(seen.insert(l.body["id"].to_string()));

@@ -121,6 +121,9 @@ pub const MAX_SSE_RESUMES: u32 = 100;
 /// Legacy HTTP: the most resumes in a row that brought no new event before the stream counts
 /// as broken.
 pub const MAX_STALLED_SSE_RESUMES: u32 = 3;
+/// Legacy HTTP: the longest the session's first requests wait for the server to answer
+/// `notifications/initialized` and the session's GET stream (see [`ClientConfig::legacy_listen`]).
+pub const SESSION_OPEN_WAIT: Duration = Duration::from_secs(2);
 
 /// Legacy-era subscription handles start here, apart from the `subscriptions/listen` ones.
 const LEGACY_SUB_BASE: u64 = 1 << 48;
@@ -872,6 +875,11 @@ pub struct Client {
     session_stream: Option<StreamId>,
     /// Legacy HTTP: SSE streams being resumed with `Last-Event-ID`.
     resumes: Vec<Resume>,
+    /// Legacy HTTP: the `notifications/initialized` POST and the session's GET, until the
+    /// server answers them (their heads), the session's other requests wait (at most until
+    /// the instant beside them): the server then has the client ready and able to hear it
+    /// before the first request that may make it ask something.
+    opening: (Vec<StreamId>, Option<Instant>),
     next_op: u64,
     next_stream: u64,
     outputs: VecDeque<Output>,
@@ -926,6 +934,7 @@ impl Client {
             current_headers: Headers::new(),
             session_stream: None,
             resumes: Vec::new(),
+            opening: (Vec::new(), None),
             next_op: 0,
             next_stream: 0,
             outputs: VecDeque::new(),
@@ -1189,7 +1198,7 @@ impl Client {
         let a = self.requests.poll_timeout().map(|t| t.at);
         let b = self.subs.poll_timeout().map(|t| t.at);
         let c = self.resumes.iter().filter_map(|r| r.at).min();
-        [a, b, c].into_iter().flatten().min()
+        [a, b, c, self.opening.1].into_iter().flatten().min()
     }
 
     // -----------------------------------------------------------------------------------------
@@ -1200,6 +1209,9 @@ impl Client {
         self.requests.handle_timeout(now, &mut self.ids);
         self.subs.handle_timeout(now, &mut self.ids);
         self.fire_resumes(now);
+        if self.opening.1.is_some_and(|until| until <= now) {
+            self.session_opened(now);
+        }
         self.pump(now);
     }
 
@@ -1215,6 +1227,7 @@ impl Client {
             return Err(UsageError::WrongTransport);
         }
         let max = self.config.max_body_bytes;
+        self.opening_answered(now, stream);
         let Some(s) = self.streams.get_mut(&stream) else {
             return Ok(()); // closed by us meanwhile
         };
@@ -1971,6 +1984,7 @@ impl Client {
             self.legacy_unsubscribe(sub);
         }
         self.resumes.clear();
+        self.opening = (Vec::new(), None);
         if let Some(session) = self.session_stream.take() {
             self.streams.remove(&session);
             self.outputs.push_back(Output::CloseStream(session));
@@ -2068,7 +2082,7 @@ impl Client {
                     .and_then(|id| self.ops.get(&id))
                     .is_some_and(|op| op.sent_legacy)
                     && op_id != self.handshake
-                    && self.legacy.phase() != legacy::Phase::Ready;
+                    && (self.legacy.phase() != legacy::Phase::Ready || self.opening.1.is_some());
                 if waits_for_session {
                     self.held.push((req, id, body));
                     if self.handshake.is_none() {
@@ -2779,6 +2793,7 @@ impl Client {
                             headers: initialized.headers,
                             body: initialized.body,
                         });
+                        self.opening = (vec![stream], now.checked_add(SESSION_OPEN_WAIT));
                     }
                 }
                 let version = self
@@ -2793,11 +2808,12 @@ impl Client {
                         evidence,
                     });
                 }
-                self.open_session_stream();
-                for (req, _, body) in std::mem::take(&mut self.held) {
-                    self.transmit_request(req, body);
+                if let Some(stream) = self.open_session_stream() {
+                    self.opening.0.push(stream);
                 }
-                self.dispatch_queued(now);
+                if self.opening.1.is_none() {
+                    self.session_opened(now);
+                }
             }
             Err(e) => {
                 // A kept legacy verdict that no longer holds (the server was upgraded): probe
@@ -3034,6 +3050,11 @@ impl Client {
                 let _ = self.subs.handle_stream_message(now, sub, text);
             }
             Owner::LegacyListen(_) | Owner::LegacySession => {
+                // A server may deliver a call's response or progress on a GET stream (legacy
+                // "Resumability and Redelivery"): matched by id or token, as on stdio.
+                if self.requests.handle_channel_message(now, text) == Routed::Consumed {
+                    return;
+                }
                 if let Ok(Message::Notification { method, .. }) = Message::parse(text) {
                     self.notification(None, method, text.to_owned());
                 }
@@ -3094,6 +3115,7 @@ impl Client {
     }
 
     fn stream_failed(&mut self, now: Instant, stream: StreamId, status: Option<u16>) {
+        self.opening_answered(now, stream);
         if let Some(s) = self.streams.remove(&stream) {
             // A broken legacy SSE stream is resumed like one the server closed ("Disconnection
             // MAY occur at any time").
@@ -3255,9 +3277,9 @@ impl Client {
     }
 
     /// Legacy HTTP: opens the session's GET stream (closing an older one).
-    fn open_session_stream(&mut self) {
+    fn open_session_stream(&mut self) -> Option<StreamId> {
         if self.config.transport != Transport::Http || !self.config.legacy_listen {
-            return;
+            return None;
         }
         if let Some(old) = self.session_stream {
             self.streams.remove(&old);
@@ -3265,10 +3287,34 @@ impl Client {
             self.set_session_stream(None, None);
         }
         self.resumes.retain(|r| r.owner != Owner::LegacySession);
-        if let Ok(headers) = self.legacy.session_headers() {
-            let stream = self.open_get(Owner::LegacySession, headers, None);
-            self.session_stream = Some(stream);
+        let headers = self.legacy.session_headers().ok()?;
+        let stream = self.open_get(Owner::LegacySession, headers, None);
+        self.session_stream = Some(stream);
+        Some(stream)
+    }
+
+    /// Legacy HTTP: the server answered (or failed) `stream`; when it was the last of the
+    /// session's opening exchanges, the session's requests go out.
+    fn opening_answered(&mut self, now: Instant, stream: StreamId) {
+        if self.opening.1.is_none() {
+            return;
         }
+        self.opening.0.retain(|s| *s != stream);
+        if self.opening.0.is_empty() {
+            self.session_opened(now);
+        }
+    }
+
+    /// The legacy session is open: the requests held for it go out, then the queued operations.
+    fn session_opened(&mut self, now: Instant) {
+        self.opening = (Vec::new(), None);
+        if self.legacy.phase() != legacy::Phase::Ready {
+            return;
+        }
+        for (req, _, body) in std::mem::take(&mut self.held) {
+            self.transmit_request(req, body);
+        }
+        self.dispatch_queued(now);
     }
 
     /// A non-2xx answer on `s`.
