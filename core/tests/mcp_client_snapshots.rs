@@ -246,10 +246,7 @@ fn legacy_http_handshake_requests_and_session_end() {
             now,
             SystemTime::UNIX_EPOCH,
             stream,
-            ResponseHead {
-                status,
-                headers: h,
-            },
+            ResponseHead { status, headers: h },
         )
         .unwrap();
     }

@@ -15,6 +15,10 @@
 //!   `-32022` picks the highest common version and retries, `-32021` declares the missing
 //!   capability when the host supports it and retries, `-32020` refreshes `tools/list` and
 //!   retries once. The verdict is kept ([`Client::era`]) and re-probed only when it breaks.
+//!   A `server/discover` answered with a result that is no `DiscoverResult` means legacy too.
+//!   A legacy HTTP session opens its GET stream ([`ClientConfig::legacy_listen`]) for the
+//!   server's own requests, and resumes an SSE stream the server closed after an event id with
+//!   a GET carrying `Last-Event-ID`, after the stream's `retry`.
 //! - **MRTR** ([`super::mrtr`]): an `input_required` result surfaces [`Event::InputRequested`];
 //!   the host answers with [`Client::answer_input`]; the retry goes out with a new id once every
 //!   key is answered. Retries are never cached.
