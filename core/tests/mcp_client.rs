@@ -476,6 +476,20 @@ fn http_falls_back_to_initialize_on_a_legacy_400_and_resends_the_operation() {
         .to_owned();
     assert_eq!(initialized.header("Mcp-Session-Id"), Some(sid.as_str()));
     h.reply(initialized.stream, 202, &[], "");
+    // Legacy "Listening for Messages from the Server": the session's GET stream.
+    let listen = h.next_sent();
+    assert_eq!(listen.method, Method::Get);
+    assert_eq!(listen.header("Accept"), Some("text/event-stream"));
+    assert_eq!(listen.header("Mcp-Session-Id"), Some(sid.as_str()));
+    assert_eq!(listen.header("MCP-Protocol-Version"), Some("2025-11-25"));
+    // The session's requests wait until the server answered both (it can then reach us).
+    h.drain();
+    assert!(
+        h.sent.is_empty(),
+        "nothing before the GET's answer: {:?}",
+        h.sent
+    );
+    sse_head(&mut h, listen.stream);
     let again = h.next_sent();
     assert_eq!(again.rpc_method(), "tools/list");
     assert!(
@@ -713,6 +727,14 @@ fn header_mismatch_refreshes_tools_list_and_retries_once() {
 
 // ---------------------------------------------------------------------------------------------
 // MRTR.
+
+/// A legacy-pinned HTTP client without the session's GET stream (for tests of other things).
+fn legacy_quiet_config() -> ClientConfig {
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.protocol = ProtocolChoice::Legacy;
+    config.legacy_listen = false;
+    config
+}
 
 fn elicit_config() -> ClientConfig {
     recorded_http_config().with_capabilities(ClientCapabilities::none().with_elicitation_form())
@@ -1208,6 +1230,7 @@ fn a_legacy_http_cancellation_or_timeout_posts_cancelled_in_the_session() {
     h.reply_fx(&init, "python-sdk/http/30-legacy-initialize.json");
     let initialized = h.next_sent();
     h.reply(initialized.stream, 202, &[], "");
+    open_session_stream(&mut h);
     let session = initialized.header("Mcp-Session-Id").unwrap().to_owned();
     h.take_events();
 
@@ -1374,9 +1397,7 @@ fn a_known_era_skips_the_probe() {
 /// the session; the client initializes again and resends the request with a new id.
 #[test]
 fn a_legacy_session_404_reinitializes_and_resends() {
-    let mut config = ClientConfig::new(Transport::Http, info());
-    config.protocol = ProtocolChoice::Legacy;
-    let mut h = Harness::new(config);
+    let mut h = Harness::new(legacy_quiet_config());
     let op = h.c.list(h.now, ListKind::Tools, None);
     let init = h.next_sent();
     h.reply_fx(&init, "python-sdk/http/30-legacy-initialize.json");
@@ -1397,7 +1418,8 @@ fn a_legacy_session_404_reinitializes_and_resends() {
     assert_eq!(init2.rpc_method(), "initialize");
     assert_eq!(init2.header("Mcp-Session-Id"), None);
     h.reply_fx(&init2, "python-sdk/http/30-legacy-initialize.json");
-    let _ = h.next_sent(); // initialized
+    let notif2 = h.next_sent();
+    h.reply(notif2.stream, 202, &[], "");
     let list2 = h.next_sent();
     assert_eq!(list2.rpc_method(), "tools/list");
     assert_ne!(list2.id(), list.id());
@@ -1422,6 +1444,7 @@ fn a_cancelled_or_timed_out_legacy_http_call_is_cancelled_by_notification_in_the
     h.reply_fx(&init, "python-sdk/http/30-legacy-initialize.json");
     let initialized = h.next_sent();
     h.reply(initialized.stream, 202, &[], "");
+    open_session_stream(&mut h);
     let call = h.next_sent();
     assert_eq!(call.rpc_method(), "tools/call");
     let session = call.header("Mcp-Session-Id").map(str::to_owned);
@@ -1491,11 +1514,17 @@ fn shutdown_ends_a_legacy_http_session_with_delete() {
     h.c.discover(h.now);
     let init = h.next_sent();
     h.reply_fx(&init, "python-sdk/http/30-legacy-initialize.json");
-    let _ = h.next_sent();
+    let _initialized = h.next_sent();
+    let listen = h.next_sent();
+    assert_eq!(listen.method, Method::Get);
     h.c.shutdown(h.now);
     let del = h.next_sent();
     assert_eq!(del.method, Method::Delete);
     assert!(del.header("Mcp-Session-Id").is_some());
+    assert!(
+        h.closed.contains(&listen.stream),
+        "the session's GET stream is closed"
+    );
 }
 
 /// `basic/patterns/subscriptions.mdx`: listen with only the kinds asked for; notifications are
@@ -1677,9 +1706,7 @@ fn refresh_policy_bypasses_a_fresh_entry() {
 /// the same subscription events and invalidate the cache.
 #[test]
 fn a_legacy_subscription_uses_the_get_stream_and_resources_subscribe() {
-    let mut config = ClientConfig::new(Transport::Http, info());
-    config.protocol = ProtocolChoice::Legacy;
-    let mut h = Harness::new(config);
+    let mut h = Harness::new(legacy_quiet_config());
     assert!(
         h.c.subscribe(
             h.now,
@@ -1705,7 +1732,8 @@ fn a_legacy_subscription_uses_the_get_stream_and_resources_subscribe() {
         ],
         &result.to_string(),
     );
-    let _initialized = h.next_sent();
+    let initialized = h.next_sent();
+    h.reply(initialized.stream, 202, &[], "");
     let list = h.next_sent();
     let body = json!({"jsonrpc": "2.0", "id": list.id(), "result": {"tools": [], "ttlMs": 600000}});
     h.reply(
@@ -1820,6 +1848,7 @@ fn a_legacy_stdio_subscription_reports_notifications_from_stdout() {
 fn a_legacy_elicitation_request_is_answered_through_the_same_api() {
     let mut config = elicit_config();
     config.protocol = ProtocolChoice::Legacy;
+    config.legacy_listen = false;
     let mut h = Harness::new(config);
     let call = h.c.call_tool(
         h.now,
@@ -1833,7 +1862,8 @@ fn a_legacy_elicitation_request_is_answered_through_the_same_api() {
         json!({"elicitation": {"form": {}}})
     );
     h.reply_fx(&init, "python-sdk/http/30-legacy-initialize.json");
-    let _initialized = h.next_sent();
+    let initialized = h.next_sent();
+    h.reply(initialized.stream, 202, &[], "");
     let s = h.next_sent();
     assert_eq!(s.rpc_method(), "tools/call");
     let ask = json!({"jsonrpc": "2.0", "id": 0, "method": "elicitation/create", "params": {"message": "Sure?",
@@ -2130,6 +2160,7 @@ fn ping_with_the_era_unknown_learns_the_era_first_and_pings_a_legacy_server() {
     let initialized = h.next_sent();
     assert_eq!(initialized.rpc_method(), "notifications/initialized");
     h.reply(initialized.stream, 202, &[], "");
+    open_session_stream(&mut h);
     let s = h.next_sent();
     assert_eq!(s.rpc_method(), "ping");
     assert!(s.header("Mcp-Session-Id").is_some());
@@ -2187,6 +2218,7 @@ fn a_call_whose_listing_meets_a_legacy_server_goes_out_in_the_legacy_session() {
     let initialized = h.next_sent();
     assert_eq!(initialized.rpc_method(), "notifications/initialized");
     h.reply(initialized.stream, 202, &[], "");
+    open_session_stream(&mut h);
     let s = h.next_sent();
     assert_eq!(s.rpc_method(), "tools/call");
     assert!(s.header("Mcp-Session-Id").is_some());
@@ -2194,4 +2226,345 @@ fn a_call_whose_listing_meets_a_legacy_server_goes_out_in_the_legacy_session() {
     h.reply_fx(&s, "server-everything/http/06-legacy-tools-call-echo.json");
     assert!(result_of(&h.take_events(), call).is_some());
     assert!(h.sent.is_empty(), "the call went out once");
+}
+
+// Legacy HTTP: the session's GET stream, resumption, and era detection by the discover answer.
+
+/// A legacy HTTP client past its handshake with the session's GET stream open.
+fn legacy_with_session_stream(config: ClientConfig) -> (Harness, Sent) {
+    let mut h = Harness::new(config);
+    h.c.discover(h.now);
+    let init = h.next_sent();
+    h.reply_fx(&init, "python-sdk/http/30-legacy-initialize.json");
+    let initialized = h.next_sent();
+    assert_eq!(initialized.rpc_method(), "notifications/initialized");
+    h.reply(initialized.stream, 202, &[], "");
+    let listen = h.next_sent();
+    assert_eq!(listen.method, Method::Get);
+    assert_eq!(listen.header("Accept"), Some("text/event-stream"));
+    assert_eq!(listen.header("Last-Event-ID"), None);
+    assert!(listen.header("Mcp-Session-Id").is_some());
+    sse_head(&mut h, listen.stream);
+    h.take_events();
+    (h, listen)
+}
+
+fn legacy_elicit_config() -> ClientConfig {
+    let mut config = elicit_config();
+    config.protocol = ProtocolChoice::Legacy;
+    config
+}
+
+/// Opens an SSE response on `stream` (head only).
+fn sse_head(h: &mut Harness, stream: StreamId) {
+    let mut hs = Headers::new();
+    hs.append("content-type", "text/event-stream").unwrap();
+    h.c.handle_response_head(
+        h.now,
+        SystemTime::now(),
+        stream,
+        ResponseHead {
+            status: 200,
+            headers: hs,
+        },
+    )
+    .unwrap();
+}
+
+fn sse_data(h: &mut Harness, stream: StreamId, text: &str) {
+    h.c.handle_response_data(h.now, stream, text.as_bytes())
+        .unwrap();
+    h.drain();
+}
+
+/// Legacy `basic/transports.mdx`, "Listening for Messages from the Server": after the handshake
+/// the client opens the session's GET stream; a request the server sends there (an
+/// `elicitation/create` that belongs to no call's stream, as the TypeScript SDK's server sends
+/// it) is surfaced for the call in flight and answered by POST in the session.
+#[test]
+fn the_legacy_session_stream_carries_server_requests_for_the_call_in_flight() {
+    let (mut h, listen) = legacy_with_session_stream(legacy_elicit_config());
+    let call =
+        h.c.call_tool(h.now, "confirm", Map::new(), OpOptions::default());
+    let post = h.next_sent();
+    assert_eq!(post.rpc_method(), "tools/call");
+    let ask = json!({"jsonrpc": "2.0", "id": 7, "method": "elicitation/create", "params": {"message": "Name?",
+        "requestedSchema": {"type": "object", "properties": {"name": {"type": "string", "default": "Ada"}}}}});
+    sse_data(
+        &mut h,
+        listen.stream,
+        &format!("event: message\ndata: {ask}\n\n"),
+    );
+    let (key, form) = h
+        .take_events()
+        .into_iter()
+        .find_map(|e| match e {
+            Event::InputRequested { op, requests, .. } if op == call => {
+                Some((requests[0].key.clone(), requests[0].request.clone()))
+            }
+            _ => None,
+        })
+        .expect("the request on the session stream is surfaced for the call in flight");
+    let mcpwire_core::mcp::mrtr::InputRequest::Elicitation(
+        mcpwire_core::mcp::elicitation::ElicitationRequest::Form(form),
+    ) = form
+    else {
+        panic!("a form");
+    };
+    let content = form.schema.with_defaults(Map::new());
+    h.c.answer_input(
+        h.now,
+        call,
+        &key,
+        InputAnswer::Elicitation(ElicitAnswer::Accept(content)),
+    )
+    .unwrap();
+    let answer = h.next_sent();
+    assert_eq!(answer.method, Method::Post);
+    assert_eq!(
+        answer.body,
+        json!({"jsonrpc": "2.0", "id": 7, "result": {"action": "accept", "content": {"name": "Ada"}}})
+    );
+    assert_eq!(
+        answer.header("Mcp-Session-Id"),
+        listen.header("Mcp-Session-Id")
+    );
+    let done = json!({"jsonrpc": "2.0", "id": post.id(), "result": {"content": []}});
+    h.reply(
+        post.stream,
+        200,
+        &[("content-type", "application/json")],
+        &done.to_string(),
+    );
+    assert!(result_of(&h.take_events(), call).is_some());
+}
+
+/// Legacy `basic/transports.mdx`, "Sending Messages to the Server" 6 and "Resumability and
+/// Redelivery": a call's SSE stream that the server closes after an event id, before the
+/// response, is not a failure; the client waits the `retry` it was given, then resumes with a
+/// GET carrying `Last-Event-ID`, and the response arrives there.
+#[test]
+fn a_legacy_sse_stream_closed_early_is_resumed_with_last_event_id_after_retry() {
+    let (mut h, _listen) = legacy_with_session_stream(legacy_elicit_config());
+    let call =
+        h.c.call_tool(h.now, "slow", Map::new(), OpOptions::default());
+    let post = h.next_sent();
+    sse_head(&mut h, post.stream);
+    sse_data(&mut h, post.stream, "id: ev-2\nretry: 500\ndata: \n\n");
+    h.c.handle_response_end(h.now, post.stream).unwrap();
+    h.drain();
+    assert!(
+        failure_of(&h.take_events(), call).is_none(),
+        "not a failure"
+    );
+    assert!(h.sent.is_empty(), "nothing before retry: {:?}", h.sent);
+    h.advance(Duration::from_millis(499));
+    assert!(h.sent.is_empty(), "nothing before retry: {:?}", h.sent);
+    h.advance(Duration::from_millis(1));
+    let get = h.next_sent();
+    assert_eq!(get.method, Method::Get);
+    assert_eq!(get.header("Last-Event-ID"), Some("ev-2"));
+    assert_eq!(get.header("Accept"), Some("text/event-stream"));
+    assert_eq!(get.header("Mcp-Session-Id"), post.header("Mcp-Session-Id"));
+    let done = json!({"jsonrpc": "2.0", "id": post.id(), "result": {"content": [{"type": "text", "text": "ok"}]}});
+    sse_head(&mut h, get.stream);
+    sse_data(
+        &mut h,
+        get.stream,
+        &format!("id: ev-3\ndata: \n\nevent: message\nid: ev-4\ndata: {done}\n\n"),
+    );
+    h.c.handle_response_end(h.now, get.stream).unwrap();
+    let (result, _, _) = result_of(&h.take_events(), call).expect("the response came on the GET");
+    assert_eq!(result["content"][0]["text"], "ok");
+    h.advance(Duration::from_secs(5));
+    assert!(
+        h.sent.is_empty(),
+        "no resume after the response: {:?}",
+        h.sent
+    );
+}
+
+/// The same section: without an event id there is nothing to resume from, so a tool call's
+/// stream that ends early fails (it is never resent blindly); and a server that keeps closing
+/// the stream without a new event is not polled forever.
+#[test]
+fn a_legacy_stream_without_an_event_id_or_with_no_progress_is_not_resumed() {
+    let (mut h, _listen) = legacy_with_session_stream(legacy_elicit_config());
+    let call = h.c.call_tool(h.now, "a", Map::new(), OpOptions::default());
+    let post = h.next_sent();
+    sse_head(&mut h, post.stream);
+    sse_data(&mut h, post.stream, "retry: 10\ndata: \n\n");
+    h.c.handle_response_end(h.now, post.stream).unwrap();
+    assert!(failure_of(&h.take_events(), call).is_some());
+
+    let call = h.c.call_tool(h.now, "b", Map::new(), OpOptions::default());
+    let post = h.next_sent();
+    sse_head(&mut h, post.stream);
+    sse_data(&mut h, post.stream, "id: same\nretry: 10\ndata: \n\n");
+    h.c.handle_response_end(h.now, post.stream).unwrap();
+    let mut gets = 0;
+    for _ in 0..10 {
+        h.advance(Duration::from_millis(10));
+        let Some(get) = h.sent.pop() else { break };
+        assert_eq!(get.header("Last-Event-ID"), Some("same"));
+        gets += 1;
+        sse_head(&mut h, get.stream);
+        sse_data(&mut h, get.stream, "id: same\nretry: 10\ndata: \n\n");
+        h.c.handle_response_end(h.now, get.stream).unwrap();
+    }
+    assert!(
+        (1..10).contains(&gets),
+        "resumed {gets} times without progress"
+    );
+    assert!(failure_of(&h.take_events(), call).is_some());
+}
+
+/// Legacy subscriptions ride on the session's GET stream (a server may allow only one GET
+/// stream per session), and end with it.
+#[test]
+fn a_legacy_subscription_rides_on_the_session_stream() {
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.protocol = ProtocolChoice::Legacy;
+    let mut h = Harness::new(config);
+    h.c.discover(h.now);
+    let init = h.next_sent();
+    let result = json!({"jsonrpc": "2.0", "id": init.id(), "result": {"protocolVersion": "2025-11-25",
+        "capabilities": {"tools": {"listChanged": true}}, "serverInfo": {"name": "s", "version": "1"}}});
+    h.reply(
+        init.stream,
+        200,
+        &[
+            ("content-type", "application/json"),
+            ("mcp-session-id", "s-1"),
+        ],
+        &result.to_string(),
+    );
+    let initialized = h.next_sent();
+    h.reply(initialized.stream, 202, &[], "");
+    let listen = h.next_sent();
+    assert_eq!(listen.method, Method::Get);
+    assert_eq!(listen.header("Mcp-Session-Id"), Some("s-1"));
+    sse_head(&mut h, listen.stream);
+    let sub =
+        h.c.subscribe(
+            h.now,
+            SubscriptionFilter {
+                tools_list_changed: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    h.drain();
+    assert!(
+        h.sent.iter().all(|s| s.method != Method::Get),
+        "no second GET: {:?}",
+        h.sent
+    );
+    h.take_events();
+    sse_data(
+        &mut h,
+        listen.stream,
+        "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n",
+    );
+    assert!(h.take_events().iter().any(|e| matches!(e,
+        Event::Subscription(subscription::Event::Changed { sub: s, change: subscription::Change::ToolsListChanged }) if *s == sub)));
+    h.c.handle_response_end(h.now, listen.stream).unwrap();
+    assert!(h.take_events().iter().any(|e| matches!(e,
+        Event::Subscription(subscription::Event::Ended { sub: s, .. }) if *s == sub)));
+}
+
+/// `basic/versioning.mdx`, compatibility matrix (a legacy server may process an era-ambiguous
+/// method under legacy semantics): on HTTP, a `server/discover` answered with a result that is
+/// no `DiscoverResult` (here `{}`) means legacy: the client initializes and answers the
+/// host's discover from the `initialize` result.
+#[test]
+fn http_discover_answered_with_an_empty_result_falls_back_to_initialize() {
+    let mut h = Harness::http();
+    let d = h.c.discover(h.now);
+    let first = h.next_sent();
+    assert_eq!(first.rpc_method(), "server/discover");
+    let empty = json!({"jsonrpc": "2.0", "id": first.id(), "result": {}});
+    h.reply(
+        first.stream,
+        200,
+        &[("content-type", "application/json")],
+        &empty.to_string(),
+    );
+    let ev = h.take_events();
+    assert!(ev.contains(&Event::Retrying {
+        op: d,
+        reason: RetryReason::LegacyFallback
+    }));
+    let init = h.next_sent();
+    assert_eq!(init.rpc_method(), "initialize");
+    h.reply_fx(&init, "python-sdk/http/30-legacy-initialize.json");
+    let initialized = h.next_sent();
+    h.reply(initialized.stream, 202, &[], "");
+    let listen = h.next_sent();
+    sse_head(&mut h, listen.stream);
+    let ev = h.take_events();
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        Event::EraDetected {
+            era: Era::Legacy,
+            evidence: EraEvidence::NotADiscoverResult,
+            ..
+        }
+    )));
+    let (result, _, source) = result_of(&ev, d).unwrap();
+    assert_eq!(source, ResultSource::Handshake);
+    assert!(result.get("capabilities").is_some());
+
+    // Pinned to modern, the same answer is the server's result, not a fallback.
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.protocol = ProtocolChoice::Modern;
+    let mut h = Harness::new(config);
+    let d = h.c.discover(h.now);
+    let first = h.next_sent();
+    let empty = json!({"jsonrpc": "2.0", "id": first.id(), "result": {}});
+    h.reply(
+        first.stream,
+        200,
+        &[("content-type", "application/json")],
+        &empty.to_string(),
+    );
+    assert!(result_of(&h.take_events(), d).is_some());
+    h.drain();
+    assert!(h.sent.is_empty());
+}
+
+/// Legacy "Resumability and Redelivery": a server may redeliver a call's response on a GET
+/// stream (the conformance suite's sse-retry server answers the first GET it sees, which can be
+/// the session's stream when that GET reaches it after the call). The response is matched by
+/// its id and ends the call; the call's own stream closing afterwards resumes nothing.
+#[test]
+fn a_call_response_on_the_session_stream_ends_the_call() {
+    let (mut h, listen) = legacy_with_session_stream(legacy_elicit_config());
+    let call =
+        h.c.call_tool(h.now, "slow", Map::new(), OpOptions::default());
+    let post = h.next_sent();
+    sse_head(&mut h, post.stream);
+    sse_data(&mut h, post.stream, "id: ev-1\nretry: 500\ndata: \n\n");
+    let done = json!({"jsonrpc": "2.0", "id": post.id(), "result": {"content": []}});
+    sse_data(
+        &mut h,
+        listen.stream,
+        &format!("id: ev-2\nretry: 500\ndata: \n\nevent: message\nid: ev-3\ndata: {done}\n\n"),
+    );
+    assert!(result_of(&h.take_events(), call).is_some());
+    h.c.handle_response_end(h.now, post.stream).unwrap();
+    h.advance(Duration::from_secs(2));
+    assert!(h.sent.is_empty(), "nothing to resume: {:?}", h.sent);
+    assert!(failure_of(&h.take_events(), call).is_none());
+}
+
+/// Legacy HTTP, after `notifications/initialized` was answered: the session's GET stream
+/// (legacy "Listening for Messages from the Server") is opened and answered, so the session's
+/// requests may go out.
+fn open_session_stream(h: &mut Harness) -> Sent {
+    let listen = h.next_sent();
+    assert_eq!(listen.method, Method::Get);
+    assert_eq!(listen.header("Accept"), Some("text/event-stream"));
+    sse_head(h, listen.stream);
+    listen
 }

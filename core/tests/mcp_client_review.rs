@@ -158,6 +158,14 @@ fn initialize_result(id: &Value) -> Value {
         "serverInfo":{"name":"legacy","version":"1"}}})
 }
 
+/// An HTTP client that opens no legacy session GET stream (these findings are about the
+/// requests; the stream is covered in mcp_client.rs).
+fn http_without_session_stream() -> ClientConfig {
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.legacy_listen = false;
+    config
+}
+
 fn tools_result(id: &Value) -> Value {
     json!({"jsonrpc":"2.0","id":id,"result":{"tools":[]}})
 }
@@ -171,7 +179,7 @@ fn tools_result(id: &Value) -> Value {
 /// session after `initialize`, not fail with the server's "not initialized" error.
 #[test]
 fn every_modern_request_in_flight_at_fallback_is_resent_in_the_legacy_session() {
-    let mut h = H::new(ClientConfig::new(Transport::Http, info()));
+    let mut h = H::new(http_without_session_stream());
     let a = h.c.list(h.now, ListKind::Tools, None);
     let b = h.c.list(h.now, ListKind::Prompts, None);
     let sa = h.next_sent();
@@ -200,6 +208,7 @@ fn every_modern_request_in_flight_at_fallback_is_resent_in_the_legacy_session() 
     );
     let initialized = h.next_sent();
     assert_eq!(initialized.body["method"], "notifications/initialized");
+    h.reply(initialized.stream, 202, &[], "");
     let mut resent = vec![h.next_sent(), h.next_sent()];
     resent.sort_by_key(|s| s.body["method"].as_str().unwrap().to_owned());
     assert_eq!(resent[0].body["method"], "prompts/list");
@@ -297,7 +306,7 @@ fn missing_capability_on_an_mrtr_retry_keeps_input_responses_and_request_state()
 /// resent in that session, with no second `initialize` (which would replace the session).
 #[test]
 fn a_modern_request_rejected_after_the_session_is_up_is_resent_without_a_new_handshake() {
-    let mut h = H::new(ClientConfig::new(Transport::Http, info()));
+    let mut h = H::new(http_without_session_stream());
     let a = h.c.list(h.now, ListKind::Tools, None);
     let b = h.c.list(h.now, ListKind::Prompts, None);
     let sa = h.next_sent();
@@ -313,7 +322,9 @@ fn a_modern_request_rejected_after_the_session_is_up_is_resent_without_a_new_han
         ],
         &initialize_result(&init.body["id"]).to_string(),
     );
-    assert_eq!(h.next_sent().body["method"], "notifications/initialized");
+    let initialized = h.next_sent();
+    assert_eq!(initialized.body["method"], "notifications/initialized");
+    h.reply(initialized.stream, 202, &[], "");
     let ra = h.next_sent();
     assert_eq!(ra.body["method"], "tools/list");
     h.reply_json(&ra, 200, tools_result(&ra.body["id"]));
@@ -496,7 +507,7 @@ fn a_held_resend_that_timed_out_is_never_written_after_the_handshake() {
 /// (fallback, handshake, MRTR, version retry). Checked here on a long mixed HTTP run.
 #[test]
 fn ids_stay_unique_across_fallback_and_session_expiry() {
-    let mut h = H::new(ClientConfig::new(Transport::Http, info()));
+    let mut h = H::new(http_without_session_stream());
     let mut seen = std::collections::BTreeSet::new();
     let _ = h.c.list(h.now, ListKind::Tools, None);
     let s = h.next_sent();
@@ -516,7 +527,8 @@ fn ids_stay_unique_across_fallback_and_session_expiry() {
             ],
             &initialize_result(&init.body["id"]).to_string(),
         );
-        let _initialized = h.next_sent();
+        let initialized = h.next_sent();
+        h.reply(initialized.stream, 202, &[], "");
         let l = h.next_sent();
         assert_eq!(l.headers.get("Mcp-Session-Id"), Some(sid.as_str()));
         assert!(seen.insert(l.body["id"].to_string()));

@@ -232,7 +232,26 @@ fn legacy_http_handshake_requests_and_session_end() {
         "capabilities": {"tools": {}}, "serverInfo": {"name": "s", "version": "1"}}});
     reply(&mut c, now, s, &[("mcp-session-id", "sess-1")], &init);
     snap.insert(
-        "initialized_then_tools_list".into(),
+        "initialized_and_the_session_get".into(),
+        Value::Array(wire(&mut c)),
+    );
+    // The server answers both (202, then the GET's SSE head): the held request goes out.
+    for (stream, status, content_type) in [
+        (StreamId(s.0 + 1), 202, "application/json"),
+        (StreamId(s.0 + 2), 200, "text/event-stream"),
+    ] {
+        let mut h = Headers::new();
+        h.append("content-type", content_type).unwrap();
+        c.handle_response_head(
+            now,
+            SystemTime::UNIX_EPOCH,
+            stream,
+            ResponseHead { status, headers: h },
+        )
+        .unwrap();
+    }
+    snap.insert(
+        "tools_list_once_the_session_is_open".into(),
         Value::Array(wire(&mut c)),
     );
     c.shutdown(now);

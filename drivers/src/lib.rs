@@ -8,6 +8,8 @@
 //! - [`mcp_client`]: an MCP client of one server on a driver ([`mcp_client::blocking::McpClient`],
 //!   and `mcp_client::smol::McpClient` with the same methods as `async fn`s);
 //! - [`client_cli`]: `mcpwire client`, an MCP client for people and scripts;
+//! - [`conformance_client`]: `mcpwire conformance-client`, the client the official MCP
+//!   conformance runner starts (hidden from `--help`);
 //! - [`tunnel_run`]: `mcpwire tunnel run` (flags, health endpoints, logs) on top of a driver;
 //! - [`dev`]: the local dev servers behind `mcpwire dev` (a reference MCP server and a local
 //!   tunnel control plane);
@@ -20,6 +22,8 @@
 pub mod blocking;
 #[cfg(feature = "blocking")]
 pub mod client_cli;
+#[cfg(feature = "blocking")]
+pub mod conformance_client;
 pub mod demo;
 pub mod dev;
 #[cfg(feature = "blocking")]

@@ -33,6 +33,14 @@ enum Command {
     /// An MCP client: discover, list, call tools, read resources, get prompts, subscribe.
     #[cfg(feature = "blocking")]
     Client(Box<mcpwire_drivers::client_cli::ClientArgs>),
+    /// The client the official MCP conformance runner starts: it appends the test server's URL
+    /// and names the scenario in MCP_CONFORMANCE_SCENARIO (hidden: not for people).
+    #[cfg(feature = "blocking")]
+    #[command(hide = true)]
+    ConformanceClient {
+        /// The test server's URL.
+        url: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -75,6 +83,8 @@ fn main() -> ExitCode {
             args.set_trailing_command(stdio_command);
             mcpwire_drivers::client_cli::run(*args)
         }
+        #[cfg(feature = "blocking")]
+        Command::ConformanceClient { url } => mcpwire_drivers::conformance_client::run(&url),
     }
 }
 

@@ -1058,3 +1058,53 @@ mod on_a_terminal {
         assert!(srv.server().requests().is_empty());
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// `mcpwire conformance-client URL`: what the official conformance runner starts.
+
+fn conformance_client(url: &str, scenario: &str, context: Option<&str>) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["conformance-client", url])
+        .stdin(Stdio::null())
+        .env("MCP_CONFORMANCE_SCENARIO", scenario)
+        .env_remove("MCP_CONFORMANCE_CONTEXT");
+    if let Some(c) = context {
+        cmd.env("MCP_CONFORMANCE_CONTEXT", c);
+    }
+    cmd.output().unwrap()
+}
+
+/// The runner appends the URL and names the scenario in the environment; the context's
+/// `toolCalls` are made as given, in either era, and the exit status says it all went well.
+#[test]
+fn conformance_client_makes_the_context_tool_calls_in_both_eras() {
+    let context =
+        r#"{"name":"x","toolCalls":[{"name":"echo","arguments":{"text":"from the runner"}}]}"#;
+    for era in [EraMode::Modern, EraMode::Legacy] {
+        let srv = server(era);
+        let o = conformance_client(&srv.url(), "http-custom-headers", Some(context));
+        ok(&o);
+        assert_eq!(calls(&srv, "tools/call"), 1, "{era:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("tools/call echo: ok"), "{}", stderr(&o));
+    }
+}
+
+/// A list-only scenario calls nothing; a context that is not JSON is an error naming the
+/// variable; and the subcommand is not offered to people in `--help`.
+#[test]
+fn conformance_client_lists_only_when_asked_and_is_hidden() {
+    let srv = server(EraMode::Dual);
+    ok(&conformance_client(
+        &srv.url(),
+        "json-schema-ref-no-deref",
+        None,
+    ));
+    assert_eq!(calls(&srv, "tools/list"), 1);
+    assert_eq!(calls(&srv, "tools/call"), 0);
+    let e = failed(&conformance_client(&srv.url(), "tools_call", Some("{nope")));
+    assert!(e.contains("MCP_CONFORMANCE_CONTEXT"), "{e}");
+    let help = Command::new(BIN).arg("--help").output().unwrap();
+    assert!(!String::from_utf8(help.stdout)
+        .unwrap()
+        .contains("conformance"));
+}

@@ -8,8 +8,8 @@ use mcpwire_core::http::Headers;
 use mcpwire_core::jsonrpc::{Id, Message};
 use mcpwire_core::mcp::discover::DiscoverResult;
 use mcpwire_core::mcp::era::{
-    classify_http_400, classify_probe, negotiate_version, Http400Verdict, ModernError,
-    ProbeOutcome, ProbeVerdict,
+    classify_http_400, classify_probe, negotiate_version, Http400Verdict, LegacyEvidence,
+    ModernError, ProbeOutcome, ProbeVerdict,
 };
 use mcpwire_core::mcp::legacy::{LegacySession, Phase, KNOWN_LEGACY_VERSIONS};
 use mcpwire_core::mcp::meta::{ClientCapabilities, Implementation};
@@ -59,7 +59,8 @@ fuzz_target!(|data: &[u8]| {
                     assert!(matches!(msg, Message::Response { .. }));
                     check_round_trip(&r);
                 }
-                ProbeVerdict::ModernMalformed(_) => {
+                ProbeVerdict::ModernMalformed(_)
+                | ProbeVerdict::Legacy(LegacyEvidence::NotADiscoverResult) => {
                     assert!(matches!(msg, Message::Response { .. }))
                 }
                 ProbeVerdict::ModernError(_) | ProbeVerdict::Legacy(_) => {

@@ -15,6 +15,10 @@
 //!   `-32022` picks the highest common version and retries, `-32021` declares the missing
 //!   capability when the host supports it and retries, `-32020` refreshes `tools/list` and
 //!   retries once. The verdict is kept ([`Client::era`]) and re-probed only when it breaks.
+//!   A `server/discover` answered with a result that is no `DiscoverResult` means legacy too.
+//!   A legacy HTTP session opens its GET stream ([`ClientConfig::legacy_listen`]) for the
+//!   server's own requests, and resumes an SSE stream the server closed after an event id with
+//!   a GET carrying `Last-Event-ID`, after the stream's `retry`.
 //! - **MRTR** ([`super::mrtr`]): an `input_required` result surfaces [`Event::InputRequested`];
 //!   the host answers with [`Client::answer_input`]; the retry goes out with a new id once every
 //!   key is answered. Retries are never cached.
@@ -112,6 +116,19 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// How long the stdio `server/discover` probe waits before the server counts as legacy (10 s).
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Legacy HTTP: how long to wait before resuming an SSE stream whose server set no `retry`.
+pub const DEFAULT_SSE_RETRY: Duration = Duration::from_secs(1);
+/// Legacy HTTP: the longest `retry` honoured (a larger one is cut to this).
+pub const MAX_SSE_RETRY: Duration = Duration::from_secs(60);
+/// Legacy HTTP: the most times one stream is resumed.
+pub const MAX_SSE_RESUMES: u32 = 100;
+/// Legacy HTTP: the most resumes in a row that brought no new event before the stream counts
+/// as broken.
+pub const MAX_STALLED_SSE_RESUMES: u32 = 3;
+/// Legacy HTTP: the longest the session's first requests wait for the server to answer
+/// `notifications/initialized` and the session's GET stream (see [`ClientConfig::legacy_listen`]).
+pub const SESSION_OPEN_WAIT: Duration = Duration::from_secs(2);
+
 /// Legacy-era subscription handles start here, apart from the `subscriptions/listen` ones.
 const LEGACY_SUB_BASE: u64 = 1 << 48;
 
@@ -174,6 +191,11 @@ pub struct ClientConfig {
     /// with invalid annotations is refused without being called (default `true`). Off, such a
     /// call goes out without those headers and relies on the server's `-32020` to refresh.
     pub list_tools_before_call: bool,
+    /// Streamable HTTP, legacy era: after `initialize`, open the session's GET stream
+    /// (legacy `basic/transports.mdx`, "Listening for Messages from the Server") to receive
+    /// the server's requests (such as `elicitation/create`) and notifications that it sends
+    /// outside any call's stream. A server without one answers `405`. Default `true`.
+    pub legacy_listen: bool,
 }
 
 impl ClientConfig {
@@ -197,6 +219,7 @@ impl ClientConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             jitter_seed: 0,
             list_tools_before_call: true,
+            legacy_listen: true,
         }
     }
 
@@ -373,6 +396,9 @@ pub enum EraEvidence {
     ProbeError(i64),
     /// stdio: the probe got no answer in time.
     ProbeTimedOut,
+    /// The `server/discover` probe was answered with a result that is no `DiscoverResult`
+    /// (no `supportedVersions`): a legacy server answering a method it does not know.
+    NotADiscoverResult,
 }
 
 /// Why an operation is sent again (informational).
@@ -773,6 +799,8 @@ enum Owner {
     Listen(SubscriptionHandle),
     /// A legacy session's GET stream for a legacy-era subscription.
     LegacyListen(SubscriptionHandle),
+    /// The legacy session's own GET stream ([`ClientConfig::legacy_listen`]).
+    LegacySession,
     /// A notification or an answer: the response is drained and dropped.
     Fire,
 }
@@ -786,6 +814,23 @@ struct Stream {
     head: Option<ResponseHead>,
     retry_after: Option<Duration>,
     body: Body,
+}
+
+/// A legacy SSE stream that ended (or broke) before it was done, to be resumed with a GET
+/// carrying `Last-Event-ID` (legacy `basic/transports.mdx`, "Sending Messages to the Server" 6
+/// and "Resumability and Redelivery").
+#[derive(Debug)]
+struct Resume {
+    /// The request waiting for its response, or the session's own stream.
+    owner: Owner,
+    /// When the GET goes out (`None`: it is out).
+    at: Option<Instant>,
+    /// The last event id the stream carried.
+    last_event_id: String,
+    /// Resumes so far.
+    count: u32,
+    /// Resumes in a row that brought no new event id.
+    stalled: u32,
 }
 
 /// An id source that hands out `first` before anything from the allocator.
@@ -848,6 +893,15 @@ pub struct Client {
     legacy_evidence: Option<EraEvidence>,
     /// The response headers of the stream whose message is being routed.
     current_headers: Headers,
+    /// Legacy HTTP: the session's GET stream, while it is open.
+    session_stream: Option<StreamId>,
+    /// Legacy HTTP: SSE streams being resumed with `Last-Event-ID`.
+    resumes: Vec<Resume>,
+    /// Legacy HTTP: the `notifications/initialized` POST and the session's GET, until the
+    /// server answers them (their heads), the session's other requests wait (at most until
+    /// the instant beside them): the server then has the client ready and able to hear it
+    /// before the first request that may make it ask something.
+    opening: (Vec<StreamId>, Option<Instant>),
     next_op: u64,
     next_stream: u64,
     outputs: VecDeque<Output>,
@@ -902,6 +956,9 @@ impl Client {
             unsent: Vec::new(),
             legacy_evidence: None,
             current_headers: Headers::new(),
+            session_stream: None,
+            resumes: Vec::new(),
+            opening: (Vec::new(), None),
             next_op: 0,
             next_stream: 0,
             outputs: VecDeque::new(),
@@ -1164,10 +1221,8 @@ impl Client {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let a = self.requests.poll_timeout().map(|t| t.at);
         let b = self.subs.poll_timeout().map(|t| t.at);
-        match (a, b) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let c = self.resumes.iter().filter_map(|r| r.at).min();
+        [a, b, c, self.opening.1].into_iter().flatten().min()
     }
 
     // -----------------------------------------------------------------------------------------
@@ -1177,6 +1232,10 @@ impl Client {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.requests.handle_timeout(now, &mut self.ids);
         self.subs.handle_timeout(now, &mut self.ids);
+        self.fire_resumes(now);
+        if self.opening.1.is_some_and(|until| until <= now) {
+            self.session_opened(now);
+        }
         self.pump(now);
     }
 
@@ -1192,6 +1251,7 @@ impl Client {
             return Err(UsageError::WrongTransport);
         }
         let max = self.config.max_body_bytes;
+        self.opening_answered(now, stream);
         let Some(s) = self.streams.get_mut(&stream) else {
             return Ok(()); // closed by us meanwhile
         };
@@ -1304,7 +1364,10 @@ impl Client {
                 for m in messages {
                     self.route_stream_message(now, s.owner, &m);
                 }
-                self.owner_end(now, s.owner);
+                let last = parser.last_event_id().map(str::to_owned);
+                if !self.schedule_resume(now, s.owner, last, parser.retry()) {
+                    self.owner_end(now, s.owner);
+                }
             }
             Body::Empty => {
                 if s.head.is_none() {
@@ -1350,11 +1413,7 @@ impl Client {
             }),
             Ok(Message::Request { id, method, params }) => {
                 // stdio has no per-request stream: the oldest operation in flight asked.
-                let op = self
-                    .ops
-                    .iter()
-                    .find(|(_, o)| o.internal.is_none() && matches!(o.state, OpState::Sent { .. }))
-                    .map(|(&id, _)| id);
+                let op = self.oldest_in_flight();
                 self.server_request(now, op, &id, &method, params.map(|p| p.get()));
             }
             Ok(_) => {
@@ -2021,6 +2080,12 @@ impl Client {
         for sub in legacy_subs {
             self.legacy_unsubscribe(sub);
         }
+        self.resumes.clear();
+        self.opening = (Vec::new(), None);
+        if let Some(session) = self.session_stream.take() {
+            self.streams.remove(&session);
+            self.outputs.push_back(Output::CloseStream(session));
+        }
         self.pump(now);
         if self.config.transport == Transport::Http
             && matches!(self.era, EraState::Legacy)
@@ -2129,7 +2194,7 @@ impl Client {
                     .and_then(|id| self.ops.get(&id))
                     .is_some_and(|op| op.sent_legacy)
                     && op_id != self.handshake
-                    && self.legacy.phase() != legacy::Phase::Ready;
+                    && (self.legacy.phase() != legacy::Phase::Ready || self.opening.1.is_some());
                 if waits_for_session {
                     self.held.push((req, id, body));
                     if self.handshake.is_none() {
@@ -2448,6 +2513,11 @@ impl Client {
         }
         let sent_legacy = op.sent_legacy;
         match kind {
+            ResponseKind::Complete
+                if !sent_legacy && self.discover_answered_by_legacy(op_id, message) =>
+            {
+                self.fall_back(now, op_id, EraEvidence::NotADiscoverResult);
+            }
             ResponseKind::Complete | ResponseKind::ToolError => {
                 if !sent_legacy {
                     self.mark_modern_confirmed();
@@ -2460,6 +2530,30 @@ impl Client {
             }
             ResponseKind::Error(error) => self.on_error_response(now, op_id, error),
         }
+    }
+
+    /// HTTP, era still being detected: `server/discover` was answered with a result that is no
+    /// `DiscoverResult` (see [`classify_probe`]), which a legacy server does for a method it
+    /// does not know. The server is then legacy, as after a `4xx` without a modern error.
+    fn discover_answered_by_legacy(&self, op_id: OpId, message: &str) -> bool {
+        let detecting = matches!(self.config.protocol, ProtocolChoice::Auto)
+            && matches!(self.era, EraState::Unknown);
+        let is_discover = self
+            .ops
+            .get(&op_id)
+            .is_some_and(|op| op.internal.is_none() && matches!(op.operation, Operation::Discover));
+        if !(detecting && is_discover) {
+            return false;
+        }
+        let Ok(m) = Message::parse(message) else {
+            return false;
+        };
+        matches!(
+            ProbeOutcome::from_message(&m).map(classify_probe),
+            Some(ProbeVerdict::Legacy(
+                era::LegacyEvidence::NotADiscoverResult
+            ))
+        )
     }
 
     fn on_probe_response(&mut self, now: Instant, op_id: OpId, message: &str) {
@@ -2812,7 +2906,8 @@ impl Client {
             ProbeVerdict::Legacy(evidence) => {
                 let evidence = match evidence {
                     era::LegacyEvidence::Error { code, .. } => EraEvidence::ProbeError(code),
-                    _ => EraEvidence::ProbeTimedOut,
+                    era::LegacyEvidence::NotADiscoverResult => EraEvidence::NotADiscoverResult,
+                    era::LegacyEvidence::TimedOut => EraEvidence::ProbeTimedOut,
                 };
                 return self.go_legacy(now, evidence);
             }
@@ -2858,6 +2953,7 @@ impl Client {
                             headers: initialized.headers,
                             body: initialized.body,
                         });
+                        self.opening = (vec![stream], now.checked_add(SESSION_OPEN_WAIT));
                     }
                 }
                 let version = self
@@ -2872,10 +2968,12 @@ impl Client {
                         evidence,
                     });
                 }
-                for (req, _, body) in std::mem::take(&mut self.held) {
-                    self.transmit_request(req, body);
+                if let Some(stream) = self.open_session_stream() {
+                    self.opening.0.push(stream);
                 }
-                self.dispatch_queued(now);
+                if self.opening.1.is_none() {
+                    self.session_opened(now);
+                }
             }
             Err(e) => {
                 // A kept legacy verdict that no longer holds (the server was upgraded): probe
@@ -2962,8 +3060,12 @@ impl Client {
         if self.config.transport == Transport::Http
             && (lists || !accepted.resource_subscriptions.is_empty())
         {
-            // Legacy `basic/transports.mdx`, "Listening for Messages from the Server".
-            if let Ok(mut headers) = self.legacy.session_headers() {
+            // Legacy `basic/transports.mdx`, "Listening for Messages from the Server". The
+            // session's own stream carries the notifications when it is open (a server may
+            // allow one GET stream per session).
+            if let Some(session) = self.session_stream {
+                stream = Some(session);
+            } else if let Ok(mut headers) = self.legacy.session_headers() {
                 let _ = headers.set("Accept", "text/event-stream");
                 headers.remove("Content-Type");
                 let s = self.new_stream(Owner::LegacyListen(sub), headers.clone());
@@ -3020,7 +3122,7 @@ impl Client {
         let Some((accepted, stream)) = self.legacy_subs.remove(&sub) else {
             return false;
         };
-        if let Some(s) = stream {
+        if let Some(s) = stream.filter(|s| Some(*s) != self.session_stream) {
             self.streams.remove(&s);
             self.outputs.push_back(Output::CloseStream(s));
         }
@@ -3093,6 +3195,9 @@ impl Client {
         if let Ok(Message::Request { id, method, params }) = Message::parse(text) {
             let op = match owner {
                 Owner::Request(req) => self.by_req.get(&req).copied(),
+                // A request on the session's stream belongs to no call; like on stdio, the
+                // oldest operation in flight is the one it is asked for.
+                Owner::LegacySession => self.oldest_in_flight(),
                 _ => None,
             };
             return self.server_request(now, op, &id, &method, params.map(|p| p.get()));
@@ -3104,13 +3209,26 @@ impl Client {
             Owner::Listen(sub) => {
                 let _ = self.subs.handle_stream_message(now, sub, text);
             }
-            Owner::LegacyListen(_) => {
+            Owner::LegacyListen(_) | Owner::LegacySession => {
+                // A server may deliver a call's response or progress on a GET stream (legacy
+                // "Resumability and Redelivery"): matched by id or token, as on stdio.
+                if self.requests.handle_channel_message(now, text) == Routed::Consumed {
+                    return;
+                }
                 if let Ok(Message::Notification { method, .. }) = Message::parse(text) {
                     self.notification(None, method, text.to_owned());
                 }
             }
             Owner::Fire => {}
         }
+    }
+
+    /// The oldest operation of the host that is waiting for its response.
+    fn oldest_in_flight(&self) -> Option<OpId> {
+        self.ops
+            .iter()
+            .find(|(_, o)| o.internal.is_none() && matches!(o.state, OpState::Sent { .. }))
+            .map(|(&id, _)| id)
     }
 
     fn owner_end(&mut self, now: Instant, owner: Owner) {
@@ -3124,6 +3242,7 @@ impl Client {
                 let _ = self.subs.handle_stream_end(now, sub);
             }
             Owner::LegacyListen(sub) => self.legacy_stream_gone(sub, None),
+            Owner::LegacySession => self.set_session_stream(None, None),
             Owner::Fire => {}
         }
     }
@@ -3139,6 +3258,7 @@ impl Client {
             status,
             retry_after,
         };
+        self.resumes.retain(|r| r.owner != owner);
         match owner {
             Owner::Request(req) => {
                 self.req_stream.remove(&req);
@@ -3149,14 +3269,212 @@ impl Client {
                 let _ = self.subs.handle_stream_failed(now, sub, failure);
             }
             Owner::LegacyListen(sub) => self.legacy_stream_gone(sub, status),
+            Owner::LegacySession => self.set_session_stream(None, status),
             Owner::Fire => {}
         }
     }
 
     fn stream_failed(&mut self, now: Instant, stream: StreamId, status: Option<u16>) {
+        self.opening_answered(now, stream);
         if let Some(s) = self.streams.remove(&stream) {
+            // A broken legacy SSE stream is resumed like one the server closed ("Disconnection
+            // MAY occur at any time").
+            if let (None, Body::Sse(parser)) = (status, &s.body) {
+                let last = parser.last_event_id().map(str::to_owned);
+                if self.schedule_resume(now, s.owner, last, parser.retry()) {
+                    return;
+                }
+            }
             self.owner_failed(now, s.owner, status, s.retry_after);
         }
+    }
+
+    /// Legacy HTTP: `owner`'s SSE stream ended before it was done; when it carried an event id,
+    /// a GET with `Last-Event-ID` resumes it after the server's `retry` (or
+    /// [`DEFAULT_SSE_RETRY`]). `false` when it is not resumed (another era, no event id, the
+    /// request already answered, or the resume budget spent).
+    fn schedule_resume(
+        &mut self,
+        now: Instant,
+        owner: Owner,
+        last_event_id: Option<String>,
+        retry_ms: Option<u64>,
+    ) -> bool {
+        let waiting = match owner {
+            Owner::Request(req) => {
+                self.by_req.contains_key(&req) && self.requests.current_id(req).is_some()
+            }
+            Owner::LegacySession => true,
+            _ => false,
+        };
+        let resumable = waiting
+            && self.config.transport == Transport::Http
+            && matches!(self.era, EraState::Legacy)
+            && self.legacy.phase() == legacy::Phase::Ready;
+        let position = self.resumes.iter().position(|r| r.owner == owner);
+        let (Some(last), true) = (last_event_id, resumable) else {
+            if let Some(i) = position {
+                self.resumes.swap_remove(i);
+            }
+            return false;
+        };
+        let i = position.unwrap_or_else(|| {
+            self.resumes.push(Resume {
+                owner,
+                at: None,
+                last_event_id: String::new(),
+                count: 0,
+                stalled: 0,
+            });
+            self.resumes.len() - 1
+        });
+        let Some(r) = self.resumes.get_mut(i) else {
+            return false;
+        };
+        let stalled = if r.last_event_id == last {
+            r.stalled + 1
+        } else {
+            0
+        };
+        if r.count >= MAX_SSE_RESUMES || stalled >= MAX_STALLED_SSE_RESUMES {
+            self.resumes.swap_remove(i);
+            return false;
+        }
+        let delay = retry_ms.map_or(DEFAULT_SSE_RETRY, Duration::from_millis);
+        r.count += 1;
+        r.stalled = stalled;
+        r.last_event_id = last;
+        r.at = Some(now.checked_add(delay.min(MAX_SSE_RETRY)).unwrap_or(now));
+        true
+    }
+
+    /// Sends the resume GETs that are due.
+    fn fire_resumes(&mut self, now: Instant) {
+        let due: Vec<(Owner, String)> = self
+            .resumes
+            .iter_mut()
+            .filter(|r| r.at.is_some_and(|at| at <= now))
+            .map(|r| {
+                r.at = None;
+                (r.owner, r.last_event_id.clone())
+            })
+            .collect();
+        for (owner, last) in due {
+            let still_wanted = match owner {
+                Owner::Request(req) => {
+                    self.by_req.contains_key(&req) && self.requests.current_id(req).is_some()
+                }
+                Owner::LegacySession => matches!(self.era, EraState::Legacy),
+                _ => false,
+            };
+            let headers = match self.legacy.session_headers() {
+                Ok(h) if still_wanted => h,
+                _ => {
+                    self.resumes.retain(|r| r.owner != owner);
+                    continue;
+                }
+            };
+            let stream = self.open_get(owner, headers, Some(&last));
+            match owner {
+                Owner::Request(req) => {
+                    self.req_stream.insert(req, stream);
+                }
+                Owner::LegacySession => self.set_session_stream(Some(stream), None),
+                _ => {}
+            }
+        }
+    }
+
+    /// A GET on the legacy session (`Accept: text/event-stream`, `Last-Event-ID` when resuming).
+    fn open_get(
+        &mut self,
+        owner: Owner,
+        mut headers: Headers,
+        last_event_id: Option<&str>,
+    ) -> StreamId {
+        let _ = headers.set("Accept", "text/event-stream");
+        headers.remove("Content-Type");
+        if let Some(id) = last_event_id {
+            let _ = headers.set("Last-Event-ID", id);
+        }
+        let stream = self.new_stream(owner, headers.clone());
+        self.outputs.push_back(Output::Http {
+            stream,
+            method: Method::Get,
+            headers,
+            body: String::new(),
+        });
+        stream
+    }
+
+    /// Legacy HTTP: the session's GET stream is now `stream` (or gone); legacy subscriptions
+    /// riding on it follow it, or end with it.
+    fn set_session_stream(&mut self, stream: Option<StreamId>, status: Option<u16>) {
+        let old = std::mem::replace(&mut self.session_stream, stream);
+        let Some(old) = old else {
+            return;
+        };
+        match stream {
+            Some(new) => {
+                for (_, s) in self.legacy_subs.values_mut() {
+                    if *s == Some(old) {
+                        *s = Some(new);
+                    }
+                }
+            }
+            None => {
+                let riding: Vec<SubscriptionHandle> = self
+                    .legacy_subs
+                    .iter()
+                    .filter(|(_, (_, s))| *s == Some(old))
+                    .map(|(&h, _)| h)
+                    .collect();
+                for sub in riding {
+                    self.legacy_stream_gone(sub, status);
+                }
+            }
+        }
+    }
+
+    /// Legacy HTTP: opens the session's GET stream (closing an older one).
+    fn open_session_stream(&mut self) -> Option<StreamId> {
+        if self.config.transport != Transport::Http || !self.config.legacy_listen {
+            return None;
+        }
+        if let Some(old) = self.session_stream {
+            self.streams.remove(&old);
+            self.outputs.push_back(Output::CloseStream(old));
+            self.set_session_stream(None, None);
+        }
+        self.resumes.retain(|r| r.owner != Owner::LegacySession);
+        let headers = self.legacy.session_headers().ok()?;
+        let stream = self.open_get(Owner::LegacySession, headers, None);
+        self.session_stream = Some(stream);
+        Some(stream)
+    }
+
+    /// Legacy HTTP: the server answered (or failed) `stream`; when it was the last of the
+    /// session's opening exchanges, the session's requests go out.
+    fn opening_answered(&mut self, now: Instant, stream: StreamId) {
+        if self.opening.1.is_none() {
+            return;
+        }
+        self.opening.0.retain(|s| *s != stream);
+        if self.opening.0.is_empty() {
+            self.session_opened(now);
+        }
+    }
+
+    /// The legacy session is open: the requests held for it go out, then the queued operations.
+    fn session_opened(&mut self, now: Instant) {
+        self.opening = (Vec::new(), None);
+        if self.legacy.phase() != legacy::Phase::Ready {
+            return;
+        }
+        for (req, _, body) in std::mem::take(&mut self.held) {
+            self.transmit_request(req, body);
+        }
+        self.dispatch_queued(now);
     }
 
     /// A non-2xx answer on `s`.

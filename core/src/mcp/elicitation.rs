@@ -710,6 +710,21 @@ impl RequestedSchema {
             .map(|(_, p)| p)
     }
 
+    /// Form content with every field the user left out set to its property's `default`
+    /// (client/elicitation.mdx: defaults pre-populate the form, SEP-1034), the properties in
+    /// the server's order. Fields given in `content` are kept as they are; a property without
+    /// a default stays absent.
+    pub fn with_defaults(&self, mut content: Map<String, Value>) -> Map<String, Value> {
+        for (name, prop) in &self.properties {
+            if let Some(default) = &prop.default {
+                if !content.contains_key(name) {
+                    content.insert(name.clone(), default.clone());
+                }
+            }
+        }
+        content
+    }
+
     /// Checks form content: every required field present, no field the schema does not
     /// define, and each value of its property's type within its constraints.
     pub fn validate(&self, content: &Map<String, Value>) -> Result<(), AnswerError> {
@@ -789,14 +804,14 @@ fn check_value(field: &str, kind: &PropertyKind, value: &Value) -> Result<(), An
                 expected: if *integer { "an integer" } else { "a number" },
             })?;
             let x = number_value(n);
-            // schema.json `ElicitResult.content` allows string, integer, boolean and string
-            // arrays only: even a `type: "number"` field is answered with a whole number (the
-            // TypeScript signature in schema.mdx says `number`; the machine schema is stricter).
-            let _ = integer;
-            if !(n.is_i64() || n.is_u64() || x.fract() == 0.0) {
+            // `ElicitResult.content` values are `string | number | boolean | string[]` in the
+            // TypeScript schema, which basic/index.mdx names the source of truth (the generated
+            // schema.json narrows `number` to `integer`, an artifact of its generator). So a
+            // `type: "number"` field takes a fraction; a `type: "integer"` one does not.
+            if *integer && !(n.is_i64() || n.is_u64() || x.fract() == 0.0) {
                 return Err(AnswerError::WrongType {
                     field: f(),
-                    expected: "an integer (ElicitResult content allows no fractions)",
+                    expected: "an integer",
                 });
             }
             if let Some(min) = *minimum {
@@ -1322,9 +1337,31 @@ mod tests {
         assert!(is_date_time("1990-12-31t15:59:60.123-08:00"));
     }
 
+    /// client/elicitation.mdx, "Requested Schema": "All primitive types support optional
+    /// default values"; SEP-1034: an accepted form carries the defaults of the fields left out,
+    /// never overriding what the user gave.
+    #[test]
+    fn defaults_fill_only_the_fields_left_out() {
+        let s = schema(
+            json!({"name":{"type":"string","default":"John Doe"},
+                   "score":{"type":"number","default":95.5},
+                   "status":{"type":"string","enum":["active","inactive"],"default":"active"},
+                   "verified":{"type":"boolean","default":true},
+                   "nick":{"type":"string"}}),
+            json!([]),
+        );
+        let filled = s.with_defaults(content(json!({"name":"Ada"})));
+        assert_eq!(
+            Value::Object(filled.clone()),
+            json!({"name":"Ada","score":95.5,"status":"active","verified":true})
+        );
+        assert!(s.validate(&filled).is_ok());
+        assert_eq!(s.with_defaults(Map::new()).len(), 4);
+    }
+
     /// client/elicitation.mdx, "Requested Schema" 2: number/integer with minimum/maximum; and
-    /// schema.json `ElicitResult.content`: values are string, integer, boolean or string arrays,
-    /// so an answer is a whole number even for a `type: "number"` field.
+    /// the TypeScript schema (the source of truth, basic/index.mdx): `ElicitResult.content`
+    /// values may be any `number`, so only an `integer` field refuses a fraction.
     #[test]
     fn number_bounds_and_integer_type_are_checked() {
         let s = schema(
@@ -1347,13 +1384,14 @@ mod tests {
                 maximum: 99.5
             }
         );
-        let fraction = AnswerError::WrongType {
-            field: "n".into(),
-            expected: "an integer (ElicitResult content allows no fractions)",
-        };
+        assert!(s.validate(&content(json!({"n":99.5}))).is_ok());
+        assert!(s.validate(&content(json!({"n":18.25}))).is_ok());
         assert_eq!(
-            s.validate(&content(json!({"n":99.5}))).unwrap_err(),
-            fraction
+            s.validate(&content(json!({"i":1.5}))).unwrap_err(),
+            AnswerError::WrongType {
+                field: "i".into(),
+                expected: "an integer",
+            }
         );
         assert!(matches!(
             s.validate(&content(json!({"i":1.5}))).unwrap_err(),

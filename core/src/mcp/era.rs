@@ -9,9 +9,12 @@
 //!   fall back. An empty or unrecognized body (`"Server not initialized"`, `"Missing session
 //!   ID"`, HTML, anything else) means legacy.
 //! - stdio (`basic/transports/stdio.mdx`, "Backward Compatibility"): the client probes with
-//!   `server/discover` ([`classify_probe`]). A result or a recognized modern error means modern;
-//!   any other error, or no answer in time, means legacy. The fallback is never keyed to one
-//!   error code.
+//!   `server/discover` ([`classify_probe`]). A `DiscoverResult` or a recognized modern error
+//!   means modern; any other error, or no answer in time, means legacy. The fallback is never
+//!   keyed to one error code. A result without `supportedVersions` is no `DiscoverResult` at
+//!   all: a legacy server that answers any method it does not know with an empty result (the
+//!   compatibility matrix of `basic/versioning.mdx` warns that a legacy server may process an
+//!   era-ambiguous method under legacy semantics), so it means legacy too.
 //! - The verdict belongs to the server (the process on stdio, the origin on HTTP): [`EraCache`]
 //!   keeps it until the caller [`invalidates`](EraCache::invalidate) it because the assumption
 //!   broke.
@@ -233,6 +236,9 @@ pub enum LegacyEvidence {
     },
     /// No answer in time.
     TimedOut,
+    /// A result that is not a `DiscoverResult`: it has no `supportedVersions` (a legacy server
+    /// answering a method it does not know with an empty result).
+    NotADiscoverResult,
 }
 
 /// What the stdio probe says about the server.
@@ -240,9 +246,9 @@ pub enum LegacyEvidence {
 pub enum ProbeVerdict {
     /// A `DiscoverResult`: modern; pick a version from `supportedVersions`.
     Modern(Box<DiscoverResult>),
-    /// A result that is not a valid `DiscoverResult`. Only a modern server answers
-    /// `server/discover` with a result, so the server is treated as modern (negotiating
-    /// inline); the error says what was wrong, for the host's log.
+    /// A result that names `supportedVersions` but is otherwise not a valid `DiscoverResult`:
+    /// the server is treated as modern (negotiating inline); the error says what was wrong,
+    /// for the host's log.
     ModernMalformed(DiscoverError),
     /// A recognized modern error: modern; act on it (e.g. retry with a supported version).
     ModernError(ModernError),
@@ -266,6 +272,9 @@ pub fn classify_probe(outcome: ProbeOutcome<'_>) -> ProbeVerdict {
     match outcome {
         ProbeOutcome::Result(raw) => match DiscoverResult::from_raw(raw) {
             Ok(r) => ProbeVerdict::Modern(Box::new(r)),
+            Err(DiscoverError::Missing("supportedVersions") | DiscoverError::NotAnObject) => {
+                ProbeVerdict::Legacy(LegacyEvidence::NotADiscoverResult)
+            }
             Err(e) => ProbeVerdict::ModernMalformed(e),
         },
         ProbeOutcome::Error(error) => match ModernError::from_error(error) {
@@ -732,16 +741,34 @@ mod tests {
         );
     }
 
-    /// server/discover.mdx: only a modern server answers with a result, even a malformed one.
+    /// server/discover.mdx: a result naming `supportedVersions` is a modern answer, even when
+    /// something else in it is malformed.
     #[test]
     fn probe_with_a_malformed_result_stays_modern_and_says_why() {
-        let raw = RawValue::from_string(r#"{"capabilities":{}}"#.into()).unwrap();
+        let raw = RawValue::from_string(r#"{"supportedVersions":["2026-07-28"]}"#.into()).unwrap();
         let v = classify_probe(ProbeOutcome::Result(&raw));
         assert_eq!(
             v,
-            ProbeVerdict::ModernMalformed(DiscoverError::Missing("supportedVersions"))
+            ProbeVerdict::ModernMalformed(DiscoverError::Missing("capabilities"))
         );
         assert_eq!(v.era(), Era::Modern);
+    }
+
+    /// basic/versioning.mdx, compatibility matrix: a legacy server may process an era-ambiguous
+    /// method under legacy semantics; an empty result (no `supportedVersions`) is no
+    /// `DiscoverResult`, so the server is legacy.
+    #[test]
+    fn probe_answered_with_a_result_without_supported_versions_means_legacy() {
+        for text in [r#"{}"#, r#"{"capabilities":{}}"#, r#"[]"#] {
+            let raw = RawValue::from_string(text.into()).unwrap();
+            let v = classify_probe(ProbeOutcome::Result(&raw));
+            assert_eq!(
+                v,
+                ProbeVerdict::Legacy(LegacyEvidence::NotADiscoverResult),
+                "{text}"
+            );
+            assert_eq!(v.era(), Era::Legacy);
+        }
     }
 
     /// basic/versioning.mdx, "Protocol Version Negotiation": the highest common version.

@@ -172,7 +172,10 @@ impl Host for CliHost {
             Event::EraDetected {
                 era: Era::Legacy,
                 evidence:
-                    EraEvidence::HttpStatus(_) | EraEvidence::ProbeError(_) | EraEvidence::ProbeTimedOut,
+                    EraEvidence::HttpStatus(_)
+                    | EraEvidence::ProbeError(_)
+                    | EraEvidence::ProbeTimedOut
+                    | EraEvidence::NotADiscoverResult,
                 ..
             } => self.shared().fell_back = true,
             Event::ToolExcluded { tool, reason } => {

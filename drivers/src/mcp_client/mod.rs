@@ -77,6 +77,10 @@ pub struct ClientOptions {
     /// HTTP: list the tools before calling one whose `x-mcp-header` annotations are not known
     /// yet (default `true`; see the core's `ClientConfig::list_tools_before_call`).
     pub list_tools_before_call: bool,
+    /// HTTP, legacy era: keep the session's GET stream open after `initialize`, to receive
+    /// the server's requests (elicitations) and notifications sent outside any call's stream
+    /// (see [`ClientConfig::legacy_listen`]). Default `true`.
+    pub legacy_listen: bool,
 }
 
 impl Default for ClientOptions {
@@ -94,6 +98,7 @@ impl Default for ClientOptions {
             cache: CacheConfig::default(),
             max_exchanges: 8,
             list_tools_before_call: true,
+            legacy_listen: true,
         }
     }
 }
@@ -113,6 +118,7 @@ impl fmt::Debug for ClientOptions {
             .field("host_capabilities", &self.host_capabilities)
             .field("max_exchanges", &self.max_exchanges)
             .field("list_tools_before_call", &self.list_tools_before_call)
+            .field("legacy_listen", &self.legacy_listen)
             .finish_non_exhaustive()
     }
 }
@@ -186,6 +192,7 @@ impl ClientOptions {
         config.cache = self.cache;
         config.jitter_seed = jitter_seed;
         config.list_tools_before_call = self.list_tools_before_call;
+        config.legacy_listen = self.legacy_listen;
         config
     }
 }
