@@ -14,8 +14,8 @@
 //!   signalled while not yet reaped (both happen under one lock), so a reused pid is never hit.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,8 +25,7 @@ use std::time::{Duration, Instant, SystemTime};
 use mcpwire_core::backoff::DEFAULT_RETRY_AFTER_CAP;
 use mcpwire_core::http::Request;
 use mcpwire_core::tunnel::cloudflare::{
-    companion_args, companion_env, keep_from_child_env, parse_runtime_response, ready_from_probe,
-    ManagedRuntime, RuntimeError, READY_PATH,
+    parse_runtime_response, ready_from_probe, ManagedRuntime, RuntimeError, READY_PATH,
 };
 use mcpwire_core::tunnel::engine::{Config, Secret};
 
@@ -34,7 +33,7 @@ use super::stdio::for_each_line;
 use super::{http, Completion};
 use crate::tunnel_run::config::Cloudflared;
 use crate::tunnel_run::driver_core::cloudflared::{
-    Attempt, TokenFetch, TokenStart, MAX_OUTPUT_LINE,
+    companion_command, Attempt, TokenFetch, TokenStart, MAX_OUTPUT_LINE,
 };
 use crate::tunnel_run::driver_core::stdio::log_output_line;
 use crate::tunnel_run::log::{Level, Logger};
@@ -95,30 +94,12 @@ pub struct Companion {
     stopping: Arc<AtomicBool>,
 }
 
-/// A loopback port free a moment ago, for cloudflared's `--metrics` listener.
-fn reserve_loopback() -> std::io::Result<SocketAddr> {
-    TcpListener::bind("127.0.0.1:0")?.local_addr()
-}
-
 impl Companion {
     /// Starts `cfg.path tunnel --no-autoupdate --metrics 127.0.0.1:PORT run` with the token
     /// in its environment only, its output copied to the log (redacted).
     pub fn start(cfg: &Cloudflared, token: &Secret, log: &Arc<Logger>) -> Result<Self, String> {
-        let metrics = reserve_loopback()
-            .map_err(|e| format!("cannot reserve a loopback port for cloudflared: {e}"))?;
-        let mut cmd = Command::new(&cfg.path);
-        cmd.args(companion_args(&metrics.to_string()));
-        let extra: Vec<&str> = cfg.secret_vars.iter().map(String::as_str).collect();
-        for (name, _) in std::env::vars_os() {
-            if name
-                .to_str()
-                .is_some_and(|n| keep_from_child_env(n, &extra))
-            {
-                cmd.env_remove(&name);
-            }
-        }
-        cmd.envs(companion_env(token))
-            .stdin(Stdio::null())
+        let (mut cmd, metrics) = companion_command(cfg, token)?;
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = cmd

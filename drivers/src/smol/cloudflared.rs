@@ -18,7 +18,7 @@
 //!   reaps a live child only when asked), so a reused pid is never signalled.
 //! - A signal during start-up (the fetch, its retries, or the readiness wait) ends it cleanly.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::process::ExitStatus;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
@@ -27,8 +27,7 @@ use futures_rustls::rustls::ClientConfig;
 use mcpwire_core::backoff::DEFAULT_RETRY_AFTER_CAP;
 use mcpwire_core::http::{Headers, Method, Request};
 use mcpwire_core::tunnel::cloudflare::{
-    self, companion_args, companion_env, keep_from_child_env, parse_runtime_response,
-    ready_from_probe, RuntimeError, READY_PATH,
+    self, parse_runtime_response, ready_from_probe, RuntimeError, READY_PATH,
 };
 use mcpwire_core::tunnel::engine::{Config, Secret};
 use smol::channel::{Receiver, Sender};
@@ -41,7 +40,7 @@ use super::stdio::for_each_line;
 use super::{http, Completion};
 use crate::tunnel_run::config::Cloudflared;
 use crate::tunnel_run::driver_core::cloudflared::{
-    publish_starting, Attempt, TokenFetch, TokenStart, MAX_OUTPUT_LINE,
+    companion_command, publish_starting, Attempt, TokenFetch, TokenStart, MAX_OUTPUT_LINE,
 };
 use crate::tunnel_run::driver_core::stdio::log_output_line;
 use crate::tunnel_run::health::Status;
@@ -213,11 +212,6 @@ struct Companion {
     metrics: SocketAddr,
 }
 
-/// A loopback port free a moment ago, for cloudflared's `--metrics` listener.
-fn reserve_loopback() -> std::io::Result<SocketAddr> {
-    TcpListener::bind("127.0.0.1:0")?.local_addr()
-}
-
 fn try_status(child: &Mutex<Child>) -> Option<ExitStatus> {
     child
         .lock()
@@ -231,21 +225,9 @@ impl Companion {
     /// Starts `cfg.path tunnel --no-autoupdate --metrics 127.0.0.1:PORT run` with the token in
     /// its environment only, its output copied to the log (redacted).
     fn start(cfg: &Cloudflared, token: &Secret, log: &Arc<Logger>) -> Result<Self, String> {
-        let metrics = reserve_loopback()
-            .map_err(|e| format!("cannot reserve a loopback port for cloudflared: {e}"))?;
-        let mut cmd = Command::new(&cfg.path);
-        cmd.args(companion_args(&metrics.to_string()));
-        let extra: Vec<&str> = cfg.secret_vars.iter().map(String::as_str).collect();
-        for (name, _) in std::env::vars_os() {
-            if name
-                .to_str()
-                .is_some_and(|n| keep_from_child_env(n, &extra))
-            {
-                cmd.env_remove(&name);
-            }
-        }
-        cmd.envs(companion_env(token))
-            .stdin(Stdio::null())
+        let (cmd, metrics) = companion_command(cfg, token)?;
+        let mut cmd = Command::from(cmd);
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             // Whatever path leaves it behind, the child does not outlive its handle.

@@ -4,11 +4,16 @@
 //! redaction list the moment it is known. No cache: fetched once per start-up, kept in memory
 //! only.
 
+use std::net::{SocketAddr, TcpListener};
+use std::process::Command;
 use std::time::Duration;
 
 use mcpwire_core::backoff::Jitter;
 use mcpwire_core::http::Request;
-use mcpwire_core::tunnel::cloudflare::{self, fetch_retry_in, ManagedRuntime, RuntimeError};
+use mcpwire_core::tunnel::cloudflare::{
+    self, companion_args, companion_env, fetch_retry_in, keep_from_child_env, ManagedRuntime,
+    RuntimeError,
+};
 use mcpwire_core::tunnel::engine::{Config, Secret};
 
 use crate::tunnel_run::config::{Cloudflared, CloudflaredToken};
@@ -26,6 +31,31 @@ pub fn publish_starting(status: &Status) {
             .map(str::to_owned),
         ..Metrics::default()
     });
+}
+
+/// cloudflared's command, `cfg.path tunnel --no-autoupdate --metrics 127.0.0.1:PORT run` (a
+/// loopback port free a moment ago), with the token in its environment only and the variables
+/// the core keeps from a child removed; and the metrics address. The runtime sets its stdio.
+pub fn companion_command(
+    cfg: &Cloudflared,
+    token: &Secret,
+) -> Result<(Command, SocketAddr), String> {
+    let metrics = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("cannot reserve a loopback port for cloudflared: {e}"))?;
+    let mut cmd = Command::new(&cfg.path);
+    cmd.args(companion_args(&metrics.to_string()));
+    let extra: Vec<&str> = cfg.secret_vars.iter().map(String::as_str).collect();
+    for (name, _) in std::env::vars_os() {
+        if name
+            .to_str()
+            .is_some_and(|n| keep_from_child_env(n, &extra))
+        {
+            cmd.env_remove(&name);
+        }
+    }
+    cmd.envs(companion_env(token));
+    Ok((cmd, metrics))
 }
 
 /// Where getting the token starts.
