@@ -10,8 +10,10 @@
 //! - Readiness comes from cloudflared's own `GET /ready` on `--metrics 127.0.0.1:PORT` (a port
 //!   reserved on loopback just before the start), not from its log lines: the endpoint is
 //!   cloudflared's documented readiness contract, while log wording changes between releases.
-//! - On exit the child gets SIGTERM, then SIGKILL after [`CHILD_GRACE`]. The child is only ever
-//!   signalled while not yet reaped (both happen under one lock), so a reused pid is never hit.
+//! - On exit the child gets SIGTERM, then SIGKILL after
+//!   [`CHILD_GRACE`](crate::tunnel_run::driver_core::cloudflared::CHILD_GRACE). The child is
+//!   only ever signalled while not yet reaped (both happen under one lock), so a reused pid is
+//!   never hit.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -33,25 +35,11 @@ use super::stdio::for_each_line;
 use super::{http, Completion};
 use crate::tunnel_run::config::Cloudflared;
 use crate::tunnel_run::driver_core::cloudflared::{
-    companion_command, Attempt, TokenFetch, TokenStart, MAX_OUTPUT_LINE,
+    companion_command, Attempt, TokenFetch, TokenStart, EXIT_CHECK_EVERY, FETCH_TIMEOUT,
+    MAX_OUTPUT_LINE, MAX_RUNTIME_BODY, PROBE_EVERY, PROBE_TIMEOUT, START_PROBE_EVERY,
 };
 use crate::tunnel_run::driver_core::stdio::log_output_line;
 use crate::tunnel_run::log::{Level, Logger};
-
-/// How long the child may take to stop after SIGTERM before it is killed.
-pub const CHILD_GRACE: Duration = Duration::from_secs(5);
-/// How long one runtime fetch may take.
-const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
-/// The most bytes of a runtime response read.
-const MAX_RUNTIME_BODY: u64 = 64 * 1024;
-/// How often readiness is probed while starting.
-const START_PROBE_EVERY: Duration = Duration::from_millis(200);
-/// How often readiness is probed once running.
-const PROBE_EVERY: Duration = Duration::from_secs(1);
-/// How often the watcher checks whether the child exited.
-const EXIT_CHECK_EVERY: Duration = Duration::from_millis(100);
-/// How long one probe may take.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The token for the companion: the static one, or one fetched from the control plane (see
 /// [`TokenFetch`]). The token is added to the log's redaction list before this returns.

@@ -34,14 +34,15 @@ use self::cloudflared::Companion;
 use self::pool::{JobCtl, Pool};
 use self::stdio::StdioChild;
 use crate::tunnel_run::config::RunConfig;
+use crate::tunnel_run::driver_core::cloudflared::CHILD_GRACE;
 use crate::tunnel_run::driver_core::stdio::StdioSpawn;
 use crate::tunnel_run::driver_core::{
-    post_timeout, NotStarted, Prepared, Runtime, Wake, CHUNK, COMPLETIONS, MAX_POST_ANSWER,
+    on_signals, post_timeout, NotStarted, Prepared, Runtime, Wake, CHUNK, COMPLETIONS,
+    MAX_POST_ANSWER,
 };
 pub use crate::tunnel_run::driver_core::{Completion, MAX_POLL_BODY};
 use crate::tunnel_run::health::Status;
 use crate::tunnel_run::log::{Level, Logger};
-use crate::tunnel_run::stop::watch_signals;
 pub use crate::tunnel_run::stop::Stopper;
 
 /// Response POST workers.
@@ -62,9 +63,7 @@ struct Threads {
 
 /// Runs the tunnel until SIGINT/SIGTERM and the grace period, then returns.
 pub fn run(config: RunConfig, log: Arc<Logger>, status: Arc<Status>) -> Result<(), String> {
-    run_with(config, log, status, |stopper| {
-        watch_signals(stopper).map_err(|e| format!("cannot install signal handlers: {e}"))
-    })
+    run_with(config, log, status, on_signals)
 }
 
 /// Runs the tunnel in this thread until `on_start`'s [`Stopper`] is used (no signal handlers
@@ -103,11 +102,11 @@ pub fn run_with(
                         "signal received while cloudflared was starting: stopping",
                         &[],
                     );
-                    companion.stop(cloudflared::CHILD_GRACE);
+                    companion.stop(CHILD_GRACE);
                     return Ok(());
                 }
                 Err(e) => {
-                    companion.stop(cloudflared::CHILD_GRACE);
+                    companion.stop(CHILD_GRACE);
                     return Err(format!("managed cloudflared: {e}"));
                 }
             }
@@ -287,7 +286,7 @@ impl Threads {
     fn stop_companion(&mut self) {
         if let Some(c) = self.companion.take() {
             let status = c
-                .stop(cloudflared::CHILD_GRACE)
+                .stop(CHILD_GRACE)
                 .map_or_else(|| "unknown".to_owned(), |s| s.to_string());
             self.log
                 .log(Level::Info, "cloudflared stopped", &[("status", &status)]);

@@ -40,26 +40,14 @@ use super::stdio::for_each_line;
 use super::{http, Completion};
 use crate::tunnel_run::config::Cloudflared;
 use crate::tunnel_run::driver_core::cloudflared::{
-    companion_command, publish_starting, Attempt, TokenFetch, TokenStart, MAX_OUTPUT_LINE,
+    companion_command, publish_starting, Attempt, TokenFetch, TokenStart, CHILD_GRACE,
+    EXIT_CHECK_EVERY, FETCH_TIMEOUT, MAX_OUTPUT_LINE, MAX_RUNTIME_BODY, PROBE_EVERY, PROBE_TIMEOUT,
+    START_PROBE_EVERY,
 };
 use crate::tunnel_run::driver_core::stdio::log_output_line;
 use crate::tunnel_run::health::Status;
 use crate::tunnel_run::log::{Level, Logger};
 
-/// How long the child may take to stop after SIGTERM before it is killed.
-pub const CHILD_GRACE: Duration = Duration::from_secs(5);
-/// How long one runtime fetch may take.
-const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
-/// The most bytes of a runtime response read.
-const MAX_RUNTIME_BODY: u64 = 64 * 1024;
-/// How often readiness is probed while starting.
-const START_PROBE_EVERY: Duration = Duration::from_millis(200);
-/// How often readiness is probed once running.
-const PROBE_EVERY: Duration = Duration::from_secs(1);
-/// How often the watcher checks whether the child exited.
-const EXIT_CHECK_EVERY: Duration = Duration::from_millis(100);
-/// How long one probe may take.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// The most bytes of a probe answer read.
 const MAX_PROBE_BODY: u64 = 64 * 1024;
 /// How long reaping may take after SIGKILL.

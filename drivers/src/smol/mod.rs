@@ -37,12 +37,12 @@ use self::stdio::StdioChild;
 use crate::tunnel_run::config::RunConfig;
 use crate::tunnel_run::driver_core::stdio::StdioSpawn;
 use crate::tunnel_run::driver_core::{
-    post_timeout, NotStarted, Prepared, Runtime, Wake, CHUNK, COMPLETIONS, MAX_POST_ANSWER,
+    on_signals, post_timeout, NotStarted, Prepared, Runtime, Wake, CHUNK, COMPLETIONS,
+    MAX_POST_ANSWER,
 };
 pub use crate::tunnel_run::driver_core::{Completion, MAX_POLL_BODY};
 use crate::tunnel_run::health::Status;
 use crate::tunnel_run::log::Logger;
-use crate::tunnel_run::stop::watch_signals;
 pub use crate::tunnel_run::stop::Stopper;
 
 /// Response POSTs on the wire at once (the rest wait for a slot).
@@ -61,9 +61,7 @@ struct Tasks {
 
 /// Runs the tunnel until SIGINT/SIGTERM and the grace period, then returns.
 pub fn run(config: RunConfig, log: Arc<Logger>, status: Arc<Status>) -> Result<(), String> {
-    run_with(config, log, status, |stopper| {
-        watch_signals(stopper).map_err(|e| format!("cannot install signal handlers: {e}"))
-    })
+    run_with(config, log, status, on_signals)
 }
 
 /// Runs the tunnel in this thread (on smol's executor) until `on_start`'s [`Stopper`] is used

@@ -20,6 +20,20 @@ use crate::tunnel_run::config::{Cloudflared, CloudflaredToken};
 use crate::tunnel_run::health::{Metrics, Status};
 use crate::tunnel_run::log::{Level, Logger};
 
+/// How long the child may take to stop after SIGTERM before it is killed.
+pub const CHILD_GRACE: Duration = Duration::from_secs(5);
+/// How long one runtime fetch may take.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
+/// The most bytes of a runtime response read.
+pub const MAX_RUNTIME_BODY: u64 = 64 * 1024;
+/// How often readiness is probed while starting.
+pub const START_PROBE_EVERY: Duration = Duration::from_millis(200);
+/// How often readiness is probed once running.
+pub const PROBE_EVERY: Duration = Duration::from_secs(1);
+/// How often the watcher checks whether the child exited.
+pub const EXIT_CHECK_EVERY: Duration = Duration::from_millis(100);
+/// How long one probe may take.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// The longest cloudflared output line logged (the rest of the line is dropped).
 pub const MAX_OUTPUT_LINE: usize = 4096;
 

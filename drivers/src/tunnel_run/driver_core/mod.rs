@@ -34,6 +34,7 @@ use super::config::{RunConfig, TargetKind};
 use super::health::Status;
 use super::log::{Level, Logger};
 use super::report::Report;
+use super::stop::{watch_signals, Stopper};
 
 /// The largest poll response body read.
 pub const MAX_POLL_BODY: u64 = 64 * 1024 * 1024;
@@ -48,7 +49,12 @@ pub const CHUNK: usize = 16 * 1024;
 /// Completions waiting for the loop, at most (workers wait when it is full).
 pub const COMPLETIONS: usize = 1024;
 
-/// How long a response POST starting now may take: [`POST_TIMEOUT`], or less when the
+/// Installs the SIGINT/SIGTERM handlers that stop the tunnel through `stopper`.
+pub fn on_signals(stopper: Stopper) -> Result<(), String> {
+    watch_signals(stopper).map_err(|e| format!("cannot install signal handlers: {e}"))
+}
+
+/// How long a response POST starting now may take: 30 s, or less when the
 /// command's `deadline` is nearer.
 pub fn post_timeout(deadline: Option<Instant>) -> Duration {
     deadline
