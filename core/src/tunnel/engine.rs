@@ -250,6 +250,26 @@ pub struct Forward {
     pub kind: ForwardKind,
 }
 
+impl Forward {
+    /// The HTTP request that performs this forward on the Streamable HTTP MCP server at `url`:
+    /// a JSON-RPC payload is `POST`ed as the body, a session termination is a bodiless
+    /// `DELETE`; the headers are [`Forward::headers`], exactly.
+    pub fn into_http_request(self, url: String) -> http::Request {
+        let (method, body) = match self.kind {
+            ForwardKind::JsonRpc { payload, .. } => {
+                (Method::Post, payload.get().as_bytes().to_vec())
+            }
+            ForwardKind::SessionTermination => (Method::Delete, Vec::new()),
+        };
+        http::Request {
+            method,
+            url,
+            headers: self.headers,
+            body,
+        }
+    }
+}
+
 /// An output of the engine.
 #[derive(Debug)]
 pub enum Output {

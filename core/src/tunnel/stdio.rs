@@ -59,6 +59,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
 
 use crate::jsonrpc::{Id, Message, MessageError};
+use crate::tunnel::engine::ForwardKind;
 use crate::tunnel::failure::{FailureSource, TransportErrorKind, TunnelFailure};
 
 /// The notification the initialized guard writes (without its line end).
@@ -380,6 +381,24 @@ impl StdioBinding {
             });
         }
         Ok(())
+    }
+
+    /// Admits a forward routed to this child: a JSON-RPC payload goes to
+    /// [`StdioBinding::handle_command`]; a session termination is refused (stdio has no
+    /// Streamable HTTP session, see [`session_termination_failure`]).
+    ///
+    /// On `Err` the command was not admitted: the caller answers it with this failure.
+    pub fn handle_forward(
+        &mut self,
+        token: Token,
+        kind: &ForwardKind,
+    ) -> Result<(), TunnelFailure> {
+        match kind {
+            ForwardKind::JsonRpc { payload, .. } => self
+                .handle_command(token, payload.get())
+                .map_err(|e| e.to_tunnel_failure()),
+            ForwardKind::SessionTermination => Err(session_termination_failure()),
+        }
     }
 
     /// Bytes read from the child's stdout, split anywhere.

@@ -10,119 +10,69 @@
 //! - Readiness comes from cloudflared's own `GET /ready` on `--metrics 127.0.0.1:PORT` (a port
 //!   reserved on loopback just before the start), not from its log lines: the endpoint is
 //!   cloudflared's documented readiness contract, while log wording changes between releases.
-//! - On exit the child gets SIGTERM, then SIGKILL after [`CHILD_GRACE`]. The child is only ever
-//!   signalled while not yet reaped (both happen under one lock), so a reused pid is never hit.
+//! - On exit the child gets SIGTERM, then SIGKILL after
+//!   [`CHILD_GRACE`](crate::tunnel_run::driver_core::cloudflared::CHILD_GRACE). The child is
+//!   only ever signalled while not yet reaped (both happen under one lock), so a reused pid is
+//!   never hit.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
-use mcpwire_core::backoff::{Jitter, DEFAULT_RETRY_AFTER_CAP};
+use mcpwire_core::backoff::DEFAULT_RETRY_AFTER_CAP;
+use mcpwire_core::http::Request;
 use mcpwire_core::tunnel::cloudflare::{
-    self, companion_args, companion_env, fetch_retry_in, keep_from_child_env,
-    parse_runtime_response, ready_from_probe, RuntimeError, READY_PATH,
+    parse_runtime_response, ready_from_probe, ManagedRuntime, RuntimeError, READY_PATH,
 };
 use mcpwire_core::tunnel::engine::{Config, Secret};
 
+use super::stdio::for_each_line;
 use super::{http, Completion};
-use crate::tunnel_run::config::{Cloudflared, CloudflaredToken};
+use crate::tunnel_run::config::Cloudflared;
+use crate::tunnel_run::driver_core::cloudflared::{
+    companion_command, Attempt, TokenFetch, TokenStart, EXIT_CHECK_EVERY, FETCH_TIMEOUT,
+    MAX_OUTPUT_LINE, MAX_RUNTIME_BODY, PROBE_EVERY, PROBE_TIMEOUT, START_PROBE_EVERY,
+};
+use crate::tunnel_run::driver_core::stdio::log_output_line;
 use crate::tunnel_run::log::{Level, Logger};
 
-/// How long the child may take to stop after SIGTERM before it is killed.
-pub const CHILD_GRACE: Duration = Duration::from_secs(5);
-/// How long one runtime fetch may take.
-const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
-/// The most bytes of a runtime response read.
-const MAX_RUNTIME_BODY: u64 = 64 * 1024;
-/// How often readiness is probed while starting.
-const START_PROBE_EVERY: Duration = Duration::from_millis(200);
-/// How often readiness is probed once running.
-const PROBE_EVERY: Duration = Duration::from_secs(1);
-/// How often the watcher checks whether the child exited.
-const EXIT_CHECK_EVERY: Duration = Duration::from_millis(100);
-/// How long one probe may take.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
-/// The longest child output line logged (the rest of the line is dropped).
-const MAX_OUTPUT_LINE: usize = 4096;
-
-/// The token for the companion: the static one, or one fetched from the control plane (no
-/// cache: fetched once per start-up, kept in memory only). The token is added to the log's
-/// redaction list before this returns.
+/// The token for the companion: the static one, or one fetched from the control plane (see
+/// [`TokenFetch`]). The token is added to the log's redaction list before this returns.
 pub fn token(cfg: &Cloudflared, engine: &Config, log: &Logger) -> Result<Secret, String> {
-    if let CloudflaredToken::Static(token) = &cfg.token {
-        log.add_secret(token.expose());
-        log.log(
-            Level::Info,
-            "cloudflared token: static (managed runtime fetch skipped)",
-            &[],
-        );
-        return Ok(token.clone());
-    }
-    let request = cloudflare::runtime_request(engine).map_err(|e| e.to_string())?;
+    let mut fetch = match TokenFetch::begin(cfg, engine, log)? {
+        TokenStart::Ready(token) => return Ok(token),
+        TokenStart::Fetch(fetch) => fetch,
+    };
     let agent = http::control_agent();
-    let mut jitter = Jitter::new(crate::tunnel_run::config::random_u64());
-    let mut attempt = 1;
     loop {
-        let result = match http::send(&agent, &request, Some(FETCH_TIMEOUT)) {
-            Ok(mut response) => {
-                let head = http::head_of(&response);
-                match response
-                    .body_mut()
-                    .with_config()
-                    .limit(MAX_RUNTIME_BODY)
-                    .read_to_vec()
-                {
-                    Ok(body) => parse_runtime_response(
-                        &head,
-                        &body,
-                        SystemTime::now(),
-                        DEFAULT_RETRY_AFTER_CAP,
-                    ),
-                    Err(e) => Err(RuntimeError::Transport {
-                        detail: format!("reading the body: {e}"),
-                    }),
-                }
-            }
-            Err(e) => Err(RuntimeError::Transport {
-                detail: e.to_string(),
-            }),
-        };
-        match result {
-            Ok(runtime) => {
-                log.add_secret(runtime.token.expose());
-                log.log(
-                    Level::Info,
-                    "cloudflared token: fetched from the control plane",
-                    &[
-                        ("cloudflare_tunnel_id", &runtime.tunnel.tunnel_id),
-                        ("cloudflare_tunnel_name", &runtime.tunnel.name),
-                    ],
-                );
-                return Ok(runtime.token);
-            }
-            Err(e) => match fetch_retry_in(&e, attempt, jitter.next_u64()) {
-                Some(wait) => {
-                    log.log(
-                        Level::Warn,
-                        "managed Cloudflare runtime fetch failed; retrying",
-                        &[
-                            ("error", &e),
-                            ("attempt", &attempt),
-                            ("retry_in_ms", &wait.as_millis()),
-                        ],
-                    );
-                    thread::sleep(wait);
-                    attempt += 1;
-                }
-                None => return Err(e.to_string()),
-            },
+        match fetch.attempted(fetch_once(&agent, fetch.request()))? {
+            Attempt::Token(token) => return Ok(token),
+            Attempt::RetryIn(wait) => thread::sleep(wait),
         }
     }
+}
+
+/// One runtime fetch, bounded by [`FETCH_TIMEOUT`] and [`MAX_RUNTIME_BODY`].
+fn fetch_once(agent: &ureq::Agent, request: &Request) -> Result<ManagedRuntime, RuntimeError> {
+    let mut response =
+        http::send(agent, request, Some(FETCH_TIMEOUT)).map_err(|e| RuntimeError::Transport {
+            detail: e.to_string(),
+        })?;
+    let head = http::head_of(&response);
+    let body = response
+        .body_mut()
+        .with_config()
+        .limit(MAX_RUNTIME_BODY)
+        .read_to_vec()
+        .map_err(|e| RuntimeError::Transport {
+            detail: format!("reading the body: {e}"),
+        })?;
+    parse_runtime_response(&head, &body, SystemTime::now(), DEFAULT_RETRY_AFTER_CAP)
 }
 
 /// A running companion.
@@ -132,30 +82,12 @@ pub struct Companion {
     stopping: Arc<AtomicBool>,
 }
 
-/// A loopback port free a moment ago, for cloudflared's `--metrics` listener.
-fn reserve_loopback() -> std::io::Result<SocketAddr> {
-    TcpListener::bind("127.0.0.1:0")?.local_addr()
-}
-
 impl Companion {
     /// Starts `cfg.path tunnel --no-autoupdate --metrics 127.0.0.1:PORT run` with the token
     /// in its environment only, its output copied to the log (redacted).
     pub fn start(cfg: &Cloudflared, token: &Secret, log: &Arc<Logger>) -> Result<Self, String> {
-        let metrics = reserve_loopback()
-            .map_err(|e| format!("cannot reserve a loopback port for cloudflared: {e}"))?;
-        let mut cmd = Command::new(&cfg.path);
-        cmd.args(companion_args(&metrics.to_string()));
-        let extra: Vec<&str> = cfg.secret_vars.iter().map(String::as_str).collect();
-        for (name, _) in std::env::vars_os() {
-            if name
-                .to_str()
-                .is_some_and(|n| keep_from_child_env(n, &extra))
-            {
-                cmd.env_remove(&name);
-            }
-        }
-        cmd.envs(companion_env(token))
-            .stdin(Stdio::null())
+        let (mut cmd, metrics) = companion_command(cfg, token)?;
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = cmd
@@ -324,26 +256,7 @@ fn probe(addr: SocketAddr) -> bool {
 }
 
 fn output_loop(pipe: Box<dyn Read + Send>, log: &Logger, stream: &str) {
-    let mut reader = BufReader::new(pipe);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let mut limited = (&mut reader).take(MAX_OUTPUT_LINE as u64);
-        match limited.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        if !line.ends_with(b"\n") {
-            let _ = reader.skip_until(b'\n');
-        }
-        let text = String::from_utf8_lossy(&line);
-        let text = text.trim_end();
-        if !text.is_empty() {
-            log.log(
-                Level::Info,
-                "cloudflared output",
-                &[("stream", &stream), ("line", &text)],
-            );
-        }
-    }
+    for_each_line(pipe, MAX_OUTPUT_LINE, |line| {
+        log_output_line(log, "cloudflared output", ("stream", stream), line);
+    });
 }

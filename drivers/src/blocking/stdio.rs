@@ -1,109 +1,50 @@
-//! One stdio MCP server per channel: the child process, its pipes, and its restarts.
-//!
-//! The core's [`StdioBinding`] decides what to write and what the child's frames mean; this
-//! module only starts the child (argv, no shell), pumps bytes between its pipes and the driver
-//! loop, copies its stderr to the log (redacted), and restarts it with backoff after a crash.
+//! A stdio MCP server's child on std threads: spawning it (argv, no shell), pumping bytes
+//! between its pipes and the driver loop, copying its stderr to the log (redacted), killing
+//! and reaping it. The channel's bookkeeping (generations, pending frames, restarts with
+//! backoff) is [`crate::tunnel_run::driver_core::stdio`]'s.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Sender, SyncSender};
 use std::sync::Arc;
 use std::thread;
-use std::time::{Duration, Instant};
-
-use mcpwire_core::backoff::{Backoff, Jitter};
-use mcpwire_core::tunnel::stdio::{StdioBinding, StdioConfig};
 
 use super::Completion;
-use crate::tunnel_run::log::{Level, Logger};
+use crate::tunnel_run::driver_core::stdio::{
+    self as shared, log_output_line, StdioSpawn, MAX_STDERR_LINE,
+};
+use crate::tunnel_run::log::Logger;
 
-/// The longest stderr line logged (the rest of the line is dropped).
-const MAX_STDERR_LINE: usize = 4096;
-/// A child that ran this long before exiting restarts without a grown backoff.
-const HEALTHY_RUN: Duration = Duration::from_secs(30);
-
-struct Running {
-    generation: u64,
+/// A running child: its handle and its stdin writer thread's queue.
+pub struct StdioChild {
     child: Child,
     stdin: Sender<Vec<u8>>,
-    started: Instant,
 }
 
-/// The child process behind one stdio channel.
-pub struct StdioChannel {
-    /// The channel name.
-    pub name: String,
-    index: usize,
-    argv: Vec<String>,
-    /// The core's binding for this child.
-    pub binding: StdioBinding,
-    running: Option<Running>,
-    generation: u64,
-    /// Frames written while no child runs (sent to the next one).
-    pending: Vec<Vec<u8>>,
-    /// When the next start is due (after a crash or a failed start).
-    pub restart_at: Option<Instant>,
-    /// The binding asked for a restart: the next exit starts a replacement at once.
-    restarting: bool,
-    attempts: u32,
-    backoff: Backoff,
-    jitter: Jitter,
-}
-
-impl StdioChannel {
-    /// A channel whose child is not started yet.
-    pub fn new(
-        name: String,
-        index: usize,
-        argv: Vec<String>,
-        config: StdioConfig,
-        seed: u64,
-    ) -> Self {
-        StdioChannel {
-            name,
-            index,
-            argv,
-            binding: StdioBinding::new(config),
-            running: None,
-            generation: 0,
-            pending: Vec::new(),
-            restart_at: None,
-            restarting: false,
-            attempts: 0,
-            backoff: Backoff {
-                initial: Duration::from_millis(200),
-                max: Duration::from_secs(30),
-                multiplier: 2,
-            },
-            jitter: Jitter::new(seed),
-        }
-    }
-
-    /// Starts the child; on failure the caller fails the waiting commands and retries later.
-    pub fn start(&mut self, tx: &SyncSender<Completion>, log: &Arc<Logger>) -> std::io::Result<()> {
-        self.restart_at = None;
-        let (program, args) = self
-            .argv
-            .split_first()
-            .ok_or_else(|| std::io::Error::other("empty command"))?;
-        let mut child = Command::new(program)
-            .args(args)
+impl StdioChild {
+    /// Starts the child with three threads: stdin writer, stdout reader (reporting on `tx`),
+    /// stderr logger.
+    pub fn spawn(
+        spawn: &StdioSpawn<'_>,
+        tx: &SyncSender<Completion>,
+        log: &Arc<Logger>,
+    ) -> std::io::Result<Self> {
+        let mut child = Command::new(spawn.program)
+            .args(spawn.args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()?;
-        self.generation += 1;
-        let generation = self.generation;
-        let index = self.index;
+        let (chan, generation, name) = (spawn.chan, spawn.generation, spawn.name);
         let (stdin_tx, stdin_rx) = mpsc::channel::<Vec<u8>>();
         if let Some(stdin) = child.stdin.take() {
-            spawn(&format!("stdio-in-{}", self.name), move || {
+            thread_named(&format!("stdio-in-{name}"), move || {
                 write_loop(stdin, &stdin_rx)
             });
         }
         if let Some(mut stdout) = child.stdout.take() {
             let tx = tx.clone();
-            spawn(&format!("stdio-out-{}", self.name), move || {
+            thread_named(&format!("stdio-out-{name}"), move || {
                 let mut buf = vec![0u8; 64 * 1024];
                 loop {
                     match stdout.read(&mut buf) {
@@ -111,7 +52,7 @@ impl StdioChannel {
                         Ok(n) => {
                             let bytes = buf.get(..n).unwrap_or_default().to_vec();
                             let c = Completion::StdioOut {
-                                chan: index,
+                                chan,
                                 generation,
                                 bytes,
                             };
@@ -121,96 +62,39 @@ impl StdioChannel {
                         }
                     }
                 }
-                let _ = tx.send(Completion::StdioExit {
-                    chan: index,
-                    generation,
-                });
+                let _ = tx.send(Completion::StdioExit { chan, generation });
             });
         }
         if let Some(stderr) = child.stderr.take() {
             let log = Arc::clone(log);
-            let name = self.name.clone();
-            spawn(&format!("stdio-err-{}", self.name), move || {
+            let name = name.to_owned();
+            thread_named(&format!("stdio-err-{name}"), move || {
                 stderr_loop(stderr, &log, &name)
             });
         }
-        for frame in self.pending.drain(..) {
-            let _ = stdin_tx.send(frame);
-        }
-        self.running = Some(Running {
-            generation,
+        Ok(StdioChild {
             child,
             stdin: stdin_tx,
-            started: Instant::now(),
-        });
-        Ok(())
-    }
-
-    /// Writes a frame to the child, or keeps it for the next child while none runs.
-    pub fn write(&mut self, frame: Vec<u8>) {
-        match &self.running {
-            Some(r) => {
-                let _ = r.stdin.send(frame);
-            }
-            None => self.pending.push(frame),
-        }
-    }
-
-    /// The binding asked for a restart: kill the child; its exit starts the replacement.
-    /// False when no child runs (the caller starts the replacement at once).
-    pub fn request_restart(&mut self) -> bool {
-        match &mut self.running {
-            Some(r) => {
-                self.restarting = true;
-                let _ = r.child.kill();
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Whether `generation` is the running child's.
-    pub fn is_current(&self, generation: u64) -> bool {
-        self.running
-            .as_ref()
-            .is_some_and(|r| r.generation == generation)
-    }
-
-    /// The running child's pipes closed: reaps it. Returns true when this was a requested
-    /// restart (start the replacement now), false for a crash (restart later, with backoff).
-    pub fn exited(&mut self, now: Instant) -> bool {
-        if let Some(mut r) = self.running.take() {
-            let _ = r.child.kill();
-            let _ = r.child.wait();
-            if now.duration_since(r.started) >= HEALTHY_RUN {
-                self.attempts = 0;
-            }
-        }
-        if std::mem::take(&mut self.restarting) {
-            return true;
-        }
-        self.schedule_restart(now);
-        false
-    }
-
-    /// A start failed or the child crashed: forget frames meant for it, retry after a backoff.
-    pub fn schedule_restart(&mut self, now: Instant) {
-        self.pending.clear();
-        self.attempts = self.attempts.saturating_add(1);
-        let delay = self.backoff.delay(self.attempts, self.jitter.next_u64());
-        self.restart_at = Some(now.checked_add(delay).unwrap_or(now));
-    }
-
-    /// Stops the child (shutdown).
-    pub fn stop(&mut self) {
-        if let Some(mut r) = self.running.take() {
-            let _ = r.child.kill();
-            let _ = r.child.wait();
-        }
+        })
     }
 }
 
-fn spawn(name: &str, f: impl FnOnce() + Send + 'static) {
+impl shared::StdioChild for StdioChild {
+    fn send(&self, frame: Vec<u8>) {
+        let _ = self.stdin.send(frame);
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+    }
+
+    fn reap(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn thread_named(name: &str, f: impl FnOnce() + Send + 'static) {
     let _ = thread::Builder::new().name(name.to_owned()).spawn(f);
 }
 
@@ -226,12 +110,14 @@ fn write_loop(mut stdin: ChildStdin, frames: &mpsc::Receiver<Vec<u8>>) {
     }
 }
 
-fn stderr_loop(stderr: impl Read, log: &Logger, channel: &str) {
-    let mut reader = BufReader::new(stderr);
+/// Calls `each` with every line of `pipe`, cut at `max` bytes (the rest of an over-long line
+/// is dropped), until it ends or fails.
+pub fn for_each_line(pipe: impl Read, max: usize, mut each: impl FnMut(&[u8])) {
+    let mut reader = BufReader::new(pipe);
     let mut line = Vec::new();
     loop {
         line.clear();
-        let mut limited = (&mut reader).take(MAX_STDERR_LINE as u64);
+        let mut limited = (&mut reader).take(max as u64);
         match limited.read_until(b'\n', &mut line) {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
@@ -240,14 +126,12 @@ fn stderr_loop(stderr: impl Read, log: &Logger, channel: &str) {
             // Over-long line: drop the rest of it.
             let _ = reader.skip_until(b'\n');
         }
-        let text = String::from_utf8_lossy(&line);
-        let text = text.trim_end();
-        if !text.is_empty() {
-            log.log(
-                Level::Info,
-                "stdio server stderr",
-                &[("channel", &channel), ("line", &text)],
-            );
-        }
+        each(&line);
     }
+}
+
+fn stderr_loop(stderr: impl Read, log: &Logger, channel: &str) {
+    for_each_line(stderr, MAX_STDERR_LINE, |line| {
+        log_output_line(log, "stdio server stderr", ("channel", channel), line);
+    });
 }

@@ -18,50 +18,40 @@
 //!   reaps a live child only when asked), so a reused pid is never signalled.
 //! - A signal during start-up (the fetch, its retries, or the readiness wait) ends it cleanly.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::process::ExitStatus;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use futures_rustls::rustls::ClientConfig;
-use mcpwire_core::backoff::{Jitter, DEFAULT_RETRY_AFTER_CAP};
+use mcpwire_core::backoff::DEFAULT_RETRY_AFTER_CAP;
 use mcpwire_core::http::{Headers, Method, Request};
 use mcpwire_core::tunnel::cloudflare::{
-    self, after_probe, companion_args, companion_env, fetch_retry_in, keep_from_child_env,
-    parse_runtime_response, ready_from_probe, CompanionState, RuntimeError, READY_PATH,
+    self, parse_runtime_response, ready_from_probe, RuntimeError, READY_PATH,
 };
 use mcpwire_core::tunnel::engine::{Config, Secret};
 use smol::channel::{Receiver, Sender};
 use smol::future::FutureExt as _;
-use smol::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
+use smol::io::AsyncRead;
 use smol::process::{Child, Command, Stdio};
 use smol::{Task, Timer};
 
+use super::stdio::for_each_line;
 use super::{http, Completion};
-use crate::tunnel_run::config::{Cloudflared, CloudflaredToken};
-use crate::tunnel_run::health::{Metrics, Status};
+use crate::tunnel_run::config::Cloudflared;
+use crate::tunnel_run::driver_core::cloudflared::{
+    companion_command, publish_starting, Attempt, TokenFetch, TokenStart, CHILD_GRACE,
+    EXIT_CHECK_EVERY, FETCH_TIMEOUT, MAX_OUTPUT_LINE, MAX_RUNTIME_BODY, PROBE_EVERY, PROBE_TIMEOUT,
+    START_PROBE_EVERY,
+};
+use crate::tunnel_run::driver_core::stdio::log_output_line;
+use crate::tunnel_run::health::Status;
 use crate::tunnel_run::log::{Level, Logger};
 
-/// How long the child may take to stop after SIGTERM before it is killed.
-pub const CHILD_GRACE: Duration = Duration::from_secs(5);
-/// How long one runtime fetch may take.
-const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
-/// The most bytes of a runtime response read.
-const MAX_RUNTIME_BODY: u64 = 64 * 1024;
-/// How often readiness is probed while starting.
-const START_PROBE_EVERY: Duration = Duration::from_millis(200);
-/// How often readiness is probed once running.
-const PROBE_EVERY: Duration = Duration::from_secs(1);
-/// How often the watcher checks whether the child exited.
-const EXIT_CHECK_EVERY: Duration = Duration::from_millis(100);
-/// How long one probe may take.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// The most bytes of a probe answer read.
 const MAX_PROBE_BODY: u64 = 64 * 1024;
 /// How long reaping may take after SIGKILL.
 const KILL_WAIT: Duration = Duration::from_secs(2);
-/// The longest child output line logged (the rest of the line is dropped).
-const MAX_OUTPUT_LINE: usize = 4096;
 
 /// How the start-up ended.
 pub enum Started {
@@ -83,12 +73,7 @@ pub async fn start(
     signals: &Receiver<Completion>,
     tx: &Sender<Completion>,
 ) -> Result<Started, String> {
-    status.publish(Metrics {
-        not_ready: CompanionState::Starting
-            .not_ready_reason()
-            .map(str::to_owned),
-        ..Metrics::default()
-    });
+    publish_starting(status);
     let token = match async { Some(token(cfg, engine, log, tls).await) }
         .or(signalled(signals))
         .await
@@ -130,7 +115,6 @@ pub async fn start(
     Ok(Started::Running(Managed {
         companion,
         watcher: Some(watcher),
-        state: CompanionState::Ready,
         log: Arc::clone(log),
     }))
 }
@@ -141,57 +125,24 @@ async fn signalled<T>(signals: &Receiver<Completion>) -> Option<T> {
     None
 }
 
-/// The token for the companion: the static one, or one fetched from the control plane (no
-/// cache: fetched once per start-up, kept in memory only), retried as the core says. The token
-/// is added to the log's redaction list before this returns.
+/// The token for the companion: the static one, or one fetched from the control plane (see
+/// [`TokenFetch`]). The token is added to the log's redaction list before this returns.
 async fn token(
     cfg: &Cloudflared,
     engine: &Config,
     log: &Logger,
     tls: &Arc<ClientConfig>,
 ) -> Result<Secret, String> {
-    if let CloudflaredToken::Static(token) = &cfg.token {
-        log.add_secret(token.expose());
-        log.log(
-            Level::Info,
-            "cloudflared token: static (managed runtime fetch skipped)",
-            &[],
-        );
-        return Ok(token.clone());
-    }
-    let request = cloudflare::runtime_request(engine).map_err(|e| e.to_string())?;
-    let mut jitter = Jitter::new(crate::tunnel_run::config::random_u64());
-    let mut attempt = 1;
+    let mut fetch = match TokenFetch::begin(cfg, engine, log)? {
+        TokenStart::Ready(token) => return Ok(token),
+        TokenStart::Fetch(fetch) => fetch,
+    };
     loop {
-        match fetch_once(tls, &request).await {
-            Ok(runtime) => {
-                log.add_secret(runtime.token.expose());
-                log.log(
-                    Level::Info,
-                    "cloudflared token: fetched from the control plane",
-                    &[
-                        ("cloudflare_tunnel_id", &runtime.tunnel.tunnel_id),
-                        ("cloudflare_tunnel_name", &runtime.tunnel.name),
-                    ],
-                );
-                return Ok(runtime.token);
+        match fetch.attempted(fetch_once(tls, fetch.request()).await)? {
+            Attempt::Token(token) => return Ok(token),
+            Attempt::RetryIn(wait) => {
+                Timer::after(wait).await;
             }
-            Err(e) => match fetch_retry_in(&e, attempt, jitter.next_u64()) {
-                Some(wait) => {
-                    log.log(
-                        Level::Warn,
-                        "managed Cloudflare runtime fetch failed; retrying",
-                        &[
-                            ("error", &e),
-                            ("attempt", &attempt),
-                            ("retry_in_ms", &wait.as_millis()),
-                        ],
-                    );
-                    Timer::after(wait).await;
-                    attempt += 1;
-                }
-                None => return Err(e.to_string()),
-            },
         }
     }
 }
@@ -219,37 +170,14 @@ async fn fetch_once(
     parse_runtime_response(&head, &body, SystemTime::now(), DEFAULT_RETRY_AFTER_CAP)
 }
 
-/// A running companion, its watcher, and its state as the loop knows it.
+/// A running companion and its watcher (the loop keeps its state).
 pub struct Managed {
     companion: Companion,
     watcher: Option<Task<()>>,
-    state: CompanionState,
     log: Arc<Logger>,
 }
 
 impl Managed {
-    /// The companion's state, for `/readyz`.
-    pub fn state(&self) -> CompanionState {
-        self.state
-    }
-
-    /// The watcher saw readiness change (the core decides the next state; a change is logged).
-    pub fn probed(&mut self, ready: bool) {
-        let next = after_probe(self.state, ready);
-        if next != self.state {
-            let level = if ready { Level::Info } else { Level::Warn };
-            let why = next.not_ready_reason().unwrap_or("ready");
-            self.log
-                .log(level, "cloudflared readiness changed", &[("state", &why)]);
-        }
-        self.state = next;
-    }
-
-    /// The watcher saw the child exit.
-    pub fn exited(&mut self) {
-        self.state = CompanionState::Exited;
-    }
-
     /// Stops the watcher, then the child (SIGTERM, SIGKILL after [`CHILD_GRACE`]), and logs
     /// how it ended.
     pub async fn stop(mut self) {
@@ -272,11 +200,6 @@ struct Companion {
     metrics: SocketAddr,
 }
 
-/// A loopback port free a moment ago, for cloudflared's `--metrics` listener.
-fn reserve_loopback() -> std::io::Result<SocketAddr> {
-    TcpListener::bind("127.0.0.1:0")?.local_addr()
-}
-
 fn try_status(child: &Mutex<Child>) -> Option<ExitStatus> {
     child
         .lock()
@@ -290,21 +213,9 @@ impl Companion {
     /// Starts `cfg.path tunnel --no-autoupdate --metrics 127.0.0.1:PORT run` with the token in
     /// its environment only, its output copied to the log (redacted).
     fn start(cfg: &Cloudflared, token: &Secret, log: &Arc<Logger>) -> Result<Self, String> {
-        let metrics = reserve_loopback()
-            .map_err(|e| format!("cannot reserve a loopback port for cloudflared: {e}"))?;
-        let mut cmd = Command::new(&cfg.path);
-        cmd.args(companion_args(&metrics.to_string()));
-        let extra: Vec<&str> = cfg.secret_vars.iter().map(String::as_str).collect();
-        for (name, _) in std::env::vars_os() {
-            if name
-                .to_str()
-                .is_some_and(|n| keep_from_child_env(n, &extra))
-            {
-                cmd.env_remove(&name);
-            }
-        }
-        cmd.envs(companion_env(token))
-            .stdin(Stdio::null())
+        let (cmd, metrics) = companion_command(cfg, token)?;
+        let mut cmd = Command::from(cmd);
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             // Whatever path leaves it behind, the child does not outlive its handle.
@@ -454,35 +365,8 @@ async fn probe(tls: &Arc<ClientConfig>, addr: SocketAddr) -> bool {
 /// Copies the child's output to the log line by line (redacted by the logger); an over-long
 /// line is cut at [`MAX_OUTPUT_LINE`] bytes and its rest dropped.
 async fn output_loop(pipe: impl AsyncRead + Unpin, log: &Logger, stream: &str) {
-    let mut reader = BufReader::new(pipe);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let mut limited = (&mut reader).take(MAX_OUTPUT_LINE as u64);
-        match limited.read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        if !line.ends_with(b"\n") {
-            let mut rest = Vec::new();
-            loop {
-                rest.clear();
-                let mut chunk = (&mut reader).take(MAX_OUTPUT_LINE as u64);
-                match chunk.read_until(b'\n', &mut rest).await {
-                    Ok(0) | Err(_) => return,
-                    Ok(_) if rest.ends_with(b"\n") => break,
-                    Ok(_) => {}
-                }
-            }
-        }
-        let text = String::from_utf8_lossy(&line);
-        let text = text.trim_end();
-        if !text.is_empty() {
-            log.log(
-                Level::Info,
-                "cloudflared output",
-                &[("stream", &stream), ("line", &text)],
-            );
-        }
-    }
+    for_each_line(pipe, MAX_OUTPUT_LINE, |line| {
+        log_output_line(log, "cloudflared output", ("stream", stream), line);
+    })
+    .await;
 }

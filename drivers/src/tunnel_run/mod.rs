@@ -2,9 +2,12 @@
 //!
 //! [`config`] resolves flags and environment variables; [`health`] serves `/healthz`,
 //! `/readyz` and `/metrics`; [`log`] writes redacted one-line logs; the driver chosen with
-//! `--driver` runs the engine; [`stop`] stops it (on a signal, or from an embedding program).
+//! `--driver` runs the engine, on the loop state both drivers share (`driver_core`); [`stop`]
+//! stops it (on a signal, or from an embedding program).
 
 pub mod config;
+#[cfg(any(feature = "blocking", feature = "smol"))]
+pub mod driver_core;
 pub mod health;
 pub mod log;
 pub mod report;
