@@ -14,9 +14,11 @@
 #
 # Each client makes WARMUP calls, then N timed calls one at a time; every answer is checked.
 # Rounds alternate the clients (so a busy neighbour slows all of them); the table shows the
-# median calls/s over the rounds and the largest peak RSS (VmHWM of the client's own
-# /proc/self/status, read after its last call: the stdio server is a child process and not
-# counted). Ratios are against `rmcp`: calls/s (higher is faster) and RSS (lower is smaller).
+# median calls/s over the rounds, the median CPU time of the client process per timed call
+# (user + system, all its threads; /proc/self/stat, 10 ms ticks; Node: process.cpuUsage) and
+# the largest peak RSS (VmHWM of the client's own /proc/self/status, read after its last call).
+# The stdio server is a child process of the client: neither its CPU nor its RSS is counted.
+# Ratios are against `rmcp`: calls/s (higher is faster) and RSS (lower is smaller).
 #
 # Environment (defaults in brackets):
 #   N_HTTP [2000]  N_STDIO [5000]  WARMUP [200]  ROUNDS [3]
@@ -121,8 +123,8 @@ done
 echo
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| transport | client | version | calls/s (median of $ROUNDS) | vs rmcp | peak RSS | vs rmcp |"
-echo "|---|---|---|---:|---:|---:|---:|"
+echo "| transport | client | version | calls/s (median of $ROUNDS) | vs rmcp | client CPU per call | peak RSS | vs rmcp |"
+echo "|---|---|---|---:|---:|---:|---:|---:|"
 for transport in http stdio; do
     for c in "${CLIENTS[@]}"; do echo "$transport $c"; done
 done | awk -v results="$WORK/results" '
@@ -136,15 +138,16 @@ done | awk -v results="$WORK/results" '
             k = field(line, "transport") " " field(line, "client")
             count[k]++
             rate[k, count[k]] = field(line, "calls_per_s") + 0
+            cpu[k, count[k]] = 1000 * field(line, "cpu_ms") / (field(line, "n") + 0 > 0 ? field(line, "n") : 1)
             r = field(line, "rss_kib") + 0
             if (r > rss[k]) rss[k] = r
             version[k] = field(line, "version")
             if (field(line, "complete") != "yes") cut[k] = 1
         }
     }
-    function median(k,   n, i, j, t, a) {
+    function median(k, what,   n, i, j, t, a) {
         n = count[k]
-        for (i = 1; i <= n; i++) a[i] = rate[k, i]
+        for (i = 1; i <= n; i++) a[i] = (what == "cpu") ? cpu[k, i] : rate[k, i]
         for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
         return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
     }
@@ -152,9 +155,9 @@ done | awk -v results="$WORK/results" '
     END {
         for (i = 1; i <= rows; i++) {
             split(order[i], p, " "); k = order[i]; base = p[1] " rmcp"
-            m = median(k); mb = (base in count) ? median(base) : 0
+            m = median(k, "rate"); mb = (base in count) ? median(base, "rate") : 0
             rr = (mb > 0) ? sprintf("%.2fx", m / mb) : "-"
             sr = (rss[base] > 0) ? sprintf("%.2fx", rss[k] / rss[base]) : "-"
-            printf "| %s | %s%s | %s | %.0f | %s | %.1f MiB | %s |\n", p[1], p[2], (k in cut) ? " (time limit hit)" : "", version[k], m, rr, rss[k] / 1024, sr
+            printf "| %s | %s%s | %s | %.0f | %s | %.0f µs | %.1f MiB | %s |\n", p[1], p[2], (k in cut) ? " (time limit hit)" : "", version[k], m, rr, median(k, "cpu"), rss[k] / 1024, sr
         }
     }'

@@ -107,6 +107,7 @@ pub fn check_result(result: &serde_json::Value) -> Result<(), String> {
 #[derive(Debug)]
 pub struct Timed {
     start: Instant,
+    cpu_start: Duration,
     limit: Duration,
     pub done: u64,
 }
@@ -115,9 +116,15 @@ impl Timed {
     pub fn start(limit: Duration) -> Timed {
         Timed {
             start: Instant::now(),
+            cpu_start: cpu_time(),
             limit,
             done: 0,
         }
+    }
+
+    /// The CPU time (user and system, every thread) the process used since the start.
+    pub fn cpu(&self) -> Duration {
+        cpu_time().saturating_sub(self.cpu_start)
     }
 
     /// Whether another call is to be made (fewer than `n` done and time left).
@@ -128,6 +135,28 @@ impl Timed {
     pub fn elapsed(&self) -> Duration {
         self.start.elapsed()
     }
+}
+
+/// The CPU time (user and system) of this process's threads, the ones that ended included,
+/// from `/proc/self/stat` (in clock ticks of 10 ms: Linux's `USER_HZ` is 100). Its children
+/// (a stdio server) are not counted.
+pub fn cpu_time() -> Duration {
+    let ticks = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            // The fields after the command name, which ends with the last ')': state is
+            // field 3, utime 14, stime 15.
+            let rest = s.get(s.rfind(')')? + 1..)?.to_owned();
+            let fields: Vec<u64> = rest
+                .split_whitespace()
+                .skip(11)
+                .take(2)
+                .filter_map(|f| f.parse().ok())
+                .collect();
+            Some(fields.iter().sum::<u64>())
+        })
+        .unwrap_or(0);
+    Duration::from_millis(ticks * 10)
 }
 
 /// The process's peak resident set (`VmHWM` of `/proc/self/status`), in KiB.
@@ -143,7 +172,8 @@ pub fn peak_rss_kib() -> u64 {
 }
 
 /// Prints the result line the script reads:
-/// `client=C transport=T version=V n=N secs=S calls_per_s=R rss_kib=K complete=yes|no`.
+/// `client=C transport=T version=V n=N secs=S calls_per_s=R cpu_ms=M rss_kib=K complete=yes|no`
+/// (`cpu_ms`: the client process's CPU time during the timed calls).
 pub fn report(client: &str, args: &Args, version: &str, timed: &Timed) {
     let secs = timed.elapsed().as_secs_f64();
     let rate = if secs > 0.0 {
@@ -152,9 +182,10 @@ pub fn report(client: &str, args: &Args, version: &str, timed: &Timed) {
         0.0
     };
     println!(
-        "client={client} transport={} version={version} n={} secs={secs:.3} calls_per_s={rate:.1} rss_kib={} complete={}",
+        "client={client} transport={} version={version} n={} secs={secs:.3} calls_per_s={rate:.1} cpu_ms={} rss_kib={} complete={}",
         args.transport(),
         timed.done,
+        timed.cpu().as_millis(),
         peak_rss_kib(),
         if timed.done == args.n { "yes" } else { "no" },
     );

@@ -74,6 +74,7 @@ async function call() {
 }
 
 for (let i = 0; i < warmup; i++) await call();
+const cpuStart = process.cpuUsage();
 const start = process.hrtime.bigint();
 const elapsedMs = () => Number(process.hrtime.bigint() - start) / 1e6;
 let done = 0;
@@ -82,11 +83,13 @@ while (done < n && elapsedMs() < limitMs) {
   done++;
 }
 const secs = elapsedMs() / 1000;
+const cpu = process.cpuUsage(cpuStart);
+const cpuMs = Math.round((cpu.user + cpu.system) / 1000);
 const rate = secs > 0 ? done / secs : 0;
 const version = client.getNegotiatedProtocolVersion() ?? '?';
 console.log(
   `client=ts-sdk transport=${transportName} version=${version} n=${done} secs=${secs.toFixed(3)} ` +
-    `calls_per_s=${rate.toFixed(1)} rss_kib=${peakRssKib()} complete=${done === n ? 'yes' : 'no'}`,
+    `calls_per_s=${rate.toFixed(1)} cpu_ms=${cpuMs} rss_kib=${peakRssKib()} complete=${done === n ? 'yes' : 'no'}`,
 );
 await client.close();
 process.exit(0);

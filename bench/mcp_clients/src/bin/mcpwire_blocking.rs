@@ -5,6 +5,14 @@ use mcpwire_core::mcp::client::OpOptions;
 use mcpwire_drivers::mcp_client::blocking::McpClient;
 use mcpwire_drivers::mcp_client::ClientOptions;
 
+fn call(client: &mut McpClient) {
+    // Plain calls, as rmcp and the TypeScript SDK send them: no progress token.
+    let result = client
+        .call_tool_with(TOOL, arguments(), OpOptions::default())
+        .unwrap_or_else(|e| fail(e));
+    check_result(&result).unwrap_or_else(|e| fail(e));
+}
+
 fn main() {
     let args = Args::from_env();
     let options = ClientOptions::default();
@@ -16,22 +24,14 @@ fn main() {
         }
     }
     .unwrap_or_else(|e| fail(e));
-    // Plain calls, as rmcp and the TypeScript SDK send them: no progress token.
-    let mut call = || {
-        let result = client
-            .call_tool_with(TOOL, arguments(), OpOptions::default())
-            .unwrap_or_else(|e| fail(e));
-        check_result(&result).unwrap_or_else(|e| fail(e));
-    };
     for _ in 0..args.warmup {
-        call();
+        call(&mut client);
     }
     let mut timed = Timed::start(args.time_limit);
     while timed.more(args.n) {
-        call();
+        call(&mut client);
         timed.done += 1;
     }
-    drop(call);
     let version = client
         .era()
         .and_then(|e| e.protocol_version)

@@ -6,7 +6,7 @@
 //! `RMCP_RUNTIME=multi` (the default: what `#[tokio::main]` builds) or `current` (a
 //! single-threaded runtime) picks the Tokio runtime.
 
-use mcpwire_bench_mcp_clients::{arguments, check_result, fail, report, Args, Target, Timed, TOOL};
+use mcpwire_bench_mcp_clients::{arguments, fail, report, Args, Target, Timed, TEXT, TOOL};
 use rmcp::model::{CallToolRequestParams, ProtocolVersion};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
@@ -35,8 +35,11 @@ async fn run(args: Args, label: &str) {
     let call = || async {
         let params = CallToolRequestParams::new(TOOL).with_arguments(object.clone());
         let result = client.call_tool(params).await.unwrap_or_else(|e| fail(e));
-        let json = serde_json::to_value(&result).unwrap_or_else(|e| fail(e));
-        check_result(&json).unwrap_or_else(|e| fail(e));
+        // Checked on rmcp's typed result (what its users read), the same rule as check_result.
+        let text = result.content.first().and_then(|c| c.as_text());
+        if result.is_error == Some(true) || text.map(|t| t.text.as_str()) != Some(TEXT) {
+            fail(format!("unexpected result: {result:?}"));
+        }
     };
     for _ in 0..args.warmup {
         call().await;
