@@ -160,6 +160,10 @@ pub struct McpClient {
     /// The same, for [`Canceller`]s: its id plus one, 0 for none.
     running: Arc<AtomicU64>,
     closed: bool,
+    /// The loop's wake-up timer, kept between waits (arming one registers it with the reactor
+    /// and wakes the reactor's thread), and when it is set to fire.
+    timer: Timer,
+    timer_at: Option<Instant>,
 }
 
 impl std::fmt::Debug for McpClient {
@@ -267,6 +271,8 @@ impl McpClient {
             current: None,
             running: Arc::new(AtomicU64::new(0)),
             closed: false,
+            timer: Timer::never(),
+            timer_at: None,
         }
     }
 
@@ -498,6 +504,12 @@ impl McpClient {
         for d in [deadline, until].into_iter().flatten() {
             wake = wake.min(d);
         }
+        // Re-armed only when it must fire earlier than it is set to, or it has fired: waking
+        // early is harmless (the caller looks at the clock and waits again).
+        if self.timer_at.is_none_or(|at| wake < at || at <= now) {
+            self.timer.set_at(wake);
+            self.timer_at = Some(wake);
+        }
         enum Woke {
             Input(Input),
             Cancel(OpId),
@@ -518,8 +530,8 @@ impl McpClient {
                 Err(_) => smol::future::pending().await,
             }
         })
-        .or(async move {
-            Timer::at(wake).await;
+        .or(async {
+            (&mut self.timer).await;
             Woke::Timer
         })
         .await;
