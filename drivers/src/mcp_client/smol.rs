@@ -15,9 +15,7 @@
 //!   for one to end), and as many idle connections are kept. [`Output::CloseStream`] drops the
 //!   task, which drops its connection at once.
 //! - **stdio**: the child is started without a shell (`kill_on_drop`); one task writes its
-//!   stdin (on unix the loop writes a line itself when that task has nothing queued and the
-//!   pipe takes the line whole), one reads its stdout line by line, one keeps the tail of its
-//!   stderr. If it exits,
+//!   stdin, one reads its stdout line by line, one keeps the tail of its stderr. If it exits,
 //!   the waiting operation fails with [`Error::ServerExited`], its exit status and stderr tail.
 //!
 //! Tasks run on smol's global executor, so the exchanges progress while no method is awaited.
@@ -37,7 +35,7 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -131,15 +129,7 @@ struct HttpLink {
 struct StdioLink {
     program: String,
     child: Child,
-    /// Lines for the stdin writer task (each ends with a newline).
-    stdin: Option<Sender<Vec<u8>>>,
-    /// Lines handed to the writer task and not yet written whole.
-    queued: Arc<AtomicUsize>,
-    /// unix: the child's stdin (non-blocking, a duplicate of the writer's) for writing a line
-    /// at once from the loop while the writer task has nothing queued, saving the hand-off to
-    /// the executor's thread; a line the pipe cannot take whole goes to the task.
-    #[cfg(unix)]
-    direct: Option<std::os::fd::OwnedFd>,
+    stdin: Option<Sender<String>>,
     stderr: Arc<Mutex<StderrTail>>,
     /// Closed by the stderr reader when the child's stderr ends.
     stderr_done: Receiver<()>,
@@ -152,32 +142,6 @@ struct StdioLink {
 enum Link {
     Http(HttpLink),
     Stdio(StdioLink),
-}
-
-impl StdioLink {
-    /// Sends one line to the child: at once when the writer task has nothing queued and the
-    /// pipe takes it whole (unix), else through the task (in order, waiting for room). A closed
-    /// pipe shows up as the stdout reader's end.
-    fn send_line(&self, line: String) {
-        let Some(stdin) = &self.stdin else {
-            return;
-        };
-        let mut line = line.into_bytes();
-        line.push(b'\n');
-        #[cfg(unix)]
-        if let (Some(fd), 0) = (&self.direct, self.queued.load(Ordering::SeqCst)) {
-            match rustix::io::write(fd, &line) {
-                Ok(n) if n == line.len() => return,
-                Ok(n) => {
-                    line.drain(..n);
-                }
-                // Full (WouldBlock), interrupted or broken: the task writes it or sees the error.
-                Err(_) => {}
-            }
-        }
-        self.queued.fetch_add(1, Ordering::SeqCst);
-        let _ = stdin.try_send(line);
-    }
 }
 
 /// An async MCP client of one server on smol (see the module docs).
@@ -266,15 +230,12 @@ impl McpClient {
             )));
         };
         let (tx, rx) = channel::bounded(CHANNEL_DEPTH);
-        let (stdin_tx, stdin_rx) = channel::unbounded::<Vec<u8>>();
-        #[cfg(unix)]
-        let direct = std::os::fd::AsFd::as_fd(&stdin).try_clone_to_owned().ok();
-        let queued = Arc::new(AtomicUsize::new(0));
+        let (stdin_tx, stdin_rx) = channel::unbounded::<String>();
         let stderr = Arc::new(Mutex::new(StderrTail::default()));
         let (done_tx, stderr_done) = channel::bounded::<()>(1);
         let tail = Arc::clone(&stderr);
         let tasks = vec![
-            smol::spawn(write_lines(stdin, stdin_rx, Arc::clone(&queued))),
+            smol::spawn(write_lines(stdin, stdin_rx)),
             smol::spawn(read_lines(stdout, tx.clone())),
             smol::spawn(async move {
                 keep_stderr(err, &tail).await;
@@ -286,9 +247,6 @@ impl McpClient {
             program: program.to_owned(),
             child,
             stdin: Some(stdin_tx),
-            queued,
-            #[cfg(unix)]
-            direct,
             stderr,
             stderr_done,
             exit: None,
@@ -648,7 +606,10 @@ impl McpClient {
                 }
                 Output::Stdio(line) => {
                     if let Link::Stdio(s) = &self.link {
-                        s.send_line(line);
+                        if let Some(stdin) = &s.stdin {
+                            // A closed pipe shows up as the stdout reader's end.
+                            let _ = stdin.try_send(line);
+                        }
                     }
                 }
                 Output::Event(event) => self.outcomes.on_event(&mut self.core, event),
@@ -761,11 +722,7 @@ impl McpClient {
         match &mut self.link {
             Link::Http(h) => h.jobs.clear(),
             Link::Stdio(s) => {
-                s.stdin = None; // closes the child's stdin (with its duplicate)
-                #[cfg(unix)]
-                {
-                    s.direct = None;
-                }
+                s.stdin = None; // closes the child's stdin
                 if s.exit.is_none() {
                     let _ = s.child.kill();
                     s.exit = Some("stopped by the client".into());
@@ -866,15 +823,10 @@ async fn exchange(route: Route, request: Request, stream: StreamId, tx: Sender<I
     }
 }
 
-async fn write_lines(
-    mut stdin: smol::process::ChildStdin,
-    lines: Receiver<Vec<u8>>,
-    queued: Arc<AtomicUsize>,
-) {
-    while let Ok(line) = lines.recv().await {
-        let written = stdin.write_all(&line).await.is_ok() && stdin.flush().await.is_ok();
-        queued.fetch_sub(1, Ordering::SeqCst);
-        if !written {
+async fn write_lines(mut stdin: smol::process::ChildStdin, lines: Receiver<String>) {
+    while let Ok(mut line) = lines.recv().await {
+        line.push('\n');
+        if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
             return; // the child is gone; the stdout reader reports it
         }
     }
