@@ -794,3 +794,38 @@ fn schema_check_rejects_a_result_without_result_type_and_a_miscoded_error() {
         "-32022 without data.supported must not validate"
     );
 }
+
+/// Our own reference server (`mcpwire dev mcp-server`) answers modern requests as the
+/// 2026-07-28 schema says: `server/discover` and `tools/list` carry their required `ttlMs` and
+/// `cacheScope` (rmcp refuses a discover result without them), and an `echo` call validates.
+#[test]
+fn our_reference_server_answers_modern_requests_as_the_schema_says() {
+    use mcpwire_core::mcp::client::OpOptions;
+    use mcpwire_drivers::dev::mcp_server::{Config, McpServer};
+    use mcpwire_drivers::mcp_client::blocking::McpClient;
+    use mcpwire_drivers::mcp_client::ClientOptions;
+
+    let server = McpServer::start_http(Config::default(), "127.0.0.1:0").expect("server");
+    let mut client = McpClient::connect_http(&server.url(), ClientOptions::default()).unwrap();
+    let answers = [
+        ("server/discover", client.discover().unwrap()),
+        ("tools/list", client.list_tools(None).unwrap()),
+        (
+            "tools/call",
+            client
+                .call_tool_with("echo", json!({"text": "hi"}), OpOptions::default())
+                .unwrap(),
+        ),
+    ];
+    assert_eq!(
+        client.era().and_then(|e| e.protocol_version).as_deref(),
+        Some(LATEST)
+    );
+    client.close();
+    for (method, result) in answers {
+        let msg = json!({"jsonrpc": "2.0", "id": 1, "result": result});
+        if let Err(e) = check_server_message(method, &msg) {
+            panic!("{method}: {e}\n{result}");
+        }
+    }
+}

@@ -50,7 +50,9 @@ use std::time::Duration;
 
 use mcpwire_core::http::Headers;
 use mcpwire_core::jsonrpc::{self, code, ErrorObject, Id, Message};
-use mcpwire_core::mcp::discover::{DiscoverResult, ListCapability, ServerCapabilities};
+use mcpwire_core::mcp::discover::{
+    CacheScopeHint, DiscoverResult, ListCapability, ServerCapabilities,
+};
 use mcpwire_core::mcp::era::Era;
 use mcpwire_core::mcp::headers::{
     decode_param_value, request_headers_for, tool_headers, ToolHeaders, METHOD_HEADER, NAME_HEADER,
@@ -113,7 +115,7 @@ pub struct Config {
     pub max_slow: Duration,
     /// HTTP bounds.
     pub limits: Limits,
-    /// The `ttlMs` put on modern `tools/list` results (default `None`: no `ttlMs`, so a client
+    /// The `ttlMs` put on modern `tools/list` results (default `None`: `ttlMs: 0`, so a client
     /// treats the list as immediately stale). Lets client tests see caching.
     pub tools_list_ttl_ms: Option<u64>,
 }
@@ -432,8 +434,10 @@ impl McpServer {
                         "mcpwire's reference server: tools echo, slow, progress, fail, tenant, ask, headers."
                             .to_owned(),
                     ),
-                    ttl_ms: None,
-                    cache_scope: None,
+                    // Both are required members of a modern `DiscoverResult` (schema.json);
+                    // 0: a client re-discovers whenever it needs to.
+                    ttl_ms: Some(0),
+                    cache_scope: Some(CacheScopeHint::Public),
                     meta: Some(meta),
                     other: Map::new(),
                 };
@@ -442,8 +446,11 @@ impl McpServer {
             (Era::Legacy, "ping") => Answer::Result(json!({})),
             (_, "tools/list") => {
                 let mut result = json!({"tools": tool_definitions(era)});
-                if let (Era::Modern, Some(ttl)) = (era, self.config.tools_list_ttl_ms) {
-                    result["ttlMs"] = json!(ttl);
+                if era == Era::Modern {
+                    // Required members of a modern `ListToolsResult` (schema.json); the list
+                    // is the same for every caller.
+                    result["ttlMs"] = json!(self.config.tools_list_ttl_ms.unwrap_or(0));
+                    result["cacheScope"] = json!("public");
                 }
                 Answer::Result(result)
             }

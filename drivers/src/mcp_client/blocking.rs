@@ -74,6 +74,12 @@ enum Input {
     End {
         stream: StreamId,
     },
+    /// A whole response at once: the head, its body (of a known, small length), the end.
+    Whole {
+        stream: StreamId,
+        head: ResponseHead,
+        body: Vec<u8>,
+    },
     Failed {
         stream: StreamId,
         cause: String,
@@ -463,6 +469,17 @@ impl McpClient {
     /// Feeds one report to the core. The core refuses only inputs of the other transport,
     /// which this driver never mixes, so its `UsageError`s are not expected here.
     fn feed(&mut self, input: Input) {
+        if let Input::Whole { stream, head, body } = input {
+            // The three inputs in their order, each followed by a drain.
+            self.feed(Input::Head { stream, head });
+            if !body.is_empty() {
+                self.feed(Input::Data {
+                    stream,
+                    bytes: body,
+                });
+            }
+            return self.feed(Input::End { stream });
+        }
         let now = Instant::now();
         let _ = match input {
             Input::Head { stream, head } => {
@@ -485,7 +502,7 @@ impl McpClient {
                 self.core.handle_stdio_closed(now)
             }
             Input::Cancel(op) if self.current == Some(op) => self.core.cancel(now, op),
-            Input::Cancel(_) => Ok(()),
+            Input::Cancel(_) | Input::Whole { .. } => Ok(()),
         };
         self.drain();
     }
@@ -665,11 +682,41 @@ fn exchange(
         Err(e) => return failed(e.to_string()),
     };
     let head = http::head_of(&response);
+    let mut reader = response.into_body().into_reader();
+    let mut buf = vec![0u8; BUFFER_BYTES];
+    // A body of known length that fits one buffer (a JSON answer) is read whole and reported
+    // with its head: one hand-off to the loop instead of three. Streams (SSE) and longer bodies
+    // are reported as they come.
+    let known = head
+        .headers
+        .get("content-length")
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    if known.is_some_and(|n| n <= BUFFER_BYTES) {
+        let mut body = Vec::new();
+        loop {
+            if ctl.is_cancelled() {
+                return;
+            }
+            match reader.read(&mut buf) {
+                Ok(0) => {
+                    let _ = tx.send(Input::Whole { stream, head, body });
+                    return;
+                }
+                Ok(n) => body.extend_from_slice(buf.get(..n).unwrap_or_default()),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // The head did arrive: report it, then the failure, as a stream would.
+                    if tx.send(Input::Head { stream, head }).is_ok() {
+                        failed(format!("reading the response body: {e}"));
+                    }
+                    return;
+                }
+            }
+        }
+    }
     if tx.send(Input::Head { stream, head }).is_err() {
         return;
     }
-    let mut reader = response.into_body().into_reader();
-    let mut buf = vec![0u8; BUFFER_BYTES];
     loop {
         if ctl.is_cancelled() {
             return;

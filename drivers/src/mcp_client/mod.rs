@@ -70,9 +70,9 @@ pub struct ClientOptions {
     pub host_capabilities: Option<ClientCapabilities>,
     /// The result cache.
     pub cache: CacheConfig,
-    /// HTTP, blocking driver: how many exchanges run at once (one worker thread each;
-    /// long-lived subscription streams hold one too). The smol driver runs one task per
-    /// exchange and does not use it.
+    /// HTTP: how many exchanges run at once (long-lived subscription streams hold one too;
+    /// more wait for one to end), and how many idle connections are kept alive for reuse. The
+    /// blocking driver runs one worker thread per exchange, the smol driver one task.
     pub max_exchanges: usize,
     /// HTTP: list the tools before calling one whose `x-mcp-header` annotations are not known
     /// yet (default `true`; see the core's `ClientConfig::list_tools_before_call`).

@@ -7,10 +7,13 @@
 //! them, then wait for the next report or an async-io timer at [`Client::poll_timeout`],
 //! whichever comes first. The loop makes no protocol decision; it only moves bytes:
 //!
-//! - **HTTP**: every [`Output::Http`] is one smol task: it opens a connection, sends the
-//!   request, reports the response head, then each body chunk as it arrives (SSE is never
-//!   buffered whole), then the end, over a bounded channel (a task waits while it is full).
-//!   [`Output::CloseStream`] drops the task, which drops its connection at once.
+//! - **HTTP**: every [`Output::Http`] is one smol task: it takes an idle kept-alive connection
+//!   to the server (or opens one), sends the request, reports the response head, then each body
+//!   chunk as it arrives (SSE is never buffered whole), then the end, over a bounded channel (a
+//!   task waits while it is full); a connection whose body was read to its end is kept for the
+//!   next exchange. At most [`ClientOptions::max_exchanges`] exchanges run at once (more wait
+//!   for one to end), and as many idle connections are kept. [`Output::CloseStream`] drops the
+//!   task, which drops its connection at once.
 //! - **stdio**: the child is started without a shell (`kill_on_drop`); one task writes its
 //!   stdin, one reads its stdout line by line, one keeps the tail of its stderr. If it exits,
 //!   the waiting operation fails with [`Error::ServerExited`], its exit status and stderr tail.
@@ -47,6 +50,7 @@ use serde_json::Value;
 use smol::channel::{self, Receiver, Sender};
 use smol::future::FutureExt as _;
 use smol::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use smol::lock::Semaphore;
 use smol::process::{Child, Command, Stdio};
 use smol::{Task, Timer};
 
@@ -114,6 +118,10 @@ struct HttpLink {
     extra: Vec<(String, String)>,
     tls: Result<Arc<TlsConfig>, String>,
     connect_timeout: Duration,
+    /// Idle kept-alive connections.
+    pool: Arc<http::Pool>,
+    /// One permit per exchange running ([`ClientOptions::max_exchanges`]).
+    permits: Arc<Semaphore>,
     /// One task per exchange in flight; dropping it closes the connection.
     jobs: BTreeMap<StreamId, Task<()>>,
 }
@@ -152,6 +160,10 @@ pub struct McpClient {
     /// The same, for [`Canceller`]s: its id plus one, 0 for none.
     running: Arc<AtomicU64>,
     closed: bool,
+    /// The loop's wake-up timer, kept between waits (arming one registers it with the reactor
+    /// and wakes the reactor's thread), and when it is set to fire.
+    timer: Timer,
+    timer_at: Option<Instant>,
 }
 
 impl std::fmt::Debug for McpClient {
@@ -180,6 +192,8 @@ impl McpClient {
             extra: options.headers.clone(),
             tls,
             connect_timeout: options.connect_timeout,
+            pool: http::Pool::new(options.max_exchanges),
+            permits: Arc::new(Semaphore::new(options.max_exchanges.max(1))),
             jobs: BTreeMap::new(),
         });
         Ok(McpClient::with_link(
@@ -257,6 +271,8 @@ impl McpClient {
             current: None,
             running: Arc::new(AtomicU64::new(0)),
             closed: false,
+            timer: Timer::never(),
+            timer_at: None,
         }
     }
 
@@ -488,6 +504,12 @@ impl McpClient {
         for d in [deadline, until].into_iter().flatten() {
             wake = wake.min(d);
         }
+        // Re-armed only when it must fire earlier than it is set to, or it has fired: waking
+        // early is harmless (the caller looks at the clock and waits again).
+        if self.timer_at.is_none_or(|at| wake < at || at <= now) {
+            self.timer.set_at(wake);
+            self.timer_at = Some(wake);
+        }
         enum Woke {
             Input(Input),
             Cancel(OpId),
@@ -508,8 +530,8 @@ impl McpClient {
                 Err(_) => smol::future::pending().await,
             }
         })
-        .or(async move {
-            Timer::at(wake).await;
+        .or(async {
+            (&mut self.timer).await;
             Woke::Timer
         })
         .await;
@@ -609,8 +631,12 @@ impl McpClient {
             }
         };
         let task = smol::spawn(exchange(
-            tls,
-            h.connect_timeout,
+            Route {
+                pool: Arc::clone(&h.pool),
+                permits: Arc::clone(&h.permits),
+                tls,
+                connect_timeout: h.connect_timeout,
+            },
             request,
             stream,
             self.tx.clone(),
@@ -750,16 +776,21 @@ fn describe(e: &HttpError) -> String {
     }
 }
 
-/// One HTTP exchange as a task: the head, each body chunk, then the end (or the failure).
-/// Dropping the task (a closed stream) drops the connection.
-async fn exchange(
+/// What an exchange task needs to reach the server.
+struct Route {
+    pool: Arc<http::Pool>,
+    permits: Arc<Semaphore>,
     tls: Arc<TlsConfig>,
     connect_timeout: Duration,
-    request: Request,
-    stream: StreamId,
-    tx: Sender<Input>,
-) {
-    let mut response = match http::send_within(&tls, &request, connect_timeout).await {
+}
+
+/// One HTTP exchange as a task: the head, each body chunk, then the end (or the failure).
+/// It waits for a permit first and holds it to its end. Dropping the task (a closed stream)
+/// drops the connection.
+async fn exchange(route: Route, request: Request, stream: StreamId, tx: Sender<Input>) {
+    let _permit = route.permits.acquire_arc().await;
+    let sent = http::send_pooled(&route.pool, &route.tls, &request, route.connect_timeout).await;
+    let mut response = match sent {
         Ok(r) => r,
         Err(e) => {
             let cause = describe(&e);

@@ -1,14 +1,19 @@
 //! The engine's HTTP request values on hyper 1 (its HTTP/1.1 client connection), over smol's
 //! sockets, with rustls through futures-rustls for `https`.
 //!
-//! One connection per exchange: [`send`] resolves, connects, handshakes, writes the request and
-//! returns when the response head has arrived; the body is then read from [`Exchange`]. The
-//! connection is driven by a task owned by the [`Exchange`] (or by the `send` future while it
-//! runs), so dropping either closes the connection at once: that is how a deadline cancels.
+//! [`send`] resolves, connects, handshakes, writes the request and returns when the response
+//! head has arrived; the body is then read from [`Exchange`]. The connection is driven by a task
+//! owned by the [`Exchange`] (or by the `send` future while it runs), so dropping either closes
+//! the connection at once: that is how a deadline cancels.
+//!
+//! [`send`] opens one connection per exchange. [`send_pooled`] keeps connections alive in a
+//! [`Pool`]: an exchange whose body was read to its end hands its connection back, and the next
+//! exchange to the same origin reuses it. A request that a reused connection did not write (the
+//! server had closed it) goes to another connection; one it may have written is not resent.
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_rustls::rustls::pki_types::ServerName;
@@ -109,13 +114,84 @@ pub fn tls_config() -> Result<Arc<ClientConfig>, String> {
 trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
 
+/// The request side of an HTTP/1.1 connection.
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+/// An open connection: its request side and the task that drives it (dropping the task closes
+/// the connection).
+struct Conn {
+    sender: Sender,
+    _driver: Task<()>,
+}
+
+/// Where a connection leads: a pooled connection serves only its own origin.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Origin {
+    https: bool,
+    host: String,
+    port: u16,
+}
+
+/// Idle keep-alive connections for [`send_pooled`], at most `max_idle` of them (the most
+/// recently used is reused first). Dropping the pool closes them.
+pub struct Pool {
+    idle: Mutex<Vec<(Origin, Conn)>>,
+    max_idle: usize,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("idle", &self.idle_count())
+            .field("max_idle", &self.max_idle)
+            .finish()
+    }
+}
+
+impl Pool {
+    /// A pool keeping at most `max_idle` idle connections (0: none is kept).
+    pub fn new(max_idle: usize) -> Arc<Pool> {
+        Arc::new(Pool {
+            idle: Mutex::new(Vec::new()),
+            max_idle,
+        })
+    }
+
+    /// How many idle connections are kept now.
+    pub fn idle_count(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Origin, Conn)>> {
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The most recently returned idle connection to `origin` (closed ones are dropped).
+    fn take(&self, origin: &Origin) -> Option<Conn> {
+        let mut idle = self.lock();
+        idle.retain(|(_, c)| !c.sender.is_closed());
+        let i = idle.iter().rposition(|(o, _)| o == origin)?;
+        Some(idle.remove(i).1)
+    }
+
+    /// Keeps `conn` for reuse, unless it is closed or the pool is full.
+    fn put(&self, origin: Origin, conn: Conn) {
+        let mut idle = self.lock();
+        if !conn.sender.is_closed() && idle.len() < self.max_idle {
+            idle.push((origin, conn));
+        }
+    }
+}
+
 /// A response whose head arrived; its body is read with [`Exchange::next_chunk`].
 pub struct Exchange {
     /// The status and headers.
     pub head: ResponseHead,
     body: Incoming,
-    /// Drives the connection; dropping it closes the connection.
-    _conn: Task<()>,
+    /// The connection; dropping it closes the connection.
+    conn: Option<Conn>,
+    /// The pool the connection goes back to once the body has been read to its end.
+    home: Option<(Arc<Pool>, Origin)>,
 }
 
 impl Exchange {
@@ -123,7 +199,13 @@ impl Exchange {
     pub async fn next_chunk(&mut self) -> Result<Option<Bytes>, HttpError> {
         loop {
             match self.body.frame().await {
-                None => return Ok(None),
+                None => {
+                    if let (Some((pool, origin)), Some(conn)) = (self.home.take(), self.conn.take())
+                    {
+                        pool.put(origin, conn);
+                    }
+                    return Ok(None);
+                }
                 Some(Err(e)) => return Err(hyper_error(&e)),
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
@@ -161,6 +243,51 @@ pub async fn send_within(
     request: &Request,
     connect_timeout: Duration,
 ) -> Result<Exchange, HttpError> {
+    let (uri, origin) = target(request)?;
+    let hyper_request = build(request, &uri, &origin.host)?;
+    let mut conn = open(tls, &origin, connect_timeout).await?;
+    let response = conn
+        .sender
+        .send_request(hyper_request)
+        .await
+        .map_err(|e| hyper_error(&e))?;
+    Ok(exchange(response, conn, None))
+}
+
+/// [`send_within`] on a kept-alive connection from `pool` when one to the same origin is idle;
+/// the connection goes back to `pool` once the body has been read to its end.
+pub async fn send_pooled(
+    pool: &Arc<Pool>,
+    tls: &Arc<ClientConfig>,
+    request: &Request,
+    connect_timeout: Duration,
+) -> Result<Exchange, HttpError> {
+    let (uri, origin) = target(request)?;
+    let mut hyper_request = build(request, &uri, &origin.host)?;
+    while let Some(mut conn) = pool.take(&origin) {
+        if conn.sender.ready().await.is_err() {
+            continue; // closed while idle
+        }
+        match conn.sender.try_send_request(hyper_request).await {
+            Ok(response) => return Ok(exchange(response, conn, Some((Arc::clone(pool), origin)))),
+            Err(mut e) => match e.take_message() {
+                // Not written: the next connection gets it.
+                Some(unsent) => hyper_request = unsent,
+                None => return Err(hyper_error(e.error())),
+            },
+        }
+    }
+    let mut conn = open(tls, &origin, connect_timeout).await?;
+    let response = conn
+        .sender
+        .send_request(hyper_request)
+        .await
+        .map_err(|e| hyper_error(&e))?;
+    Ok(exchange(response, conn, Some((Arc::clone(pool), origin))))
+}
+
+/// The request's URL as a hyper URI and the origin it names (`http` or `https` only).
+fn target(request: &Request) -> Result<(hyper::Uri, Origin), HttpError> {
     let uri: hyper::Uri = request.url.parse().map_err(|_| HttpError::Request)?;
     let https = match uri.scheme_str() {
         Some("https") => true,
@@ -169,15 +296,25 @@ pub async fn send_within(
     };
     let host = uri.host().ok_or(HttpError::Request)?.to_owned();
     let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-    let hyper_request = build(request, &uri, &host)?;
-    let tcp = connect(&host, port)
+    Ok((uri, Origin { https, host, port }))
+}
+
+/// Resolves, connects (within `connect_timeout`), handshakes TLS for `https`, and starts the
+/// HTTP/1.1 connection's task.
+async fn open(
+    tls: &Arc<ClientConfig>,
+    origin: &Origin,
+    connect_timeout: Duration,
+) -> Result<Conn, HttpError> {
+    let host = origin.host.as_str();
+    let tcp = connect(host, origin.port)
         .or(async {
             Timer::after(connect_timeout).await;
             Err(HttpError::Connect(io::ErrorKind::TimedOut))
         })
         .await?;
     let _ = tcp.set_nodelay(true);
-    let stream: Box<dyn Stream> = if https {
+    let stream: Box<dyn Stream> = if origin.https {
         let name = host
             .trim_start_matches('[')
             .trim_end_matches(']')
@@ -191,17 +328,25 @@ pub async fn send_within(
     } else {
         Box::new(tcp)
     };
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(FuturesIo::new(stream))
+    let (sender, conn) = hyper::client::conn::http1::handshake(FuturesIo::new(stream))
         .await
         .map_err(|e| hyper_error(&e))?;
     // The connection runs beside the exchange; the task handle is dropped with the exchange.
-    let conn = smol::spawn(async move {
+    let driver = smol::spawn(async move {
         let _ = conn.await;
     });
-    let response = sender
-        .send_request(hyper_request)
-        .await
-        .map_err(|e| hyper_error(&e))?;
+    Ok(Conn {
+        sender,
+        _driver: driver,
+    })
+}
+
+/// The [`Exchange`] of a response that arrived on `conn`.
+fn exchange(
+    response: hyper::Response<Incoming>,
+    conn: Conn,
+    home: Option<(Arc<Pool>, Origin)>,
+) -> Exchange {
     let (parts, body) = response.into_parts();
     let mut headers = Headers::new();
     for (name, value) in &parts.headers {
@@ -209,14 +354,15 @@ pub async fn send_within(
             let _ = headers.append(name.as_str(), v);
         }
     }
-    Ok(Exchange {
+    Exchange {
         head: ResponseHead {
             status: parts.status.as_u16(),
             headers,
         },
         body,
-        _conn: conn,
-    })
+        conn: Some(conn),
+        home,
+    }
 }
 
 /// The hyper request: origin-form target, `Host`, `User-Agent`, then the engine's headers.
@@ -300,6 +446,141 @@ mod tests {
             headers,
             body: b"{}".to_vec(),
         }
+    }
+
+    /// A loopback HTTP/1.1 server answering every request `ok`, keeping connections alive
+    /// unless `close` (then it answers `Connection: close` and closes). It serves at most
+    /// `max_conns` connections, each for at most 5 s; `accepted` counts them.
+    fn ok_server(
+        close: bool,
+        max_conns: usize,
+    ) -> (
+        String,
+        Arc<std::sync::atomic::AtomicUsize>,
+        std::thread::JoinHandle<()>,
+    ) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&accepted);
+        let server = std::thread::spawn(move || {
+            let mut conns = Vec::new();
+            for _ in 0..max_conns {
+                let Ok((s, _)) = listener.accept() else {
+                    break;
+                };
+                count.fetch_add(1, Ordering::SeqCst);
+                conns.push(std::thread::spawn(move || serve_ok(s, close)));
+            }
+            for c in conns {
+                c.join().unwrap();
+            }
+        });
+        (url, accepted, server)
+    }
+
+    /// Answers `ok` to each request on `s` until it closes (or 5 s pass without a byte).
+    fn serve_ok(mut s: std::net::TcpStream, close: bool) {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            // One request: the head, then its Content-Length body.
+            let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                match s.read(&mut chunk) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+                continue;
+            };
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse().unwrap());
+            while buf.len() < end + 4 + len {
+                match s.read(&mut chunk) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            buf.drain(..end + 4 + len);
+            let connection = if close { "Connection: close\r\n" } else { "" };
+            let answer = format!("HTTP/1.1 200 OK\r\n{connection}Content-Length: 2\r\n\r\nok");
+            if s.write_all(answer.as_bytes()).is_err() || close {
+                return;
+            }
+        }
+    }
+
+    fn read_all(ex: &mut Exchange) -> Vec<u8> {
+        smol::block_on(ex.read_to_vec(1024)).unwrap()
+    }
+
+    #[test]
+    fn pooled_exchanges_read_to_their_end_reuse_one_connection() {
+        use std::sync::atomic::Ordering;
+        let (url, accepted, server) = ok_server(false, 1);
+        let tls = tls_config().unwrap();
+        let pool = Pool::new(4);
+        for _ in 0..3 {
+            let mut ex =
+                smol::block_on(send_pooled(&pool, &tls, &request(&url), CONNECT_TIMEOUT)).unwrap();
+            assert_eq!(ex.head.status, 200);
+            assert_eq!(read_all(&mut ex), b"ok");
+            drop(ex);
+            assert_eq!(pool.idle_count(), 1, "the connection went back to the pool");
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        drop(pool); // closes the connection: the server's thread ends
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn an_exchange_dropped_before_its_end_closes_its_connection() {
+        let (url, _accepted, server) = ok_server(false, 1);
+        let tls = tls_config().unwrap();
+        let pool = Pool::new(4);
+        let ex = smol::block_on(send_pooled(&pool, &tls, &request(&url), CONNECT_TIMEOUT)).unwrap();
+        drop(ex);
+        assert_eq!(
+            pool.idle_count(),
+            0,
+            "a connection with an unread body is not reused"
+        );
+        server.join().unwrap(); // the server saw the connection close
+    }
+
+    #[test]
+    fn a_connection_the_server_closed_is_not_reused() {
+        use std::sync::atomic::Ordering;
+        let (url, accepted, server) = ok_server(true, 3);
+        let tls = tls_config().unwrap();
+        let pool = Pool::new(4);
+        for _ in 0..3 {
+            let mut ex =
+                smol::block_on(send_pooled(&pool, &tls, &request(&url), CONNECT_TIMEOUT)).unwrap();
+            assert_eq!(read_all(&mut ex), b"ok");
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 3);
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn the_pool_keeps_at_most_max_idle_connections() {
+        let (url, _accepted, server) = ok_server(false, 2);
+        let tls = tls_config().unwrap();
+        let pool = Pool::new(1);
+        let mut a =
+            smol::block_on(send_pooled(&pool, &tls, &request(&url), CONNECT_TIMEOUT)).unwrap();
+        let mut b =
+            smol::block_on(send_pooled(&pool, &tls, &request(&url), CONNECT_TIMEOUT)).unwrap();
+        assert_eq!(read_all(&mut a), b"ok");
+        assert_eq!(read_all(&mut b), b"ok");
+        assert_eq!(pool.idle_count(), 1);
+        drop((a, b, pool));
+        server.join().unwrap();
     }
 
     #[test]

@@ -172,7 +172,7 @@ macro_rules! impl_api {
 #[macro_export]
 macro_rules! scenario_tests {
     ($c:ty) => {
-        $crate::scenario_tests!(@each $c; http_modern_server_lists_and_calls_tools_in_the_modern_era, http_legacy_server_is_detected_and_served_through_a_session_ended_by_delete, http_pinned_modern_client_reports_a_legacy_server_as_an_error, http_tool_with_x_mcp_header_is_called_with_its_mcp_param_header, http_tool_with_x_mcp_header_works_before_any_tools_list, http_mrtr_elicitation_accepted_by_the_host_completes_the_call, http_mrtr_elicitation_declined_by_the_default_host_completes_without_a_name, http_mrtr_answer_that_breaks_the_schema_is_refused_with_the_key, http_progress_notifications_reach_the_host_before_the_result, http_slow_call_times_out_and_the_server_sees_the_client_go_away, http_cancel_from_another_thread_ends_the_call_and_closes_its_exchange, http_per_call_timeout_overrides_the_default, http_tools_list_within_its_ttl_is_served_from_the_cache, http_tools_list_without_ttl_is_fetched_again, http_tool_error_is_the_servers_error_object, http_methods_the_server_lacks_fail_with_method_not_found, http_ping_is_unsupported_in_the_modern_era, http_first_ping_learns_the_era_and_pings_a_legacy_server, http_first_ping_on_a_modern_server_is_unsupported_after_learning_the_era, http_bearer_token_is_sent_on_every_request, http_unreachable_server_names_the_url_and_the_transport_error, http_bad_inputs_are_typed_errors, http_subscription_the_server_lacks_ends_with_its_refusal_instead_of_hanging, stdio_modern_server_is_probed_and_serves_calls, stdio_legacy_server_falls_back_to_initialize, stdio_mrtr_elicitation_round_trip, stdio_slow_call_times_out_and_the_client_stays_usable, stdio_cancel_from_another_thread_ends_the_call_and_the_client_stays_usable, stdio_crashed_child_is_reported_with_its_exit_status_and_stderr_tail, stdio_missing_program_is_a_spawn_error, pinned_era_event_reaches_a_host_set_after_connecting);
+        $crate::scenario_tests!(@each $c; http_modern_server_lists_and_calls_tools_in_the_modern_era, http_legacy_server_is_detected_and_served_through_a_session_ended_by_delete, http_pinned_modern_client_reports_a_legacy_server_as_an_error, http_tool_with_x_mcp_header_is_called_with_its_mcp_param_header, http_tool_with_x_mcp_header_works_before_any_tools_list, http_mrtr_elicitation_accepted_by_the_host_completes_the_call, http_mrtr_elicitation_declined_by_the_default_host_completes_without_a_name, http_mrtr_answer_that_breaks_the_schema_is_refused_with_the_key, http_progress_notifications_reach_the_host_before_the_result, http_slow_call_times_out_and_the_server_sees_the_client_go_away, http_cancel_from_another_thread_ends_the_call_and_closes_its_exchange, http_per_call_timeout_overrides_the_default, http_tools_list_within_its_ttl_is_served_from_the_cache, http_tools_list_without_ttl_is_fetched_again, http_tool_error_is_the_servers_error_object, http_methods_the_server_lacks_fail_with_method_not_found, http_ping_is_unsupported_in_the_modern_era, http_first_ping_learns_the_era_and_pings_a_legacy_server, http_first_ping_on_a_modern_server_is_unsupported_after_learning_the_era, http_bearer_token_is_sent_on_every_request, http_unreachable_server_names_the_url_and_the_transport_error, http_answer_cut_short_is_a_transport_error_about_the_body, http_bad_inputs_are_typed_errors, http_subscription_the_server_lacks_ends_with_its_refusal_instead_of_hanging, stdio_modern_server_is_probed_and_serves_calls, stdio_long_request_lines_arrive_whole_and_in_order, stdio_legacy_server_falls_back_to_initialize, stdio_mrtr_elicitation_round_trip, stdio_slow_call_times_out_and_the_client_stays_usable, stdio_cancel_from_another_thread_ends_the_call_and_the_client_stays_usable, stdio_crashed_child_is_reported_with_its_exit_status_and_stderr_tail, stdio_missing_program_is_a_spawn_error, pinned_era_event_reaches_a_host_set_after_connecting);
     };
     (@each $c:ty; $($name:ident),* $(,)?) => {
         $(
@@ -653,6 +653,49 @@ pub fn http_unreachable_server_names_the_url_and_the_transport_error<C: Api>() {
     }
 }
 
+/// A JSON answer whose body ends before its `Content-Length` (the server closes the connection
+/// mid-body) is a transport failure that says so, not a result and not a hang.
+pub fn http_answer_cut_short_is_a_transport_error_about_the_body<C: Api>() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let server = std::thread::spawn(move || {
+        // Every connection (a few at most: the client may retry) gets the same cut answer.
+        listener.set_nonblocking(false).unwrap();
+        for _ in 0..4 {
+            let Ok((mut s, _)) = listener.accept() else {
+                return;
+            };
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut buf = [0u8; 8192];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":",
+            );
+            // Dropping the stream closes the connection mid-body.
+        }
+    });
+    // The call goes out at once (no `tools/list` first), so the cut answer is the call's.
+    let options = ClientOptions::default()
+        .with_request_timeout(Duration::from_secs(10))
+        .with_list_tools_before_call(false);
+    let mut c = C::connect_http(&url, options).unwrap();
+    match c.call_tool("echo", json!({"text": "x"})).unwrap_err() {
+        Error::Transport { cause, .. } => {
+            assert!(cause.contains("reading the response body"), "{cause}");
+        }
+        other => panic!("{other:?}"),
+    }
+    drop(c);
+    // Unblock the accept loop if the client gave up before using every connection.
+    for _ in 0..4 {
+        let _ = std::net::TcpStream::connect(
+            url.trim_start_matches("http://").trim_end_matches("/mcp"),
+        );
+    }
+    server.join().unwrap();
+}
+
 pub fn http_bad_inputs_are_typed_errors<C: Api>() {
     assert!(matches!(
         C::connect_http("ftp://x/", ClientOptions::default()),
@@ -708,6 +751,20 @@ pub fn stdio_modern_server_is_probed_and_serves_calls<C: Api>() {
         .unwrap();
     assert_eq!(c.era().unwrap().era, Era::Modern);
     assert_eq!(seen.lock().unwrap().progress.len(), 2);
+}
+
+/// Request lines longer than a pipe holds (64 KiB on Linux) and short ones right after them
+/// reach the server whole and in order (the smol client writes part of a line itself and
+/// hands the rest to its writer task).
+pub fn stdio_long_request_lines_arrive_whole_and_in_order<C: Api>() {
+    let mut c = stdio::<C>("modern", ClientOptions::default());
+    for (i, len) in [300_000, 10, 70_000, 5].into_iter().enumerate() {
+        let text: String = (0..len)
+            .map(|j| char::from(b'a' + ((i + j) % 26) as u8))
+            .collect();
+        let answer = c.call_tool("echo", json!({ "text": text })).unwrap();
+        assert_eq!(text_of(&answer), text, "call {i}");
+    }
 }
 
 pub fn stdio_legacy_server_falls_back_to_initialize<C: Api>() {
