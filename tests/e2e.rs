@@ -382,7 +382,19 @@ fn a_terminal_post_is_retried_after_retry_after_with_the_same_body(d: Driver) {
     assert!(recs
         .iter()
         .all(|r| r.shard_token.as_deref() == Some("shard-secret-req_retry")));
-    let (_, metrics) = t.get("/metrics");
+    // The counter is updated by the driver's loop, which may run just after the control plane
+    // recorded the final POST: wait (bounded) for it, then check it counted exactly two.
+    let metrics = wait_for("the delivery retries to be counted", || {
+        let (_, metrics) = t.get("/metrics");
+        metrics
+            .lines()
+            .any(|l| {
+                l.starts_with("mcpwire_tunnel_delivery_retries_total ")
+                    && !l.ends_with(" 0")
+                    && !l.ends_with(" 1")
+            })
+            .then_some(metrics)
+    });
     assert!(
         metrics.contains("mcpwire_tunnel_delivery_retries_total 2"),
         "{metrics}"

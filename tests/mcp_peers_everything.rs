@@ -351,8 +351,16 @@ fn stdio_progress_reaches_the_host_before_the_result<C: Api>() {
 // asks its host and answers the server's request (HTTP: by POST in the session).
 
 fn legacy_elicitation_accepted_and_declined(mut c: impl Api) {
-    // The tool is registered once the server knows the client declares elicitation.
-    let tools = names(&c.list_tools().unwrap(), "tools");
+    // The tool is registered once the server knows the client declares elicitation, which it
+    // does on its own time after `notifications/initialized`: list again (bounded) until it is.
+    let mut tools = Vec::new();
+    for _ in 0..50 {
+        tools = names(&c.list_tools().unwrap(), "tools");
+        if tools.iter().any(|t| t == "trigger-elicitation-request") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert!(
         tools.contains(&"trigger-elicitation-request".to_owned()),
         "{tools:?}"
