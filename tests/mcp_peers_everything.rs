@@ -288,15 +288,16 @@ fn http_discover_of_a_legacy_server_answers_its_initialize_result<C: Api>() {
 }
 
 /// A client pinned to 2026-07-28 does not fall back. server-everything's 400 carries a
-/// JSON-RPC error (-32000 "Server not initialized"), which is reported as the server's answer
-/// (an empty or non-JSON-RPC 400 would be `OpError::LegacyServer`); nothing else is sent.
+/// JSON-RPC error (-32000 "Server not initialized"): the legacy evidence automatic detection
+/// would take, so it is reported as a legacy-looking server carrying that error; nothing else
+/// is sent.
 fn http_modern_only_client_does_not_fall_back_from_a_legacy_server<C: Api>() {
     let options = ClientOptions::default().with_protocol(ProtocolChoice::Modern);
     let (mut c, _peer) = http::<C>(&PEER, options);
     let seen = recorder(&mut c, None);
     let e = scenarios::op_error(c.list_tools().unwrap_err());
     assert!(
-        matches!(&e, OpError::Server(error) if error.code == -32000),
+        matches!(&e, OpError::LegacyServer { error: Some(error), .. } if error.code == -32000),
         "{e:?}"
     );
     assert_ne!(c.era().map(|e| e.era), Some(Era::Legacy));

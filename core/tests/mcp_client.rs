@@ -528,15 +528,20 @@ fn a_client_pinned_to_modern_does_not_fall_back() {
     );
     assert_eq!(
         failure_of(&h.take_events(), list),
-        Some(OpError::LegacyServer { status: 400 })
+        Some(OpError::LegacyServer {
+            status: 400,
+            error: None
+        })
     );
     assert!(h.sent.is_empty());
 }
 
-/// `basic/transports/streamable-http.mdx`, "Backward Compatibility": pinned to modern, the
-/// JSON-RPC error body of a legacy server's 400 is reported as the server's answer.
+/// `basic/transports/streamable-http.mdx`, "Backward Compatibility": pinned to modern, a
+/// legacy server's 400 with a JSON-RPC error body (before any modern answer: what automatic
+/// detection takes as legacy evidence) is reported as a legacy-looking server, carrying that
+/// error, with a hint to detect the era automatically.
 #[test]
-fn a_client_pinned_to_modern_reports_the_error_body_of_a_legacy_server() {
+fn a_client_pinned_to_modern_reports_a_legacy_looking_server_with_its_error_body() {
     let mut config = ClientConfig::new(Transport::Http, info());
     config.protocol = ProtocolChoice::Modern;
     let mut h = Harness::new(config);
@@ -544,8 +549,19 @@ fn a_client_pinned_to_modern_reports_the_error_body_of_a_legacy_server() {
     let first = h.next_sent();
     h.reply_fx(&first, "server-everything/http/02-modern-tools-list.json");
     let ev = h.take_events();
-    // server-everything's body is a JSON-RPC error with id null: an answer, not a fallback.
-    assert!(matches!(failure_of(&ev, list), Some(OpError::Server(e)) if e.code == -32000));
+    // server-everything's body is a JSON-RPC error with id null: legacy evidence, no fallback.
+    let e = failure_of(&ev, list).unwrap();
+    assert!(
+        matches!(&e, OpError::LegacyServer { status: 400, error: Some(o) } if o.code == -32000),
+        "{e:?}"
+    );
+    let text = e.to_string();
+    assert!(
+        text.contains("answered like a 2025-11-25 (legacy) server")
+            && text.contains("-32000")
+            && text.contains("--protocol auto"),
+        "{text}"
+    );
     assert!(h.sent.iter().all(|s| s.rpc_method() != "initialize"));
 }
 
@@ -1534,7 +1550,7 @@ fn a_subscription_receives_notifications_and_invalidates_the_cache() {
     let mut h = Harness::http();
     assert!(
         h.c.subscribe(h.now, SubscriptionFilter::default()).is_err(),
-        "era unknown yet"
+        "an empty filter"
     );
     let d = h.c.discover(h.now);
     let s = h.next_sent();
@@ -1707,17 +1723,6 @@ fn refresh_policy_bypasses_a_fresh_entry() {
 #[test]
 fn a_legacy_subscription_uses_the_get_stream_and_resources_subscribe() {
     let mut h = Harness::new(legacy_quiet_config());
-    assert!(
-        h.c.subscribe(
-            h.now,
-            SubscriptionFilter {
-                tools_list_changed: true,
-                ..Default::default()
-            }
-        )
-        .is_err(),
-        "not before the handshake"
-    );
     h.c.list(h.now, ListKind::Tools, None);
     let init = h.next_sent();
     let result = json!({"jsonrpc": "2.0", "id": init.id(), "result": {"protocolVersion": "2025-11-25",
@@ -2172,6 +2177,81 @@ fn ping_with_the_era_unknown_learns_the_era_first_and_pings_a_legacy_server() {
         &pong.to_string(),
     );
     assert!(result_of(&h.take_events(), ping).is_some());
+}
+
+/// `basic/patterns/subscriptions.mdx` with "Backward Compatibility": a subscription asked for
+/// with the era unknown on HTTP is held while the era is learned (`server/discover` first),
+/// then opens as `subscriptions/listen` on a modern server.
+#[test]
+fn a_subscription_with_the_era_unknown_learns_the_era_then_listens_on_a_modern_server() {
+    let mut h = Harness::http_default();
+    let filter = SubscriptionFilter {
+        tools_list_changed: true,
+        ..SubscriptionFilter::default()
+    };
+    let sub = h.c.subscribe(h.now, filter).unwrap();
+    let probe = h.next_sent();
+    assert_eq!(probe.rpc_method(), "server/discover");
+    assert!(h.sent.is_empty(), "nothing else before the era is known");
+    h.reply_fx(&probe, "python-sdk/http/01-server-discover.json");
+    let listen = h.next_sent();
+    assert_eq!(listen.rpc_method(), "subscriptions/listen");
+    assert_eq!(
+        listen.body["params"]["notifications"]["toolsListChanged"],
+        true
+    );
+    h.reply_fx(&listen, "python-sdk/http/25-subscriptions-listen.json");
+    let ev = h.take_events();
+    assert!(ev.iter().any(|e| matches!(e,
+        Event::Subscription(subscription::Event::Acknowledged { sub: s, .. }) if *s == sub)));
+}
+
+/// Same rule, a legacy server: the probe's 400 means legacy, the session is opened
+/// (`initialize`, `notifications/initialized`) and the subscription opens in it, on the
+/// session's GET stream, acknowledged under the handle `subscribe` gave.
+#[test]
+fn a_subscription_with_the_era_unknown_opens_in_the_legacy_session_of_a_legacy_server() {
+    let mut h = Harness::http_default();
+    let filter = SubscriptionFilter {
+        tools_list_changed: true,
+        ..SubscriptionFilter::default()
+    };
+    let sub = h.c.subscribe(h.now, filter).unwrap();
+    let probe = h.next_sent();
+    assert_eq!(probe.rpc_method(), "server/discover");
+    h.reply_fx(&probe, "server-everything/http/02-modern-tools-list.json");
+    let init = h.next_sent();
+    assert_eq!(init.rpc_method(), "initialize");
+    assert!(
+        !h.take_events().iter().any(|e| matches!(
+            e,
+            Event::Subscription(subscription::Event::Acknowledged { .. })
+        )),
+        "not before the session"
+    );
+    h.reply_fx(&init, "server-everything/http/03-legacy-initialize.json");
+    let initialized = h.next_sent();
+    assert_eq!(initialized.rpc_method(), "notifications/initialized");
+    h.reply(initialized.stream, 202, &[], "");
+    let get = open_session_stream(&mut h);
+    assert!(get.header("Mcp-Session-Id").is_some());
+    assert!(
+        !h.sent
+            .iter()
+            .any(|s| s.rpc_method() == "subscriptions/listen"),
+        "no modern listen in a legacy session"
+    );
+    let ev = h.take_events();
+    let accepted = ev
+        .iter()
+        .find_map(|e| match e {
+            Event::Subscription(subscription::Event::Acknowledged {
+                sub: s, accepted, ..
+            }) if *s == sub => Some(accepted.clone()),
+            _ => None,
+        })
+        .expect("acknowledged in the legacy era");
+    assert!(accepted.tools_list_changed);
 }
 
 /// Same rule, a modern server: the probe's answer settles the era, and the ping is refused

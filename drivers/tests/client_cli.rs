@@ -392,6 +392,28 @@ fn ping_on_a_modern_server_explains_it_is_legacy_only() {
 }
 
 #[test]
+fn protocol_pin_to_modern_on_a_legacy_server_suggests_auto_detection() {
+    let srv = server(EraMode::Legacy);
+    let o = client(&[
+        "--url",
+        &srv.url(),
+        "--protocol",
+        "2026-07-28",
+        "tools",
+        "list",
+    ]);
+    let err = failed(&o);
+    let line = last_line(&err);
+    assert!(
+        line.contains("answered like a 2025-11-25 (legacy) server")
+            && line.contains("--protocol auto"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(calls(&srv, "initialize"), 0, "no fallback");
+}
+
+#[test]
 fn protocol_pin_to_legacy_skips_detection() {
     let srv = server(EraMode::Dual);
     let o = client(&[

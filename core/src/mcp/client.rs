@@ -470,11 +470,20 @@ pub enum OpError {
     /// The request's headers could not be built from its body.
     #[error("the request headers could not be built: {0}")]
     Headers(HeaderBuildError),
-    /// The client was configured for the modern era but the server answered like a legacy one.
-    #[error("the server answered HTTP {status} without a modern error (a legacy server?) and the client is pinned to the modern era")]
+    /// The client was pinned to the modern era but the server answered like a legacy-only one:
+    /// `400`, `404` or `405` without a recognized modern error, before it ever answered in
+    /// kind (what automatic detection takes as legacy evidence).
+    #[error(
+        "the server answered like a {legacy} (legacy) server (HTTP {status}{}) and the client is pinned to {latest}; try --protocol auto",
+        error.as_ref().map(|e| format!(", error {}: {}", e.code, e.message)).unwrap_or_default(),
+        legacy = LEGACY_PROTOCOL_VERSION,
+        latest = LATEST_PROTOCOL_VERSION,
+    )]
     LegacyServer {
         /// The status.
         status: u16,
+        /// The JSON-RPC error its body carried, if any (e.g. `-32000` "Server not initialized").
+        error: Option<ErrorObject>,
     },
     /// The server's answer could not be used.
     #[error("unusable answer: {0}")]
@@ -494,7 +503,8 @@ pub enum UsageError {
     /// The answer was refused (unknown key, wrong kind, or invalid against the schema).
     #[error("{0}")]
     Answer(MrtrError),
-    /// The era is not known yet; subscriptions need it (run an operation such as discover first).
+    /// The era is not known yet (no longer returned by [`Client::subscribe`], which holds the
+    /// subscription and learns the era itself).
     #[error("the server's era is not known yet: run an operation (e.g. discover) first")]
     EraUnknown,
     /// The legacy handshake has not finished yet (run an operation first).
@@ -887,6 +897,9 @@ pub struct Client {
     /// Legacy-era subscriptions: the kinds accepted and the GET stream (HTTP).
     legacy_subs: BTreeMap<SubscriptionHandle, (SubscriptionFilter, Option<StreamId>)>,
     next_legacy_sub: u64,
+    /// Subscriptions asked for before the era (or the legacy session) was there: they open
+    /// in the era learned, or end with [`subscription::EndReason::NotOpened`].
+    held_subs: Vec<(SubscriptionHandle, SubscriptionFilter)>,
     /// Ids of legacy requests whose answers are not awaited (dropped quietly).
     fired: Vec<Id>,
     /// How the legacy era was learned, reported when the handshake settles the version.
@@ -952,6 +965,7 @@ impl Client {
             legacy_subs: BTreeMap::new(),
             legacy_inputs: BTreeMap::new(),
             next_legacy_sub: 0,
+            held_subs: Vec::new(),
             fired: Vec::new(),
             unsent: Vec::new(),
             legacy_evidence: None,
@@ -1172,6 +1186,12 @@ impl Client {
     /// legacy era, the session's GET stream (HTTP) or stdout (stdio) for list changes and
     /// `resources/subscribe` for single resources, with the same events (the kinds the server's
     /// capabilities do not offer are reported as dropped in the acknowledgment).
+    ///
+    /// With the era not known yet, the subscription is held and the era is learned first, the
+    /// way a first operation learns it (a `server/discover` probe; a legacy server then gets
+    /// its `initialize` and session): it then opens in that era. A legacy era whose session is
+    /// not open yet holds it the same way until the handshake is done. When the era cannot be
+    /// learned, it ends with [`subscription::EndReason::NotOpened`].
     pub fn subscribe(
         &mut self,
         now: Instant,
@@ -1179,12 +1199,12 @@ impl Client {
     ) -> Result<SubscriptionHandle, UsageError> {
         let version = match &self.era {
             EraState::Modern { version, .. } => version.clone(),
-            EraState::Legacy => {
-                let sub = self.legacy_subscribe(filter)?;
+            EraState::Legacy if self.legacy.negotiated().is_some() => {
+                let sub = self.legacy_subscribe(None, filter)?;
                 self.pump(now);
                 return Ok(sub);
             }
-            EraState::Unknown => return Err(UsageError::EraUnknown),
+            EraState::Legacy | EraState::Unknown => return self.hold_subscription(now, filter),
         };
         let meta = RequestMeta::new(version, self.config.capabilities.clone())
             .with_client_info(self.config.client_info.clone())
@@ -1199,6 +1219,14 @@ impl Client {
 
     /// Ends a subscription.
     pub fn unsubscribe(&mut self, now: Instant, sub: SubscriptionHandle) -> Result<(), UsageError> {
+        if let Some(i) = self.held_subs.iter().position(|(h, _)| *h == sub) {
+            self.held_subs.remove(i);
+            self.event(Event::Subscription(subscription::Event::Ended {
+                sub,
+                reason: subscription::EndReason::ClosedByHost,
+            }));
+            return Ok(());
+        }
         if self.legacy_unsubscribe(sub) {
             return Ok(());
         }
@@ -1576,8 +1604,75 @@ impl Client {
         true
     }
 
+    /// Holds a subscription until the era is learned (see [`Client::subscribe`]) and starts
+    /// learning it: the probe when the era is unknown, the handshake in the legacy era.
+    fn hold_subscription(
+        &mut self,
+        now: Instant,
+        filter: SubscriptionFilter,
+    ) -> Result<SubscriptionHandle, UsageError> {
+        if filter.is_empty() {
+            return Err(UsageError::Subscription(
+                subscription::UsageError::EmptyFilter,
+            ));
+        }
+        let sub = self.subs.reserve();
+        self.held_subs.push((sub, filter));
+        match self.era {
+            EraState::Unknown => {
+                if !self
+                    .ops
+                    .values()
+                    .any(|o| o.internal == Some(Internal::Probe))
+                {
+                    self.start_probe(now);
+                }
+            }
+            EraState::Legacy => {
+                if self.handshake.is_none() && self.legacy.phase() != legacy::Phase::Ready {
+                    self.start_handshake(now);
+                }
+            }
+            EraState::Modern { .. } => {}
+        }
+        self.pump(now);
+        Ok(sub)
+    }
+
+    /// Opens the held subscriptions once their era is there (modern; legacy with its session).
+    fn open_held_subs(&mut self, now: Instant) {
+        if self.held_subs.is_empty() {
+            return;
+        }
+        let version = match &self.era {
+            EraState::Modern { version, .. } => Some(version.clone()),
+            EraState::Legacy if self.legacy.negotiated().is_some() => None,
+            _ => return,
+        };
+        for (sub, filter) in std::mem::take(&mut self.held_subs) {
+            let opened = match &version {
+                Some(version) => {
+                    let meta = RequestMeta::new(version.clone(), self.config.capabilities.clone())
+                        .with_client_info(self.config.client_info.clone())
+                        .to_object();
+                    self.subs
+                        .listen_as(now, sub, filter, meta, &mut self.ids)
+                        .map_err(UsageError::Subscription)
+                }
+                None => self.legacy_subscribe(Some(sub), filter).map(|_| ()),
+            };
+            if let Err(e) = opened {
+                self.event(Event::Subscription(subscription::Event::Ended {
+                    sub,
+                    reason: subscription::EndReason::NotOpened(e.to_string()),
+                }));
+            }
+        }
+    }
+
     /// Sends every queued host operation (after the era became known or the session ready).
     fn dispatch_queued(&mut self, now: Instant) {
+        self.open_held_subs(now);
         let queued: Vec<OpId> = self
             .ops
             .iter()
@@ -1975,6 +2070,12 @@ impl Client {
     }
 
     fn fail_queued(&mut self, error: &OpError) {
+        for (sub, _) in std::mem::take(&mut self.held_subs) {
+            self.event(Event::Subscription(subscription::Event::Ended {
+                sub,
+                reason: subscription::EndReason::NotOpened(error.to_string()),
+            }));
+        }
         let queued: Vec<OpId> = self
             .ops
             .iter()
@@ -3018,6 +3119,7 @@ impl Client {
 
     fn legacy_subscribe(
         &mut self,
+        handle: Option<SubscriptionHandle>,
         filter: SubscriptionFilter,
     ) -> Result<SubscriptionHandle, UsageError> {
         if filter.is_empty() {
@@ -3051,8 +3153,10 @@ impl Client {
         };
         let accepted = filter.intersection(&supported);
         let dropped = filter.difference(&accepted);
-        let sub = SubscriptionHandle(LEGACY_SUB_BASE + self.next_legacy_sub);
-        self.next_legacy_sub += 1;
+        let sub = handle.unwrap_or_else(|| {
+            self.next_legacy_sub += 1;
+            SubscriptionHandle(LEGACY_SUB_BASE + self.next_legacy_sub - 1)
+        });
         let mut stream = None;
         let lists = accepted.tools_list_changed
             || accepted.prompts_list_changed
@@ -3526,12 +3630,24 @@ impl Client {
                     };
                 if may_fall_back {
                     self.fall_back(now, op_id, EraEvidence::HttpStatus(status));
-                } else if self.config.protocol == ProtocolChoice::Modern && !jsonrpc_error {
+                } else if self.config.protocol == ProtocolChoice::Modern
+                    && (!jsonrpc_error
+                        || matches!(
+                            self.era,
+                            EraState::Modern {
+                                confirmed: false,
+                                ..
+                            }
+                        ))
+                {
+                    // Pinned to modern, with the evidence automatic detection would have taken
+                    // as legacy (a JSON-RPC error counts only before any modern answer).
                     self.supersede(now, req);
                     if let Some(op) = self.ops.get_mut(&op_id) {
                         op.state = OpState::Queued;
                     }
-                    self.fail(op_id, OpError::LegacyServer { status });
+                    let error = jsonrpc_error_object(body);
+                    self.fail(op_id, OpError::LegacyServer { status, error });
                 } else {
                     self.feed_or_fail(now, req, s, status, body);
                 }
@@ -3699,6 +3815,17 @@ fn result_text(message: &str) -> Option<String> {
 fn cancelled_request_id(body: &str) -> Option<Id> {
     let v: Value = serde_json::from_str(body).ok()?;
     serde_json::from_value(v.get("params")?.get("requestId")?.clone()).ok()
+}
+
+/// The error object of a JSON-RPC error body.
+fn jsonrpc_error_object(body: &[u8]) -> Option<ErrorObject> {
+    let text = std::str::from_utf8(body)
+        .ok()?
+        .trim_start_matches('\u{feff}');
+    match Message::parse(text) {
+        Ok(Message::Error { error, .. }) => Some(error),
+        _ => None,
+    }
 }
 
 fn is_jsonrpc_error(body: &[u8]) -> bool {

@@ -392,6 +392,8 @@ pub enum EndReason {
     HttpStatus(u16),
     /// The server broke the protocol.
     Protocol(ProtocolError),
+    /// It never opened: the era it waited for could not be learned (the error).
+    NotOpened(String),
     /// `max_reconnects` reconnects in a row failed.
     GaveUp {
         /// How many reconnects were made.
@@ -722,9 +724,35 @@ impl Subscriptions {
         if filter.is_empty() {
             return Err(UsageError::EmptyFilter);
         }
-        let id = self.fresh_id(ids).ok_or(UsageError::IdInUse)?;
+        let handle = self.reserve();
+        self.listen_as(now, handle, filter, meta, ids)?;
+        Ok(handle)
+    }
+
+    /// Hands out a handle without opening anything: for a subscription that opens later with
+    /// [`Subscriptions::listen_as`] (or is kept by the host's client another way).
+    pub fn reserve(&mut self) -> SubscriptionHandle {
         let handle = SubscriptionHandle(self.next_handle);
         self.next_handle += 1;
+        handle
+    }
+
+    /// [`Subscriptions::listen`] under a handle from [`Subscriptions::reserve`].
+    pub fn listen_as(
+        &mut self,
+        now: Instant,
+        handle: SubscriptionHandle,
+        filter: SubscriptionFilter,
+        meta: Map<String, Value>,
+        ids: &mut dyn IdSource,
+    ) -> Result<(), UsageError> {
+        if filter.is_empty() {
+            return Err(UsageError::EmptyFilter);
+        }
+        if handle.0 >= self.next_handle || self.subs.contains_key(&handle) {
+            return Err(UsageError::UnknownHandle);
+        }
+        let id = self.fresh_id(ids).ok_or(UsageError::IdInUse)?;
         let mut sub = Sub {
             requested: filter,
             meta,
@@ -734,7 +762,7 @@ impl Subscriptions {
         };
         self.send(now, handle, &mut sub, id);
         self.subs.insert(handle, sub);
-        Ok(handle)
+        Ok(())
     }
 
     /// The host ends `sub`: closes its stream (HTTP) or sends `notifications/cancelled` for its

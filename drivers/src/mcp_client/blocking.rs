@@ -359,13 +359,11 @@ impl McpClient {
     // -----------------------------------------------------------------------------------------
     // Subscriptions.
 
-    /// Subscribes to `filter`'s change notifications (runs `discover` first when the era is not
-    /// known yet). Read the events with [`McpClient::next_subscription_event`].
+    /// Subscribes to `filter`'s change notifications (with the era not known yet, the core
+    /// learns it first and opens the subscription in it). Read the events, the acknowledgment
+    /// first, with [`McpClient::next_subscription_event`].
     pub fn subscribe(&mut self, filter: SubscriptionFilter) -> Result<SubscriptionHandle, Error> {
         self.check_alive()?;
-        if self.core.era().is_none() {
-            self.discover()?;
-        }
         let sub = self
             .core
             .subscribe(Instant::now(), filter)

@@ -360,13 +360,18 @@ pub fn http_pinned_modern_client_reports_a_legacy_server_as_an_error<C: Api>() {
     let options = ClientOptions::default().with_protocol(ProtocolChoice::Modern);
     let mut c = C::connect_http(&srv.url(), options).unwrap();
     let e = op_error(c.list_tools(None).unwrap_err());
-    // The reference server's legacy 400 carries a JSON-RPC error, which the core hands on as
-    // the server's error (a bare 400/404/405 would be `LegacyServer`).
+    // The reference server's legacy 400 (with or without a JSON-RPC error body) is the
+    // evidence automatic detection would take as legacy: the error says so, with the hint.
     assert!(
-        matches!(&e, OpError::Server(o) if o.message.contains("initialize"))
-            || matches!(e, OpError::LegacyServer { .. }),
+        matches!(e, OpError::LegacyServer { status: 400, .. }),
         "{e:?}"
     );
+    assert!(
+        e.to_string()
+            .contains("answered like a 2025-11-25 (legacy) server"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("--protocol auto"), "{e}");
     assert_eq!(srv.server().stats().sessions_opened, 0, "no fallback");
 }
 
