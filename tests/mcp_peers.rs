@@ -85,13 +85,6 @@ peer_tests!(
 // ---------------------------------------------------------------------------------------------
 // The peer
 
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
 /// The interpreter with the pinned `mcp`, or a failure that says how to get one.
 fn python() -> PathBuf {
     let setup = format!(
@@ -99,35 +92,9 @@ fn python() -> PathBuf {
          python3 -m venv .venv-peers && .venv-peers/bin/pip install mcp=={MCP_VERSION}\n\
          (or set {PYTHON_ENV} to a python that has mcp=={MCP_VERSION}); .ci/run does this itself"
     );
-    let python = match std::env::var_os(PYTHON_ENV) {
-        Some(p) => PathBuf::from(p),
-        None => {
-            let local = repo_root().join(".venv-peers/bin/python");
-            assert!(local.exists(), "{setup}");
-            local
-        }
-    };
-    let out = Command::new(&python)
-        .args([
-            "-c",
-            "import importlib.metadata as m; print(m.version('mcp'))",
-        ])
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}\n{setup}", python.display()));
-    let version = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    assert_eq!(
-        version,
-        MCP_VERSION,
-        "{} has mcp {version:?}, not {MCP_VERSION}: {}\n{setup}",
-        python.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    python
+    support::pinned_python(PYTHON_ENV, "mcp", MCP_VERSION, &setup)
 }
 
 fn script() -> String {
-    repo_root()
-        .join("tests/peers/py_mcp_client_peer.py")
-        .display()
-        .to_string()
+    support::peer_script("py_mcp_client_peer.py")
 }

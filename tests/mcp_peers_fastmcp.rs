@@ -90,13 +90,6 @@ peer_tests!(
 // ---------------------------------------------------------------------------------------------
 // The peer
 
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
 /// The interpreter with the pinned `fastmcp`, or a failure that says how to get one.
 fn python() -> PathBuf {
     let setup = format!(
@@ -106,35 +99,9 @@ fn python() -> PathBuf {
          (or set {PYTHON_ENV} to a python that has fastmcp=={FASTMCP_VERSION}); .ci/run does \
          this itself"
     );
-    let python = match std::env::var_os(PYTHON_ENV) {
-        Some(p) => PathBuf::from(p),
-        None => {
-            let local = repo_root().join(".venv-peers/bin/python");
-            assert!(local.exists(), "{setup}");
-            local
-        }
-    };
-    let out = Command::new(&python)
-        .args([
-            "-c",
-            "import importlib.metadata as m; print(m.version('fastmcp'))",
-        ])
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}\n{setup}", python.display()));
-    let version = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    assert_eq!(
-        version,
-        FASTMCP_VERSION,
-        "{} has fastmcp {version:?}, not {FASTMCP_VERSION}: {}\n{setup}",
-        python.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    python
+    support::pinned_python(PYTHON_ENV, "fastmcp", FASTMCP_VERSION, &setup)
 }
 
 fn script() -> String {
-    repo_root()
-        .join("tests/peers/fastmcp_peer.py")
-        .display()
-        .to_string()
+    support::peer_script("fastmcp_peer.py")
 }

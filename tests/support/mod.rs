@@ -436,3 +436,57 @@ pub fn mcp_request(cp: &ControlPlaneHandle, body: &str, extra: &[(&str, &str)]) 
     refs.extend_from_slice(extra);
     http("POST", &cp.mcp_url(TUNNEL), &refs, Some(body))
 }
+
+// ---------------------------------------------------------------------------------------------
+// Third-party Python peers
+
+/// The repository root (the parent of this crate).
+pub fn repo_root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// `tests/peers/NAME` as a string argument.
+pub fn peer_script(name: &str) -> String {
+    repo_root()
+        .join("tests/peers")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// The Python interpreter named by `env_var` (else `<repo>/.venv-peers/bin/python`) that has
+/// `package==version` installed, or a failure that says how to set it up (`setup`).
+pub fn pinned_python(
+    env_var: &str,
+    package: &str,
+    version: &str,
+    setup: &str,
+) -> std::path::PathBuf {
+    let python = match std::env::var_os(env_var) {
+        Some(p) => std::path::PathBuf::from(p),
+        None => {
+            let local = repo_root().join(".venv-peers/bin/python");
+            assert!(local.exists(), "{setup}");
+            local
+        }
+    };
+    let out = std::process::Command::new(&python)
+        .args([
+            "-c",
+            &format!("import importlib.metadata as m; print(m.version('{package}'))"),
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}\n{setup}", python.display()));
+    let have = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert_eq!(
+        have,
+        version,
+        "{} has {package} {have:?}, not {version}: {}\n{setup}",
+        python.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    python
+}
