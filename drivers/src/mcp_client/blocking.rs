@@ -11,9 +11,10 @@
 //!   worker sends the response head, then each body chunk as it arrives (SSE is never buffered
 //!   whole), then the end, over a bounded channel. [`Output::CloseStream`] cancels the job: its
 //!   agent is shut down, which closes the connection at once.
-//! - **stdio**: the child is started without a shell; one thread writes its stdin, one reads its
-//!   stdout line by line, one keeps the tail of its stderr ([`StderrTail`]). The child is killed
-//!   when the client is dropped; if it exits, the waiting operation fails with
+//! - **stdio**: the child is started without a shell. On unix the loop's own thread writes its
+//!   stdin and reads its stdout, waiting in `poll(2)`; elsewhere a thread writes and one reads
+//!   (see `pipes`). One more thread keeps the tail of its stderr ([`StderrTail`]). The child is
+//!   killed when the client is dropped; if it exits, the waiting operation fails with
 //!   [`Error::ServerExited`], its exit status and stderr tail.
 //!
 //! ```no_run
@@ -25,10 +26,10 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
@@ -47,6 +48,10 @@ use super::{
 };
 use crate::blocking::http;
 use crate::blocking::pool::{AgentFactory, JobCtl, Pool, Work};
+
+mod pipes;
+
+use pipes::{Pipes, Threads, Waker};
 
 /// ureq's read and write buffers per connection, and the largest body chunk sent to the loop.
 const BUFFER_BYTES: usize = 16 * 1024;
@@ -96,6 +101,7 @@ enum Input {
 #[derive(Clone, Debug)]
 pub struct Canceller {
     tx: SyncSender<Input>,
+    waker: Waker,
     running: Arc<AtomicU64>,
 }
 
@@ -103,8 +109,8 @@ impl Canceller {
     /// Cancels the running operation (if none runs, or the client is gone, nothing happens).
     pub fn cancel(&self) {
         let running = self.running.load(Ordering::SeqCst);
-        if running > 0 {
-            let _ = self.tx.send(Input::Cancel(OpId(running - 1)));
+        if running > 0 && self.tx.send(Input::Cancel(OpId(running - 1))).is_ok() {
+            self.waker.wake();
         }
     }
 }
@@ -119,7 +125,7 @@ struct HttpLink {
 struct StdioLink {
     program: String,
     child: Child,
-    stdin: Option<Sender<String>>,
+    pipes: Pipes,
     stderr: Arc<Mutex<StderrTail>>,
     /// Closed by the stderr reader when the child's stderr ends.
     stderr_done: Receiver<()>,
@@ -146,6 +152,10 @@ pub struct McpClient {
     current: Option<OpId>,
     /// The same, for [`Canceller`]s: its id plus one, 0 for none.
     running: Arc<AtomicU64>,
+    /// Wakes the loop for a [`Canceller`] (stdio on unix, where it does not wait on `rx`).
+    waker: Waker,
+    /// Reports read by the loop itself (stdio on unix), kept for their allocation.
+    inbox: Vec<Input>,
 }
 
 impl std::fmt::Debug for McpClient {
@@ -177,7 +187,7 @@ impl McpClient {
             pool,
             jobs: BTreeMap::new(),
         });
-        Ok(McpClient::with_link(core, link, tx, rx))
+        Ok(McpClient::with_link(core, link, tx, rx, Waker::default()))
     }
 
     /// A client of the stdio server `program args...`, started now without a shell. The child
@@ -186,6 +196,26 @@ impl McpClient {
         program: &str,
         args: &[&str],
         options: ClientOptions,
+    ) -> Result<McpClient, Error> {
+        McpClient::start_stdio(program, args, options, cfg!(unix))
+    }
+
+    /// [`McpClient::connect_stdio`] with a thread writing the child's stdin and one reading its
+    /// stdout, as on platforms without `poll(2)`: there for the tests of that path on unix.
+    #[doc(hidden)]
+    pub fn connect_stdio_with_pipe_threads(
+        program: &str,
+        args: &[&str],
+        options: ClientOptions,
+    ) -> Result<McpClient, Error> {
+        McpClient::start_stdio(program, args, options, false)
+    }
+
+    fn start_stdio(
+        program: &str,
+        args: &[&str],
+        options: ClientOptions,
+        polled: bool,
     ) -> Result<McpClient, Error> {
         let spawn_err = |source| Error::Spawn {
             program: program.to_owned(),
@@ -199,7 +229,6 @@ impl McpClient {
             .spawn()
             .map_err(spawn_err)?;
         let (tx, rx) = mpsc::sync_channel(CHANNEL_DEPTH);
-        let (stdin_tx, stdin_rx) = mpsc::channel::<String>();
         let stderr = Arc::new(Mutex::new(StderrTail::default()));
         let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
         let (Some(stdin), Some(stdout), Some(err)) = pipes else {
@@ -209,9 +238,20 @@ impl McpClient {
                 "the child's pipes are missing",
             )));
         };
-        spawn("mcp-stdio-in", move || write_lines(stdin, &stdin_rx)).map_err(spawn_err)?;
-        let out_tx = tx.clone();
-        spawn("mcp-stdio-out", move || read_lines(stdout, &out_tx)).map_err(spawn_err)?;
+        let (pipes, waker) = match (stdin, stdout, polled) {
+            #[cfg(unix)]
+            (stdin, stdout, true) => match pipes::Polled::start(stdin, stdout) {
+                Ok((p, waker)) => (Pipes::Polled(p), waker),
+                Err((stdin, stdout)) => {
+                    let threads = Threads::start(stdin, stdout, tx.clone()).map_err(spawn_err)?;
+                    (Pipes::Threads(threads), Waker::default())
+                }
+            },
+            (stdin, stdout, _) => {
+                let threads = Threads::start(stdin, stdout, tx.clone()).map_err(spawn_err)?;
+                (Pipes::Threads(threads), Waker::default())
+            }
+        };
         let tail = Arc::clone(&stderr);
         let (done_tx, stderr_done) = mpsc::channel::<()>();
         spawn("mcp-stdio-err", move || {
@@ -223,15 +263,21 @@ impl McpClient {
         let link = Link::Stdio(StdioLink {
             program: program.to_owned(),
             child,
-            stdin: Some(stdin_tx),
+            pipes,
             stderr,
             stderr_done,
             exit: None,
         });
-        Ok(McpClient::with_link(core, link, tx, rx))
+        Ok(McpClient::with_link(core, link, tx, rx, waker))
     }
 
-    fn with_link(core: Client, link: Link, tx: SyncSender<Input>, rx: Receiver<Input>) -> Self {
+    fn with_link(
+        core: Client,
+        link: Link,
+        tx: SyncSender<Input>,
+        rx: Receiver<Input>,
+        waker: Waker,
+    ) -> Self {
         // Nothing is drained yet: events the core emits at creation (a pinned era) reach the
         // host set with `set_host` before the first operation.
         McpClient {
@@ -243,6 +289,8 @@ impl McpClient {
             last_cause: None,
             current: None,
             running: Arc::new(AtomicU64::new(0)),
+            waker,
+            inbox: Vec::new(),
         }
     }
 
@@ -255,6 +303,7 @@ impl McpClient {
     pub fn canceller(&self) -> Canceller {
         Canceller {
             tx: self.tx.clone(),
+            waker: self.waker.clone(),
             running: Arc::clone(&self.running),
         }
     }
@@ -445,6 +494,31 @@ impl McpClient {
         for d in [deadline, until].into_iter().flatten() {
             sleep = sleep.min(d.saturating_duration_since(now));
         }
+        #[cfg(unix)]
+        if let Link::Stdio(StdioLink {
+            pipes: Pipes::Polled(pipes),
+            ..
+        }) = &mut self.link
+        {
+            let mut inbox = std::mem::take(&mut self.inbox);
+            // A canceller's request first; only without one wait for the pipes.
+            match self.rx.try_recv() {
+                Ok(input) => inbox.push(input),
+                Err(_) => {
+                    pipes.wait(sleep, &mut inbox);
+                    inbox.extend(self.rx.try_iter().take(CHANNEL_DEPTH));
+                }
+            }
+            for input in inbox.drain(..) {
+                self.feed(input);
+            }
+            self.inbox = inbox;
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                self.core.handle_timeout(now);
+            }
+            return;
+        }
         match self.rx.recv_timeout(sleep) {
             Ok(input) => {
                 self.feed(input);
@@ -523,11 +597,8 @@ impl McpClient {
                     }
                 }
                 Output::Stdio(line) => {
-                    if let Link::Stdio(s) = &self.link {
-                        if let Some(stdin) = &s.stdin {
-                            // A closed pipe shows up as the stdout reader's end.
-                            let _ = stdin.send(line);
-                        }
+                    if let Link::Stdio(s) = &mut self.link {
+                        s.pipes.send(line);
                     }
                 }
                 Output::Event(event) => self.outcomes.on_event(&mut self.core, event),
@@ -629,7 +700,7 @@ impl McpClient {
                 }
             }
             Link::Stdio(s) => {
-                s.stdin = None; // closes the child's stdin
+                s.pipes.close_stdin();
                 if s.exit.is_none() {
                     let _ = s.child.kill();
                     let _ = s.child.wait();
@@ -741,42 +812,6 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
         .name(name.to_owned())
         .spawn(f)
         .map(drop)
-}
-
-fn write_lines(mut stdin: ChildStdin, lines: &Receiver<String>) {
-    while let Ok(mut line) = lines.recv() {
-        line.push('\n');
-        if stdin
-            .write_all(line.as_bytes())
-            .and_then(|()| stdin.flush())
-            .is_err()
-        {
-            return; // the child is gone; the stdout reader reports it
-        }
-    }
-}
-
-fn read_lines(stdout: impl Read, tx: &SyncSender<Input>) {
-    let mut reader = BufReader::with_capacity(64 * 1024, stdout);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let limit = u64::try_from(MAX_STDIO_LINE).unwrap_or(u64::MAX);
-        match (&mut reader).take(limit).read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        if !line.ends_with(b"\n") && line.len() >= MAX_STDIO_LINE {
-            // Over-long: skip the rest of it (the core never sees a cut message).
-            let _ = reader.skip_until(b'\n');
-            continue;
-        }
-        let text = String::from_utf8_lossy(&line).into_owned();
-        if tx.send(Input::Line(text)).is_err() {
-            return;
-        }
-    }
-    let _ = tx.send(Input::StdioClosed);
 }
 
 fn keep_stderr(stderr: impl Read, tail: &Mutex<StderrTail>) {

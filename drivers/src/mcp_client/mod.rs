@@ -12,6 +12,8 @@
 
 #[cfg(feature = "blocking")]
 pub mod blocking;
+#[cfg(feature = "blocking")]
+mod lines;
 #[cfg(feature = "smol")]
 pub mod smol;
 
