@@ -1014,3 +1014,22 @@ fn late_response_is_named_only_for_the_requests_own_id() {
         "{out:?}"
     );
 }
+
+#[test]
+fn a_413_or_431_answer_says_what_was_too_large() {
+    let text = FailReason::HttpStatus(413).to_string();
+    assert_eq!(
+        text,
+        "the server answered HTTP 413 (Content Too Large): the request is larger than the server accepts"
+    );
+    let text = FailReason::HttpStatus(431).to_string();
+    assert!(text.starts_with("the server answered HTTP 431 (Request Header Fields Too Large): the request headers are larger"), "{text}");
+    assert_eq!(
+        FailReason::HttpStatus(502).to_string(),
+        "the server answered HTTP 502 (Bad Gateway)"
+    );
+    assert_eq!(
+        FailReason::HttpStatus(599).to_string(),
+        "the server answered HTTP 599"
+    );
+}

@@ -472,8 +472,9 @@ pub enum FailReason {
     /// The stream broke and the next resend would start after the request's maximum total time.
     #[error("the stream broke and a resend would pass the request's maximum total time")]
     MaxTotalReached,
-    /// The server answered with an HTTP status that no resend can fix.
-    #[error("the server answered HTTP {0}")]
+    /// The server answered with an HTTP status that no resend can fix. The message names the
+    /// status and, for the ones a user can act on (`413`, `431`), what was too large.
+    #[error("the server answered HTTP {status}{hint}", status = .0, hint = status_hint(*.0))]
     HttpStatus(u16),
     /// The final response could not be used.
     #[error("unusable response: {0}")]
@@ -481,6 +482,23 @@ pub enum FailReason {
     /// The id allocator kept handing out ids already in use.
     #[error("the id allocator returned ids that are already in use")]
     IdInUse,
+}
+
+/// What [`FailReason::HttpStatus`] adds to its status: the reason phrase, and for a request
+/// the server found too large, which part.
+fn status_hint(status: u16) -> String {
+    let hint = match status {
+        413 => ": the request is larger than the server accepts",
+        431 => {
+            ": the request headers are larger than the server accepts \
+             (Mcp-Param-* headers, the bearer token and extra headers all count)"
+        }
+        _ => "",
+    };
+    match crate::http::status_text(status) {
+        "" => hint.to_owned(),
+        text => format!(" ({text}){hint}"),
+    }
 }
 
 /// A fact for the host. Never carries arguments or results except [`Event::Response`]'s message

@@ -696,7 +696,33 @@ fn reject(stream: &TcpStream, status: u16, why: &str) {
         body.len()
     );
     let mut s = stream;
-    let _ = s.write_all(text.as_bytes());
+    if s.write_all(text.as_bytes()).is_err() {
+        return;
+    }
+    linger(stream);
+}
+
+/// After an early answer (a `413` while the body is still coming): stop writing, then read and
+/// drop what the client still sends, for a bounded time and amount, before closing. Closing at
+/// once would reset the connection under a client that is still writing, which then sees a
+/// broken pipe instead of the answer (RFC 9112 section 9.6: "lingering close").
+fn linger(stream: &TcpStream) {
+    const LINGER_TIME: Duration = Duration::from_secs(2);
+    const LINGER_BYTES: usize = 64 * 1024 * 1024;
+    let _ = stream.shutdown(NetShutdown::Write);
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+    let started = Instant::now();
+    let mut sink = [0u8; 16 * 1024];
+    let mut dropped = 0;
+    let mut s = stream;
+    while started.elapsed() < LINGER_TIME && dropped < LINGER_BYTES {
+        match s.read(&mut sink) {
+            Ok(0) => return,
+            Ok(n) => dropped += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
 }
 
 fn serve_connection(

@@ -53,8 +53,11 @@ mod pipes;
 
 use pipes::{Pipes, Threads, Waker};
 
-/// ureq's read and write buffers per connection, and the largest body chunk sent to the loop.
+/// ureq's read buffer per connection, and the largest body chunk sent to the loop.
 const BUFFER_BYTES: usize = 16 * 1024;
+/// ureq's write buffer per connection: a request head (request line and headers) must fit in
+/// it, so it is as large as the head most servers accept.
+const HEAD_BYTES: usize = 64 * 1024;
 /// Reports waiting for the loop (the workers block when it is full: back-pressure).
 const CHANNEL_DEPTH: usize = 256;
 /// HTTP jobs waiting for a worker.
@@ -724,7 +727,7 @@ fn mcp_client_agent(connect_timeout: Duration) -> ureq::Agent {
         .max_redirects(0)
         .timeout_connect(Some(connect_timeout))
         .input_buffer_size(BUFFER_BYTES)
-        .output_buffer_size(BUFFER_BYTES)
+        .output_buffer_size(HEAD_BYTES)
         .max_idle_connections(2)
         .max_idle_connections_per_host(2)
         .user_agent(concat!("mcpwire/", env!("CARGO_PKG_VERSION")))
@@ -746,6 +749,20 @@ fn exchange(
             let _ = tx.send(Input::Failed { stream, cause });
         }
     };
+    let head_bytes = request.url.len()
+        + request
+            .headers
+            .iter()
+            .map(|(n, v)| n.len() + v.len() + 4)
+            .sum::<usize>();
+    // The head ureq adds (request line, Host, User-Agent, Content-Length) stays far below 1 KiB.
+    if head_bytes + 1024 > HEAD_BYTES {
+        return failed(format!(
+            "the request headers are {head_bytes} bytes, more than this client sends \
+             ({} KiB at most)",
+            HEAD_BYTES / 1024
+        ));
+    }
     let response = match http::send(agent, request, None) {
         Ok(r) => r,
         Err(e) => return failed(e.to_string()),

@@ -172,7 +172,7 @@ macro_rules! impl_api {
 #[macro_export]
 macro_rules! scenario_tests {
     ($c:ty) => {
-        $crate::scenario_tests!(@each $c; http_modern_server_lists_and_calls_tools_in_the_modern_era, http_legacy_server_is_detected_and_served_through_a_session_ended_by_delete, http_pinned_modern_client_reports_a_legacy_server_as_an_error, http_tool_with_x_mcp_header_is_called_with_its_mcp_param_header, http_tool_with_x_mcp_header_works_before_any_tools_list, http_mrtr_elicitation_accepted_by_the_host_completes_the_call, http_mrtr_elicitation_declined_by_the_default_host_completes_without_a_name, http_mrtr_answer_that_breaks_the_schema_is_refused_with_the_key, http_progress_notifications_reach_the_host_before_the_result, http_slow_call_times_out_and_the_server_sees_the_client_go_away, http_cancel_from_another_thread_ends_the_call_and_closes_its_exchange, http_per_call_timeout_overrides_the_default, http_tools_list_within_its_ttl_is_served_from_the_cache, http_tools_list_without_ttl_is_fetched_again, http_tool_error_is_the_servers_error_object, http_methods_the_server_lacks_fail_with_method_not_found, http_ping_is_unsupported_in_the_modern_era, http_first_ping_learns_the_era_and_pings_a_legacy_server, http_first_ping_on_a_modern_server_is_unsupported_after_learning_the_era, http_bearer_token_is_sent_on_every_request, http_unreachable_server_names_the_url_and_the_transport_error, http_answer_cut_short_is_a_transport_error_about_the_body, http_bad_inputs_are_typed_errors, http_subscription_the_server_lacks_ends_with_its_refusal_instead_of_hanging, stdio_modern_server_is_probed_and_serves_calls, stdio_long_request_lines_arrive_whole_and_in_order, stdio_legacy_server_falls_back_to_initialize, stdio_mrtr_elicitation_round_trip, stdio_slow_call_times_out_and_the_client_stays_usable, stdio_cancel_from_another_thread_ends_the_call_and_the_client_stays_usable, stdio_server_that_never_reads_its_stdin_does_not_stop_the_timeout, stdio_crashed_child_is_reported_with_its_exit_status_and_stderr_tail, stdio_missing_program_is_a_spawn_error, pinned_era_event_reaches_a_host_set_after_connecting);
+        $crate::scenario_tests!(@each $c; http_modern_server_lists_and_calls_tools_in_the_modern_era, http_legacy_server_is_detected_and_served_through_a_session_ended_by_delete, http_pinned_modern_client_reports_a_legacy_server_as_an_error, http_tool_with_x_mcp_header_is_called_with_its_mcp_param_header, http_tool_with_x_mcp_header_works_before_any_tools_list, http_mrtr_elicitation_accepted_by_the_host_completes_the_call, http_mrtr_elicitation_declined_by_the_default_host_completes_without_a_name, http_mrtr_answer_that_breaks_the_schema_is_refused_with_the_key, http_progress_notifications_reach_the_host_before_the_result, http_slow_call_times_out_and_the_server_sees_the_client_go_away, http_cancel_from_another_thread_ends_the_call_and_closes_its_exchange, http_per_call_timeout_overrides_the_default, http_tools_list_within_its_ttl_is_served_from_the_cache, http_tools_list_without_ttl_is_fetched_again, http_tool_error_is_the_servers_error_object, http_methods_the_server_lacks_fail_with_method_not_found, http_ping_is_unsupported_in_the_modern_era, http_first_ping_learns_the_era_and_pings_a_legacy_server, http_first_ping_on_a_modern_server_is_unsupported_after_learning_the_era, http_bearer_token_is_sent_on_every_request, http_unreachable_server_names_the_url_and_the_transport_error, http_answer_cut_short_is_a_transport_error_about_the_body, http_request_too_large_for_the_server_is_a_clear_413_or_431, http_request_head_too_large_to_send_names_the_limit, http_bad_inputs_are_typed_errors, http_subscription_the_server_lacks_ends_with_its_refusal_instead_of_hanging, stdio_modern_server_is_probed_and_serves_calls, stdio_long_request_lines_arrive_whole_and_in_order, stdio_legacy_server_falls_back_to_initialize, stdio_mrtr_elicitation_round_trip, stdio_slow_call_times_out_and_the_client_stays_usable, stdio_cancel_from_another_thread_ends_the_call_and_the_client_stays_usable, stdio_server_that_never_reads_its_stdin_does_not_stop_the_timeout, stdio_crashed_child_is_reported_with_its_exit_status_and_stderr_tail, stdio_missing_program_is_a_spawn_error, pinned_era_event_reaches_a_host_set_after_connecting);
     };
     (@each $c:ty; $($name:ident),* $(,)?) => {
         $(
@@ -660,6 +660,73 @@ pub fn http_unreachable_server_names_the_url_and_the_transport_error<C: Api>() {
 
 /// A JSON answer whose body ends before its `Content-Length` (the server closes the connection
 /// mid-body) is a transport failure that says so, not a result and not a hang.
+/// A server that refuses a request as too large: its `413` (a body over its limit) or `431`
+/// (headers over its limit) reaches the caller as that status with what was too large, and
+/// the call is not sent again.
+pub fn http_request_too_large_for_the_server_is_a_clear_413_or_431<C: Api>() {
+    let srv = server_with(mcp_server::Config {
+        era: EraMode::Modern,
+        limits: mcpwire_drivers::dev::http::Limits {
+            max_head: 8 * 1024,
+            max_body: 64 * 1024,
+            ..Default::default()
+        },
+        ..mcp_server::Config::default()
+    });
+    let mut c = C::connect_http(&srv.url(), ClientOptions::default()).unwrap();
+    c.discover().unwrap();
+    let e = op_error(
+        c.call_tool("echo", json!({"text": "x".repeat(100 * 1024)}))
+            .unwrap_err(),
+    );
+    let text = e.to_string();
+    assert!(text.contains("HTTP 413 (Content Too Large)"), "{text}");
+    assert!(
+        text.contains("request is larger than the server accepts"),
+        "{text}"
+    );
+    assert_eq!(
+        srv.server().stats().tool_calls.get("echo"),
+        None,
+        "{:?}",
+        srv.server().stats()
+    );
+    // The client stays usable.
+    assert_eq!(
+        text_of(&c.call_tool("echo", json!({"text": "ok"})).unwrap()),
+        "ok"
+    );
+
+    let big = ClientOptions::default().with_header("X-Big", &"y".repeat(16 * 1024));
+    let mut c = C::connect_http(&srv.url(), big).unwrap();
+    let text = op_error(c.discover().unwrap_err()).to_string();
+    assert!(
+        text.contains("HTTP 431 (Request Header Fields Too Large)"),
+        "{text}"
+    );
+    assert!(text.contains("request headers are larger"), "{text}");
+}
+
+/// A request head larger than the client sends at all (the blocking driver's 64 KiB write
+/// buffer; the smol driver sends it and the server answers 431) fails with a message that
+/// names the limit, not ureq's "output too small"; nothing reaches the server.
+pub fn http_request_head_too_large_to_send_names_the_limit<C: Api>() {
+    let srv = server(EraMode::Modern);
+    let big = ClientOptions::default().with_header("X-Big", &"y".repeat(100 * 1024));
+    let mut c = C::connect_http(&srv.url(), big).unwrap();
+    let text = c.discover().unwrap_err().to_string();
+    assert!(
+        text.contains("HTTP 431") || text.contains("more than this client sends (64 KiB at most)"),
+        "{text}"
+    );
+    assert_eq!(
+        srv.server().stats().messages,
+        0,
+        "{:?}",
+        srv.server().stats()
+    );
+}
+
 pub fn http_answer_cut_short_is_a_transport_error_about_the_body<C: Api>() {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
