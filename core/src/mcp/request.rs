@@ -473,7 +473,8 @@ pub enum FailReason {
     #[error("the stream broke and a resend would pass the request's maximum total time")]
     MaxTotalReached,
     /// The server answered with an HTTP status that no resend can fix. The message names the
-    /// status and, for the ones a user can act on (`413`, `431`), what was too large.
+    /// status and, for the ones a user can act on, what to do: a redirect (`3xx`, never followed)
+    /// or a request too large (`413`, `431`).
     #[error("the server answered HTTP {status}{hint}", status = .0, hint = status_hint(*.0))]
     HttpStatus(u16),
     /// The final response could not be used.
@@ -488,6 +489,10 @@ pub enum FailReason {
 /// the server found too large, which part.
 fn status_hint(status: u16) -> String {
     let hint = match status {
+        301 | 302 | 303 | 307 | 308 => {
+            ": redirects are not followed, so the request and its credentials go only to the \
+             configured URL; connect to the new address if you trust it"
+        }
         413 => ": the request is larger than the server accepts",
         431 => {
             ": the request headers are larger than the server accepts \

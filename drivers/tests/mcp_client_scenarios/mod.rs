@@ -4,6 +4,7 @@
 //! test file (`mcp_client_blocking.rs`, `mcp_client_smol.rs`) runs every one of them.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -172,7 +173,7 @@ macro_rules! impl_api {
 #[macro_export]
 macro_rules! scenario_tests {
     ($c:ty) => {
-        $crate::scenario_tests!(@each $c; http_modern_server_lists_and_calls_tools_in_the_modern_era, http_legacy_server_is_detected_and_served_through_a_session_ended_by_delete, http_pinned_modern_client_reports_a_legacy_server_as_an_error, http_tool_with_x_mcp_header_is_called_with_its_mcp_param_header, http_tool_with_x_mcp_header_works_before_any_tools_list, http_mrtr_elicitation_accepted_by_the_host_completes_the_call, http_mrtr_elicitation_declined_by_the_default_host_completes_without_a_name, http_mrtr_answer_that_breaks_the_schema_is_refused_with_the_key, http_progress_notifications_reach_the_host_before_the_result, http_slow_call_times_out_and_the_server_sees_the_client_go_away, http_cancel_from_another_thread_ends_the_call_and_closes_its_exchange, http_per_call_timeout_overrides_the_default, http_tools_list_within_its_ttl_is_served_from_the_cache, http_tools_list_without_ttl_is_fetched_again, http_tool_error_is_the_servers_error_object, http_methods_the_server_lacks_fail_with_method_not_found, http_ping_is_unsupported_in_the_modern_era, http_first_ping_learns_the_era_and_pings_a_legacy_server, http_first_ping_on_a_modern_server_is_unsupported_after_learning_the_era, http_bearer_token_is_sent_on_every_request, http_unreachable_server_names_the_url_and_the_transport_error, http_answer_cut_short_is_a_transport_error_about_the_body, http_request_too_large_for_the_server_is_a_clear_413_or_431, http_request_head_too_large_to_send_names_the_limit, http_bad_inputs_are_typed_errors, http_subscription_the_server_lacks_ends_with_its_refusal_instead_of_hanging, stdio_modern_server_is_probed_and_serves_calls, stdio_long_request_lines_arrive_whole_and_in_order, stdio_legacy_server_falls_back_to_initialize, stdio_mrtr_elicitation_round_trip, stdio_slow_call_times_out_and_the_client_stays_usable, stdio_cancel_from_another_thread_ends_the_call_and_the_client_stays_usable, stdio_server_that_never_reads_its_stdin_does_not_stop_the_timeout, stdio_crashed_child_is_reported_with_its_exit_status_and_stderr_tail, stdio_missing_program_is_a_spawn_error, pinned_era_event_reaches_a_host_set_after_connecting);
+        $crate::scenario_tests!(@each $c; http_modern_server_lists_and_calls_tools_in_the_modern_era, http_legacy_server_is_detected_and_served_through_a_session_ended_by_delete, http_pinned_modern_client_reports_a_legacy_server_as_an_error, http_tool_with_x_mcp_header_is_called_with_its_mcp_param_header, http_tool_with_x_mcp_header_works_before_any_tools_list, http_mrtr_elicitation_accepted_by_the_host_completes_the_call, http_mrtr_elicitation_declined_by_the_default_host_completes_without_a_name, http_mrtr_answer_that_breaks_the_schema_is_refused_with_the_key, http_progress_notifications_reach_the_host_before_the_result, http_slow_call_times_out_and_the_server_sees_the_client_go_away, http_cancel_from_another_thread_ends_the_call_and_closes_its_exchange, http_per_call_timeout_overrides_the_default, http_tools_list_within_its_ttl_is_served_from_the_cache, http_tools_list_without_ttl_is_fetched_again, http_tool_error_is_the_servers_error_object, http_methods_the_server_lacks_fail_with_method_not_found, http_ping_is_unsupported_in_the_modern_era, http_first_ping_learns_the_era_and_pings_a_legacy_server, http_first_ping_on_a_modern_server_is_unsupported_after_learning_the_era, http_bearer_token_is_sent_on_every_request, http_unreachable_server_names_the_url_and_the_transport_error, http_answer_cut_short_is_a_transport_error_about_the_body, http_request_too_large_for_the_server_is_a_clear_413_or_431, http_request_head_too_large_to_send_names_the_limit, http_redirect_is_not_followed_and_the_token_stays_home, http_bad_inputs_are_typed_errors, http_subscription_the_server_lacks_ends_with_its_refusal_instead_of_hanging, stdio_modern_server_is_probed_and_serves_calls, stdio_long_request_lines_arrive_whole_and_in_order, stdio_legacy_server_falls_back_to_initialize, stdio_mrtr_elicitation_round_trip, stdio_slow_call_times_out_and_the_client_stays_usable, stdio_cancel_from_another_thread_ends_the_call_and_the_client_stays_usable, stdio_server_that_never_reads_its_stdin_does_not_stop_the_timeout, stdio_crashed_child_is_reported_with_its_exit_status_and_stderr_tail, stdio_missing_program_is_a_spawn_error, stdio_child_is_stopped_when_the_client_is_dropped, pinned_era_event_reaches_a_host_set_after_connecting);
     };
     (@each $c:ty; $($name:ident),* $(,)?) => {
         $(
@@ -660,6 +661,57 @@ pub fn http_unreachable_server_names_the_url_and_the_transport_error<C: Api>() {
 
 /// A JSON answer whose body ends before its `Content-Length` (the server closes the connection
 /// mid-body) is a transport failure that says so, not a result and not a hang.
+/// A server that answers with a redirect: the client does not follow it (a bearer token must
+/// not travel to another address), and says so with the status.
+pub fn http_redirect_is_not_followed_and_the_token_stays_home<C: Api>() {
+    use std::io::{Read, Write};
+    let elsewhere = server(EraMode::Modern);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let location = elsewhere.url();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = Arc::clone(&stop);
+    let redirector = std::thread::spawn(move || {
+        // Every connection (a few at most: one per request the client makes) is redirected.
+        listener.set_nonblocking(true).unwrap();
+        let until = Instant::now() + Duration::from_secs(10);
+        let mut served = 0;
+        while served < 4 && Instant::now() < until && !stopped.load(Ordering::SeqCst) {
+            let Ok((mut s, _)) = listener.accept() else {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            };
+            s.set_nonblocking(false).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            let mut buf = [0u8; 16 * 1024];
+            let _ = s.read(&mut buf);
+            let answer = format!(
+                "HTTP/1.1 307 Temporary Redirect\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+            let _ = s.write_all(answer.as_bytes());
+            served += 1;
+        }
+    });
+    let options = ClientOptions::default()
+        .with_protocol(ProtocolChoice::Modern)
+        .with_bearer_token("secret-token-123");
+    let mut c = C::connect_http(&url, options).unwrap();
+    let text = op_error(c.discover().unwrap_err()).to_string();
+    assert!(
+        text.contains("HTTP 307 (Temporary Redirect): redirects are not followed"),
+        "{text}"
+    );
+    assert!(!text.contains("secret-token-123"), "{text}");
+    c.close();
+    stop.store(true, Ordering::SeqCst);
+    redirector.join().unwrap();
+    assert_eq!(
+        elsewhere.server().stats().messages,
+        0,
+        "the redirect was followed"
+    );
+}
+
 /// A server that refuses a request as too large: its `413` (a body over its limit) or `431`
 /// (headers over its limit) reaches the caller as that status with what was too large, and
 /// the call is not sent again.
@@ -939,6 +991,40 @@ pub fn stdio_crashed_child_is_reported_with_its_exit_status_and_stderr_tail<C: A
         c.list_tools(None),
         Err(Error::ServerExited { .. })
     ));
+}
+
+/// Dropping the client ends its server, even one that ignores the end of its stdin (it would
+/// run for ten minutes): the child is gone, not left running or as a zombie.
+pub fn stdio_child_is_stopped_when_the_client_is_dropped<C: Api>() {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let pid_file =
+        std::env::temp_dir().join(format!("mcpwire-child-{}-{nanos}", std::process::id()));
+    let script = format!("echo $$ > '{}'; exec sleep 600", pid_file.display());
+    let c = C::connect_stdio("sh", &["-c", &script], ClientOptions::default()).unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    let pid = loop {
+        match std::fs::read_to_string(&pid_file) {
+            Ok(text) if text.ends_with('\n') => break text.trim().to_owned(),
+            _ if Instant::now() >= until => panic!("the child never started"),
+            _ => std::thread::sleep(Duration::from_millis(10)),
+        }
+    };
+    let _ = std::fs::remove_file(&pid_file);
+    let stat = format!("/proc/{pid}/stat");
+    assert!(
+        std::path::Path::new(&stat).exists(),
+        "the child runs while the client lives"
+    );
+    drop(c);
+    let until = Instant::now() + Duration::from_secs(10);
+    // Absent once ended and reaped (a zombie still has its /proc entry).
+    while let Ok(text) = std::fs::read_to_string(&stat) {
+        assert!(Instant::now() < until, "still there after the drop: {text}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 pub fn stdio_missing_program_is_a_spawn_error<C: Api>() {
