@@ -2648,3 +2648,123 @@ fn open_session_stream(h: &mut Harness) -> Sent {
     sse_head(h, listen.stream);
     listen
 }
+
+// ---------------------------------------------------------------------------------------------
+// Transport details the issue lists, each through the whole client.
+
+fn text_result(id: &Value, text: &str) -> String {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "result": {"content": [{"type": "text", "text": text}]}
+    })
+    .to_string()
+}
+
+/// `basic/transports.mdx` (stdio) and JSON-RPC: answers are matched by id, so a stdio server
+/// may answer two requests in either order; each result reaches its own operation.
+#[test]
+fn stdio_answers_in_reverse_order_reach_their_own_operations() {
+    let mut config = ClientConfig::new(Transport::Stdio, info());
+    config.protocol = ProtocolChoice::Modern;
+    let mut h = Harness::new(config);
+    let first = h.c.call_tool(
+        h.now,
+        "echo",
+        obj(json!({"text": "one"})),
+        OpOptions::default(),
+    );
+    let second = h.c.call_tool(
+        h.now,
+        "echo",
+        obj(json!({"text": "two"})),
+        OpOptions::default(),
+    );
+    let sent_first = h.next_line();
+    let sent_second = h.next_line();
+    assert_ne!(sent_first["id"], sent_second["id"]);
+    h.c.handle_stdio_line(h.now, &text_result(&sent_second["id"], "two"))
+        .unwrap();
+    h.c.handle_stdio_line(h.now, &text_result(&sent_first["id"], "one"))
+        .unwrap();
+    let events = h.take_events();
+    let (one, ..) = result_of(&events, first).expect("the first call's result");
+    let (two, ..) = result_of(&events, second).expect("the second call's result");
+    assert_eq!(one["content"][0]["text"], "one");
+    assert_eq!(two["content"][0]["text"], "two");
+}
+
+/// Legacy `transports.mdx`, "Listening for Messages from the Server": "The server **MUST**
+/// either return `Content-Type: text/event-stream` in response to this HTTP GET, or else return
+/// HTTP 405 Method Not Allowed, indicating that the server does not offer an SSE stream at this
+/// endpoint". A 405 to the session's GET is no failure: the session's
+/// requests go out and are answered as usual.
+#[test]
+fn a_legacy_session_get_answered_405_leaves_the_session_working() {
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.protocol = ProtocolChoice::Legacy;
+    let mut h = Harness::new(config);
+    h.c.discover(h.now);
+    let init = h.next_sent();
+    h.reply_fx(&init, "python-sdk/http/30-legacy-initialize.json");
+    let initialized = h.next_sent();
+    h.reply(initialized.stream, 202, &[], "");
+    let listen = h.next_sent();
+    assert_eq!(listen.method, Method::Get);
+    h.reply(listen.stream, 405, &[], "");
+    h.take_events();
+
+    let op = h.c.list(h.now, ListKind::Tools, None);
+    let list = h.next_sent();
+    assert_eq!(list.method, Method::Post);
+    assert_eq!(list.rpc_method(), "tools/list");
+    assert!(list.header("Mcp-Session-Id").is_some());
+    let body = json!({"jsonrpc": "2.0", "id": list.id(), "result": {"tools": []}}).to_string();
+    h.reply(
+        list.stream,
+        200,
+        &[("content-type", "application/json")],
+        &body,
+    );
+    let events = h.take_events();
+    let (result, ..) = result_of(&events, op).expect("tools/list answered");
+    assert_eq!(result["tools"], json!([]));
+    assert!(failure_of(&events, op).is_none());
+}
+
+/// `basic/transports.mdx` (Streamable HTTP) and the SSE format: a response stream may open
+/// with an empty-data priming event and carry `: ping` comments (CRLF line ends here) between
+/// events; the client skips both and takes the `event: message` frame as the answer.
+#[test]
+fn sse_priming_event_and_ping_comments_are_skipped_before_the_answer() {
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.protocol = ProtocolChoice::Modern;
+    config.list_tools_before_call = false;
+    let mut h = Harness::new(config);
+    let op = h.c.call_tool(
+        h.now,
+        "echo",
+        obj(json!({"text": "hi"})),
+        OpOptions::default(),
+    );
+    let sent = h.next_sent();
+    h.take_events();
+    let stream = format!(
+        "id: p1\r\ndata:\r\n\r\n: ping\r\n\r\n: ping\r\n\r\nevent: message\r\nid: p2\r\ndata: {}\r\n\r\n",
+        text_result(&sent.id(), "hi")
+    );
+    h.reply(
+        sent.stream,
+        200,
+        &[("content-type", "text/event-stream")],
+        &stream,
+    );
+    let events = h.take_events();
+    let (result, is_error, _) = result_of(&events, op).expect("the answer after the pings");
+    assert_eq!(result["content"][0]["text"], "hi");
+    assert!(!is_error);
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::Ignored { .. })),
+        "{events:?}"
+    );
+}
