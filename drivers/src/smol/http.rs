@@ -32,7 +32,7 @@ use smol::{Task, Timer};
 use smol_hyper::rt::FuturesIo;
 
 /// How long resolving and connecting may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const USER_AGENT: &str = concat!("mcpwire/", env!("CARGO_PKG_VERSION"));
 
 /// Why an exchange got no response head (or lost its body).

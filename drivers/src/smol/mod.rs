@@ -33,6 +33,7 @@ use smol::future::FutureExt as _;
 use smol::lock::Semaphore;
 use smol::{Task, Timer};
 
+use self::http::CONNECT_TIMEOUT;
 use self::stdio::StdioChild;
 use crate::tunnel_run::config::RunConfig;
 use crate::tunnel_run::driver_core::stdio::StdioSpawn;
@@ -52,6 +53,9 @@ const POST_SLOTS: usize = 4;
 struct Tasks {
     tx: Sender<Completion>,
     tls: Arc<ClientConfig>,
+    /// Kept-alive connections to the control plane and the MCP server, reused by the poll,
+    /// the forwards and the response POSTs.
+    pool: Arc<http::Pool>,
     post_slots: Arc<Semaphore>,
     poll_task: Option<Task<()>>,
     forward_tasks: BTreeMap<CommandId, Task<()>>,
@@ -99,9 +103,12 @@ async fn run_async(
         }
     };
     let companion_state = companion.as_ref().map(|_| CompanionState::Ready);
+    // Enough idle connections for every forward in flight, the response POSTs and the poll.
+    let max_idle = config.engine.max_concurrent_forwards + POST_SLOTS + 1;
     let tasks = Tasks {
         tx,
         tls,
+        pool: http::Pool::new(max_idle),
         post_slots: Arc::new(Semaphore::new(POST_SLOTS)),
         poll_task: None,
         forward_tasks: BTreeMap::new(),
@@ -150,10 +157,10 @@ impl Runtime for Tasks {
         timeout: Duration,
     ) -> Result<(), NotStarted> {
         let tx = self.tx.clone();
-        let tls = Arc::clone(&self.tls);
+        let (pool, tls) = (Arc::clone(&self.pool), Arc::clone(&self.tls));
         self.poll_task = Some(smol::spawn(async move {
             let exchange = async {
-                let mut ex = http::send(&tls, &request).await?;
+                let mut ex = http::send_pooled(&pool, &tls, &request, CONNECT_TIMEOUT).await?;
                 // The receipt instant: the head is here, the body is not read yet.
                 let received_at = Instant::now();
                 let body = ex.read_to_vec(MAX_POLL_BODY).await?;
@@ -187,12 +194,12 @@ impl Runtime for Tasks {
         deadline: Option<Instant>,
     ) -> Result<(), NotStarted> {
         let tx = self.tx.clone();
-        let tls = Arc::clone(&self.tls);
+        let (pool, tls) = (Arc::clone(&self.pool), Arc::clone(&self.tls));
         let task = smol::spawn(async move {
             if deadline.is_some_and(|d| d <= Instant::now()) {
                 return; // already expired: the engine drops it on its own
             }
-            forward_task(&tls, &tx, cmd, &request).await;
+            forward_task(&pool, &tls, &tx, cmd, &request).await;
         });
         self.forward_tasks.insert(cmd, task);
         Ok(())
@@ -215,13 +222,13 @@ impl Runtime for Tasks {
         deadline: Option<Instant>,
     ) -> Result<(), NotStarted> {
         let tx = self.tx.clone();
-        let tls = Arc::clone(&self.tls);
+        let (pool, tls) = (Arc::clone(&self.pool), Arc::clone(&self.tls));
         let slots = Arc::clone(&self.post_slots);
         let task = smol::spawn(async move {
             let _slot = slots.acquire().await;
             let timeout = post_timeout(deadline);
             let exchange = async {
-                let mut ex = http::send(&tls, &request).await?;
+                let mut ex = http::send_pooled(&pool, &tls, &request, CONNECT_TIMEOUT).await?;
                 let _ = ex.read_to_vec(MAX_POST_ANSWER).await;
                 Ok::<_, http::HttpError>(ex.head)
             };
@@ -262,12 +269,13 @@ impl Runtime for Tasks {
 
 /// One HTTP forward: send, report the head, stream the body.
 async fn forward_task(
+    pool: &Arc<http::Pool>,
     tls: &Arc<ClientConfig>,
     tx: &Sender<Completion>,
     cmd: CommandId,
     request: &Request,
 ) {
-    let mut ex = match http::send(tls, request).await {
+    let mut ex = match http::send_pooled(pool, tls, request, CONNECT_TIMEOUT).await {
         Ok(ex) => ex,
         Err(e) => {
             let failure = e.failure();
