@@ -35,7 +35,10 @@ use mcpwire_core::mcp::mrtr::InputRequest;
 use mcpwire_core::mcp::request::CallOptions;
 use mcpwire_core::mcp::subscription::{self, Change, SubscriptionFilter};
 use mcpwire_drivers::mcp_client::{ClientOptions, Error};
-use scenarios::{elicitation, http, names, recorder, stdio, text_of, Api, Peer, Seen};
+use scenarios::{
+    elicitation, http, names, recorder, stdio, text_of, wait_for_subscription_event,
+    wait_for_subscription_event_within, Api, Peer, Seen,
+};
 use serde_json::{json, Value};
 
 /// The pinned package (tests/peers/node/package.json).
@@ -415,41 +418,18 @@ fn resource_subscription_receives_its_update(mut c: impl Api) {
             ..SubscriptionFilter::default()
         })
         .unwrap();
-    let mut seen = Vec::new();
-    let acknowledged = |e: &subscription::Event| {
+    wait_for_subscription_event(&mut c, |e| {
         matches!(e, subscription::Event::Acknowledged { sub: s, accepted, .. }
             if *s == sub && accepted.resource_subscriptions == [README])
-    };
-    for _ in 0..10 {
-        match c.next_event(Duration::from_secs(10)).unwrap() {
-            Some(e) if acknowledged(&e) => {
-                seen.push(e);
-                break;
-            }
-            Some(e) => seen.push(e),
-            None => break,
-        }
-    }
-    assert!(seen.iter().any(acknowledged), "{seen:?}");
+    });
     // The server sends an update for every subscribed resource now and every 5 s after, so an
     // update racing the `resources/subscribe` is followed by another one.
     let r = c.call_tool("toggle-subscriber-updates", json!({})).unwrap();
     assert!(text_of(&r).starts_with("Started"), "{r}");
-    let updated = |e: &subscription::Event| {
+    wait_for_subscription_event_within(&mut c, 20, Duration::from_secs(12), |e| {
         matches!(e, subscription::Event::Changed { sub: s, change: Change::ResourceUpdated { uri } }
             if *s == sub && uri == README)
-    };
-    for _ in 0..20 {
-        match c.next_event(Duration::from_secs(12)).unwrap() {
-            Some(e) if updated(&e) => {
-                seen.push(e);
-                break;
-            }
-            Some(e) => seen.push(e),
-            None => break,
-        }
-    }
-    assert!(seen.iter().any(updated), "{seen:?}");
+    });
     let r = c.call_tool("toggle-subscriber-updates", json!({})).unwrap();
     assert!(text_of(&r).starts_with("Stopped"), "{r}");
     c.close();

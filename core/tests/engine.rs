@@ -7,8 +7,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use mcpwire_core::backoff::Backoff;
 use mcpwire_core::http::{Headers, Request, ResponseHead};
 use mcpwire_core::tunnel::engine::{
-    CommandId, Config, Event, Forward, ForwardKind, NotReady, Output, PollId, PostId, Readiness,
-    Secret, Stage, TimeoutReason,
+    CommandId, Config, Event, Forward, ForwardKind, NotReady, Output, PollId, PostAnswer, PostId,
+    Readiness, Secret, Stage, TimeoutReason,
 };
 use mcpwire_core::tunnel::failure::{FailureSource, TransportErrorKind, TunnelFailure};
 use mcpwire_core::tunnel::server_info::{ChannelBinding, ChannelDeclaration, ServerInfo};
@@ -863,6 +863,22 @@ fn response_post_404_is_terminal_without_replay() {
         request_id: "a".into()
     }));
     assert_eq!(h.engine.health().in_flight, 0);
+}
+
+/// `protocol.md`, "Errors, retries, and concurrency": a response POST's `2xx` is taken, its `404`
+/// ends the command as already fulfilled, and every other answer is a failed attempt (what the
+/// engine retries or gives up on, and what a driver counts before a retry).
+#[test]
+fn a_response_post_answer_is_taken_on_2xx_fulfilled_on_404_and_failed_otherwise() {
+    for status in [200, 201, 202, 204, 299] {
+        assert_eq!(PostAnswer::of(status), PostAnswer::Accepted, "{status}");
+    }
+    assert_eq!(PostAnswer::of(404), PostAnswer::AlreadyFulfilled);
+    for status in [
+        100, 199, 300, 304, 400, 401, 403, 408, 410, 413, 429, 500, 502, 503, 504,
+    ] {
+        assert_eq!(PostAnswer::of(status), PostAnswer::Failed, "{status}");
+    }
 }
 
 #[test]

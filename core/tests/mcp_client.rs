@@ -467,29 +467,15 @@ fn http_falls_back_to_initialize_on_a_legacy_400_and_resends_the_operation() {
         version: "2025-11-25".into(),
         evidence: EraEvidence::HttpStatus(400)
     }));
-    let initialized = h.next_sent();
-    assert_eq!(initialized.rpc_method(), "notifications/initialized");
-    let sid = fx("server-everything/http/03-legacy-initialize.json")["response"]["headers"]
-        ["mcp-session-id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert_eq!(initialized.header("Mcp-Session-Id"), Some(sid.as_str()));
-    h.reply(initialized.stream, 202, &[], "");
-    // Legacy "Listening for Messages from the Server": the session's GET stream.
-    let listen = h.next_sent();
-    assert_eq!(listen.method, Method::Get);
-    assert_eq!(listen.header("Accept"), Some("text/event-stream"));
-    assert_eq!(listen.header("Mcp-Session-Id"), Some(sid.as_str()));
-    assert_eq!(listen.header("MCP-Protocol-Version"), Some("2025-11-25"));
-    // The session's requests wait until the server answered both (it can then reach us).
-    h.drain();
-    assert!(
-        h.sent.is_empty(),
-        "nothing before the GET's answer: {:?}",
-        h.sent
+    // Legacy "Listening for Messages from the Server": the session's GET stream, answered
+    // before the session's requests go out.
+    let (sid, listen) = legacy_session_ready(&mut h);
+    let recorded = fx("server-everything/http/03-legacy-initialize.json");
+    assert_eq!(
+        recorded["response"]["headers"]["mcp-session-id"].as_str(),
+        Some(sid.as_str())
     );
-    sse_head(&mut h, listen.stream);
+    assert_eq!(listen.header("MCP-Protocol-Version"), Some("2025-11-25"));
     let again = h.next_sent();
     assert_eq!(again.rpc_method(), "tools/list");
     assert!(
@@ -1244,10 +1230,7 @@ fn a_legacy_http_cancellation_or_timeout_posts_cancelled_in_the_session() {
     h.c.discover(h.now);
     let init = h.next_sent();
     h.reply_fx(&init, "python-sdk/http/30-legacy-initialize.json");
-    let initialized = h.next_sent();
-    h.reply(initialized.stream, 202, &[], "");
-    open_session_stream(&mut h);
-    let session = initialized.header("Mcp-Session-Id").unwrap().to_owned();
+    let (session, _) = legacy_session_ready(&mut h);
     h.take_events();
 
     let op =
@@ -1458,9 +1441,7 @@ fn a_cancelled_or_timed_out_legacy_http_call_is_cancelled_by_notification_in_the
     );
     let init = h.next_sent();
     h.reply_fx(&init, "python-sdk/http/30-legacy-initialize.json");
-    let initialized = h.next_sent();
-    h.reply(initialized.stream, 202, &[], "");
-    open_session_stream(&mut h);
+    legacy_session_ready(&mut h);
     let call = h.next_sent();
     assert_eq!(call.rpc_method(), "tools/call");
     let session = call.header("Mcp-Session-Id").map(str::to_owned);
@@ -2162,10 +2143,7 @@ fn ping_with_the_era_unknown_learns_the_era_first_and_pings_a_legacy_server() {
     let init = h.next_sent();
     assert_eq!(init.rpc_method(), "initialize");
     h.reply_fx(&init, "server-everything/http/03-legacy-initialize.json");
-    let initialized = h.next_sent();
-    assert_eq!(initialized.rpc_method(), "notifications/initialized");
-    h.reply(initialized.stream, 202, &[], "");
-    open_session_stream(&mut h);
+    legacy_session_ready(&mut h);
     let s = h.next_sent();
     assert_eq!(s.rpc_method(), "ping");
     assert!(s.header("Mcp-Session-Id").is_some());
@@ -2230,11 +2208,7 @@ fn a_subscription_with_the_era_unknown_opens_in_the_legacy_session_of_a_legacy_s
         "not before the session"
     );
     h.reply_fx(&init, "server-everything/http/03-legacy-initialize.json");
-    let initialized = h.next_sent();
-    assert_eq!(initialized.rpc_method(), "notifications/initialized");
-    h.reply(initialized.stream, 202, &[], "");
-    let get = open_session_stream(&mut h);
-    assert!(get.header("Mcp-Session-Id").is_some());
+    legacy_session_ready(&mut h);
     assert!(
         !h.sent
             .iter()
@@ -2295,10 +2269,7 @@ fn a_call_whose_listing_meets_a_legacy_server_goes_out_in_the_legacy_session() {
         version: "2025-11-25".into(),
         evidence: EraEvidence::HttpStatus(400)
     }));
-    let initialized = h.next_sent();
-    assert_eq!(initialized.rpc_method(), "notifications/initialized");
-    h.reply(initialized.stream, 202, &[], "");
-    open_session_stream(&mut h);
+    legacy_session_ready(&mut h);
     let s = h.next_sent();
     assert_eq!(s.rpc_method(), "tools/call");
     assert!(s.header("Mcp-Session-Id").is_some());
@@ -2316,15 +2287,7 @@ fn legacy_with_session_stream(config: ClientConfig) -> (Harness, Sent) {
     h.c.discover(h.now);
     let init = h.next_sent();
     h.reply_fx(&init, "python-sdk/http/30-legacy-initialize.json");
-    let initialized = h.next_sent();
-    assert_eq!(initialized.rpc_method(), "notifications/initialized");
-    h.reply(initialized.stream, 202, &[], "");
-    let listen = h.next_sent();
-    assert_eq!(listen.method, Method::Get);
-    assert_eq!(listen.header("Accept"), Some("text/event-stream"));
-    assert_eq!(listen.header("Last-Event-ID"), None);
-    assert!(listen.header("Mcp-Session-Id").is_some());
-    sse_head(&mut h, listen.stream);
+    let (_, listen) = legacy_session_ready(&mut h);
     h.take_events();
     (h, listen)
 }
@@ -2519,12 +2482,8 @@ fn a_legacy_subscription_rides_on_the_session_stream() {
         ],
         &result.to_string(),
     );
-    let initialized = h.next_sent();
-    h.reply(initialized.stream, 202, &[], "");
-    let listen = h.next_sent();
-    assert_eq!(listen.method, Method::Get);
-    assert_eq!(listen.header("Mcp-Session-Id"), Some("s-1"));
-    sse_head(&mut h, listen.stream);
+    let (session, listen) = legacy_session_ready(&mut h);
+    assert_eq!(session, "s-1");
     let sub =
         h.c.subscribe(
             h.now,
@@ -2578,10 +2537,7 @@ fn http_discover_answered_with_an_empty_result_falls_back_to_initialize() {
     let init = h.next_sent();
     assert_eq!(init.rpc_method(), "initialize");
     h.reply_fx(&init, "python-sdk/http/30-legacy-initialize.json");
-    let initialized = h.next_sent();
-    h.reply(initialized.stream, 202, &[], "");
-    let listen = h.next_sent();
-    sse_head(&mut h, listen.stream);
+    legacy_session_ready(&mut h);
     let ev = h.take_events();
     assert!(ev.iter().any(|e| matches!(
         e,
@@ -2638,15 +2594,32 @@ fn a_call_response_on_the_session_stream_ends_the_call() {
     assert!(failure_of(&h.take_events(), call).is_none());
 }
 
-/// Legacy HTTP, after `notifications/initialized` was answered: the session's GET stream
-/// (legacy "Listening for Messages from the Server") is opened and answered, so the session's
-/// requests may go out.
-fn open_session_stream(h: &mut Harness) -> Sent {
+/// Legacy HTTP, `initialize` answered with a session id: `notifications/initialized` goes out
+/// in that session and is accepted (202), and the session's GET stream (legacy "Listening for
+/// Messages from the Server") is opened in it, fresh (no `Last-Event-ID`). The session's requests
+/// wait until the server answered both (it can then reach us): nothing else goes out before the
+/// GET's answer, which this helper then gives. Returns the session id and the GET.
+fn legacy_session_ready(h: &mut Harness) -> (String, Sent) {
+    let initialized = h.next_sent();
+    assert_eq!(initialized.rpc_method(), "notifications/initialized");
+    let session = initialized
+        .header("Mcp-Session-Id")
+        .expect("notifications/initialized is sent in the session")
+        .to_owned();
+    h.reply(initialized.stream, 202, &[], "");
     let listen = h.next_sent();
     assert_eq!(listen.method, Method::Get);
     assert_eq!(listen.header("Accept"), Some("text/event-stream"));
+    assert_eq!(listen.header("Last-Event-ID"), None);
+    assert_eq!(listen.header("Mcp-Session-Id"), Some(session.as_str()));
+    h.drain();
+    assert!(
+        h.sent.is_empty(),
+        "nothing before the GET's answer: {:?}",
+        h.sent
+    );
     sse_head(h, listen.stream);
-    listen
+    (session, listen)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use mcpwire_core::backoff::Backoff;
-use mcpwire_core::jsonrpc::Id;
+use mcpwire_core::jsonrpc::{ErrorObject, Id};
 use mcpwire_core::mcp::request::{Routed, StreamFailure, Transport};
 use mcpwire_core::mcp::subscription::{
     Change, DisconnectCause, EndReason, Event, Output, ProtocolError, RefetchTarget,
@@ -862,4 +862,73 @@ fn unlimited_ack_timeout_does_not_disconnect_at_once() {
             .any(|e| matches!(e, Event::Disconnected { .. })),
         "disconnected while waiting for the acknowledgement"
     );
+}
+
+/// Why a subscription ended is told to a person as a sentence about the subscription (the CLI
+/// prints it as is): the server's own words and numbers are kept, no Rust variant name shows.
+#[test]
+fn every_end_reason_reads_as_a_sentence_about_the_subscription() {
+    let cases = [
+        (
+            EndReason::ClosedByHost,
+            "the subscription was closed by the client",
+        ),
+        (
+            EndReason::ServerCompleted,
+            "the server ended the subscription",
+        ),
+        (
+            EndReason::ServerCancelled { reason: None },
+            "the server cancelled the subscription",
+        ),
+        (
+            EndReason::ServerCancelled {
+                reason: Some("shutting down".into()),
+            },
+            "the server cancelled the subscription: shutting down",
+        ),
+        (
+            EndReason::Rejected(ErrorObject {
+                code: -32601,
+                message: "Method not found".into(),
+                data: None,
+            }),
+            "the server refused the subscription: Method not found (JSON-RPC error -32601)",
+        ),
+        (
+            EndReason::HttpStatus(405),
+            "the server refused the subscription with HTTP status 405",
+        ),
+        (
+            EndReason::Protocol(ProtocolError::MalformedAck {
+                id: Id::from("listen-1"),
+                reason: "no notifications".into(),
+            }),
+            "the server broke the subscription protocol: the acknowledgment of subscription \
+             \"listen-1\" is malformed: no notifications",
+        ),
+        (
+            EndReason::NotOpened("cannot reach the server".into()),
+            "the subscription could not be opened: cannot reach the server",
+        ),
+        (
+            EndReason::GaveUp { reconnects: 0 },
+            "the subscription's stream was lost and no reconnect was made",
+        ),
+        (
+            EndReason::GaveUp { reconnects: 1 },
+            "the subscription's stream was lost and the one reconnect failed",
+        ),
+        (
+            EndReason::GaveUp { reconnects: 5 },
+            "the subscription's stream was lost and 5 reconnects in a row failed",
+        ),
+        (
+            EndReason::IdInUse,
+            "the subscription ended: every request id it was given was in use",
+        ),
+    ];
+    for (reason, sentence) in cases {
+        assert_eq!(reason.to_string(), sentence, "{reason:?}");
+    }
 }

@@ -443,6 +443,20 @@ fn unreachable_url_is_one_line_naming_the_url() {
     assert!(failed(&bad).contains("only http:// and https://"));
 }
 
+/// A subscription that never opened (here the era could not be learned: nothing listens) ends
+/// the command with one line saying so in words, not the `EndReason` value's debug form.
+#[test]
+fn a_subscription_that_could_not_be_opened_is_said_in_words() {
+    let o = client(&["--url", "http://127.0.0.1:1/mcp", "subscribe", "--tools"]);
+    let err = failed(&o);
+    let line = last_line(&err);
+    assert!(
+        line.starts_with("mcpwire client: the subscription could not be opened: "),
+        "{err}"
+    );
+    assert!(!line.contains("NotOpened"), "{err}");
+}
+
 #[test]
 fn no_server_or_two_servers_is_an_error() {
     assert!(failed(&client(&["tools", "list"])).contains("no server"));

@@ -515,41 +515,18 @@ pub fn subscription_receives_tools_list_changed(mut c: impl Api) {
             ..SubscriptionFilter::default()
         })
         .unwrap();
-    let mut seen = Vec::new();
-    let acknowledged = |e: &subscription::Event| {
+    wait_for_subscription_event(&mut c, |e| {
         matches!(e, subscription::Event::Acknowledged { sub: s, accepted, .. }
             if *s == sub && accepted.tools_list_changed)
-    };
-    for _ in 0..10 {
-        match c.next_event(Duration::from_secs(10)).unwrap() {
-            Some(e) if acknowledged(&e) => {
-                seen.push(e);
-                break;
-            }
-            Some(e) => seen.push(e),
-            None => break,
-        }
-    }
-    assert!(seen.iter().any(acknowledged), "{seen:?}");
+    });
     assert_eq!(
         text_of(&c.call_tool("touch_tools", json!({})).unwrap()),
         "touched"
     );
-    let changed = |e: &subscription::Event| {
+    wait_for_subscription_event(&mut c, |e| {
         matches!(e, subscription::Event::Changed { sub: s, change: Change::ToolsListChanged }
             if *s == sub)
-    };
-    for _ in 0..10 {
-        match c.next_event(Duration::from_secs(10)).unwrap() {
-            Some(e) if changed(&e) => {
-                seen.push(e);
-                break;
-            }
-            Some(e) => seen.push(e),
-            None => break,
-        }
-    }
-    assert!(seen.iter().any(changed), "{seen:?}");
+    });
     c.close();
 }
 
@@ -779,14 +756,26 @@ pub fn stdio_missing_client_capability_is_declared_after_32021_or_named_when_the
     capability_the_host_lacks_fails_the_call_naming_it(stdio::<C>(peer, ClientOptions::default()));
 }
 
-/// Waits (bounded) for a subscription event that `want` accepts; returns every event read.
-fn wait_for_subscription_event(
+/// Waits (bounded: 10 events, 10 s for each) for a subscription event that `want` accepts;
+/// returns every event read.
+pub fn wait_for_subscription_event(
     c: &mut impl Api,
     want: impl Fn(&subscription::Event) -> bool,
 ) -> Vec<subscription::Event> {
+    wait_for_subscription_event_within(c, 10, Duration::from_secs(10), want)
+}
+
+/// Waits for a subscription event that `want` accepts, reading at most `events` events and
+/// waiting at most `each` for every one; returns every event read, or fails naming them.
+pub fn wait_for_subscription_event_within(
+    c: &mut impl Api,
+    events: usize,
+    each: Duration,
+    want: impl Fn(&subscription::Event) -> bool,
+) -> Vec<subscription::Event> {
     let mut seen = Vec::new();
-    for _ in 0..10 {
-        match c.next_event(Duration::from_secs(10)).unwrap() {
+    for _ in 0..events {
+        match c.next_event(each).unwrap() {
             Some(e) => {
                 let done = want(&e);
                 seen.push(e);

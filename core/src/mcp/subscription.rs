@@ -1282,6 +1282,50 @@ impl Subscriptions {
     }
 }
 
+/// A sentence for a person: why the subscription ended (the CLI prints it as is).
+impl fmt::Display for EndReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EndReason::ClosedByHost => f.write_str("the subscription was closed by the client"),
+            EndReason::ServerCompleted => f.write_str("the server ended the subscription"),
+            EndReason::ServerCancelled { reason: None } => {
+                f.write_str("the server cancelled the subscription")
+            }
+            EndReason::ServerCancelled {
+                reason: Some(reason),
+            } => write!(f, "the server cancelled the subscription: {reason}"),
+            EndReason::Rejected(e) => write!(
+                f,
+                "the server refused the subscription: {} (JSON-RPC error {})",
+                e.message, e.code
+            ),
+            EndReason::HttpStatus(status) => write!(
+                f,
+                "the server refused the subscription with HTTP status {status}"
+            ),
+            EndReason::Protocol(e) => {
+                write!(f, "the server broke the subscription protocol: {e}")
+            }
+            EndReason::NotOpened(error) => {
+                write!(f, "the subscription could not be opened: {error}")
+            }
+            EndReason::GaveUp { reconnects: 0 } => {
+                f.write_str("the subscription's stream was lost and no reconnect was made")
+            }
+            EndReason::GaveUp { reconnects: 1 } => {
+                f.write_str("the subscription's stream was lost and the one reconnect failed")
+            }
+            EndReason::GaveUp { reconnects } => write!(
+                f,
+                "the subscription's stream was lost and {reconnects} reconnects in a row failed"
+            ),
+            EndReason::IdInUse => {
+                f.write_str("the subscription ended: every request id it was given was in use")
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

@@ -51,6 +51,35 @@ pub const MAX_POLL_LIMIT: usize = 25;
 /// The longest wait between polls, whatever the backoff or `Retry-After` say.
 pub const MAX_POLL_DELAY: Duration = Duration::from_secs(3600);
 
+/// What the control plane's answer to one response POST (`POST /v1/tunnels/{tunnel_id}/response`)
+/// means for that attempt; the engine and a driver's delivery counters both read it from here.
+///
+/// `protocol.md`, "Errors, retries, and concurrency": "A response POST can return `404` when the
+/// request has already been fulfilled or is no longer pending. Treat that command as terminal and
+/// do not replay the MCP operation." Any other non-`2xx` answer (the `openapi.json` answers of
+/// that endpoint: `400`, `401`, `413`, `429`, `503`) is a failed attempt, retried or not by the
+/// same section's rules for terminal and notification POSTs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PostAnswer {
+    /// `2xx`: the response was taken.
+    Accepted,
+    /// `404`: the command is already fulfilled or no longer pending; it ends without replay.
+    AlreadyFulfilled,
+    /// Any other status: the attempt failed.
+    Failed,
+}
+
+impl PostAnswer {
+    /// Classifies the HTTP status of a response POST's answer.
+    pub fn of(status: u16) -> Self {
+        match status {
+            200..=299 => PostAnswer::Accepted,
+            404 => PostAnswer::AlreadyFulfilled,
+            _ => PostAnswer::Failed,
+        }
+    }
+}
+
 /// A secret string (the tunnel API key): never shown by `Debug` or `Display`.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -1690,30 +1719,30 @@ impl Engine {
         self.expire(now);
         let (cmd, post) = self.take_post(id)?;
         let status = head.status;
-        if (200..300).contains(&status) {
-            self.post_delivered(cmd, &post);
-        } else if status == 404 {
-            self.end_command(
+        match PostAnswer::of(status) {
+            PostAnswer::Accepted => self.post_delivered(cmd, &post),
+            PostAnswer::AlreadyFulfilled => self.end_command(
                 cmd,
                 Some(Event::AlreadyFulfilled {
                     request_id: self.request_id(cmd),
                 }),
-            );
-        } else {
-            if matches!(status, 401 | 403) {
-                self.operator_action = Some(status);
-                self.outputs
-                    .push_back(Output::Event(Event::OperatorActionRequired {
-                        status,
-                        code: None,
-                    }));
+            ),
+            PostAnswer::Failed => {
+                if matches!(status, 401 | 403) {
+                    self.operator_action = Some(status);
+                    self.outputs
+                        .push_back(Output::Event(Event::OperatorActionRequired {
+                            status,
+                            code: None,
+                        }));
+                }
+                let retryable = match post.kind {
+                    PostKind::Terminal => matches!(status, 408 | 429 | 502 | 503 | 504),
+                    PostKind::Notify => status == 429,
+                };
+                let retry_after = self.retry_after(head, wall);
+                self.post_retry_or_fail(now, cmd, post, retryable, Some(status), retry_after);
             }
-            let retryable = match post.kind {
-                PostKind::Terminal => matches!(status, 408 | 429 | 502 | 503 | 504),
-                PostKind::Notify => status == 429,
-            };
-            let retry_after = self.retry_after(head, wall);
-            self.post_retry_or_fail(now, cmd, post, retryable, Some(status), retry_after);
         }
         self.drive(now);
         Ok(())

@@ -620,7 +620,7 @@ impl Ctx {
                     eprintln!("mcpwire: subscription stream lost ({cause:?}); reconnecting (attempt {attempt})");
                 }
                 subscription::Event::Ended { reason, .. } => {
-                    return Err(format!("the subscription ended: {reason:?}").into());
+                    return Err(reason.to_string().into());
                 }
                 _ => {}
             }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use mcpwire_core::http::ResponseHead;
-use mcpwire_core::tunnel::engine::{CommandId, Event, Forward, ForwardKind, Stage};
+use mcpwire_core::tunnel::engine::{CommandId, Event, Forward, ForwardKind, PostAnswer, Stage};
 use mcpwire_core::tunnel::failure::TunnelFailure;
 
 use super::health::Metrics;
@@ -64,11 +64,12 @@ impl Report {
         }
     }
 
-    /// A response POST ended with `result` (the answer's head, or a transport failure).
+    /// A response POST ended with `result` (the answer's head, or a transport failure); the
+    /// attempt failed unless the core classifies its answer otherwise ([`PostAnswer::of`]).
     pub fn post_ended<E>(&mut self, cmd: CommandId, result: &Result<ResponseHead, E>) {
         let failed = result
             .as_ref()
-            .map_or(true, |h| !(200..300).contains(&h.status) && h.status != 404);
+            .map_or(true, |h| PostAnswer::of(h.status) == PostAnswer::Failed);
         if failed {
             self.post_failed.insert(cmd);
         }
@@ -236,6 +237,42 @@ impl Report {
                     &[("event", &format!("{other:?}"))],
                 );
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcpwire_core::http::Headers;
+
+    fn answered(status: u16) -> Result<ResponseHead, ()> {
+        Ok(ResponseHead {
+            status,
+            headers: Headers::new(),
+        })
+    }
+
+    /// The next POST of a command counts as a delivery retry only after an attempt the core
+    /// calls failed ([`PostAnswer::Failed`], or no answer at all): not after a `2xx` or a `404`.
+    #[test]
+    fn a_delivery_retry_is_counted_only_after_a_failed_post_attempt() {
+        let log = Logger::new(Level::Error, false, Vec::new(), Box::new(std::io::sink()));
+        let mut r = Report::new(Arc::new(log));
+        let cmd = CommandId(1);
+        for (result, retry) in [
+            (answered(202), false),
+            (answered(404), false),
+            (answered(503), true),
+            (answered(400), true),
+            (Err(()), true),
+        ] {
+            let before = r.metrics.delivery_retries;
+            r.post_started(cmd);
+            r.post_ended(cmd, &result);
+            r.post_started(cmd);
+            let counted = r.metrics.delivery_retries - before;
+            assert_eq!(counted, u64::from(retry), "{result:?}");
         }
     }
 }
