@@ -348,6 +348,17 @@ fn exchange(
     home: Option<(Arc<Pool>, Origin)>,
 ) -> Exchange {
     let (parts, body) = response.into_parts();
+    // RFC 9112 section 9.6: after `Connection: close` no further request goes on this
+    // connection; it is closed once the exchange ends instead of being pooled (hyper notices
+    // the close too, but on its own task, possibly after the connection was taken again).
+    let closing = parts
+        .headers
+        .get_all(hyper::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|token| token.trim().eq_ignore_ascii_case("close"));
+    let home = if closing { None } else { home };
     let mut headers = Headers::new();
     for (name, value) in &parts.headers {
         if let Ok(v) = value.to_str() {
@@ -564,6 +575,20 @@ mod tests {
             assert_eq!(read_all(&mut ex), b"ok");
         }
         assert_eq!(accepted.load(Ordering::SeqCst), 3);
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn an_answer_with_connection_close_never_goes_back_to_the_pool() {
+        let (url, _accepted, server) = ok_server(true, 1);
+        let tls = tls_config().unwrap();
+        let pool = Pool::new(4);
+        let mut ex =
+            smol::block_on(send_pooled(&pool, &tls, &request(&url), CONNECT_TIMEOUT)).unwrap();
+        assert_eq!(read_all(&mut ex), b"ok");
+        // At once, not only after hyper's connection task saw the close.
+        assert_eq!(pool.idle_count(), 0);
+        drop((ex, pool));
         server.join().unwrap();
     }
 

@@ -173,7 +173,7 @@ macro_rules! impl_api {
 #[macro_export]
 macro_rules! scenario_tests {
     ($c:ty) => {
-        $crate::scenario_tests!(@each $c; http_modern_server_lists_and_calls_tools_in_the_modern_era, http_legacy_server_is_detected_and_served_through_a_session_ended_by_delete, http_pinned_modern_client_reports_a_legacy_server_as_an_error, http_tool_with_x_mcp_header_is_called_with_its_mcp_param_header, http_tool_with_x_mcp_header_works_before_any_tools_list, http_mrtr_elicitation_accepted_by_the_host_completes_the_call, http_mrtr_elicitation_declined_by_the_default_host_completes_without_a_name, http_mrtr_answer_that_breaks_the_schema_is_refused_with_the_key, http_progress_notifications_reach_the_host_before_the_result, http_slow_call_times_out_and_the_server_sees_the_client_go_away, http_cancel_from_another_thread_ends_the_call_and_closes_its_exchange, http_per_call_timeout_overrides_the_default, http_tools_list_within_its_ttl_is_served_from_the_cache, http_tools_list_without_ttl_is_fetched_again, http_tool_error_is_the_servers_error_object, http_methods_the_server_lacks_fail_with_method_not_found, http_ping_is_unsupported_in_the_modern_era, http_first_ping_learns_the_era_and_pings_a_legacy_server, http_first_ping_on_a_modern_server_is_unsupported_after_learning_the_era, http_bearer_token_is_sent_on_every_request, http_unreachable_server_names_the_url_and_the_transport_error, http_answer_cut_short_is_a_transport_error_about_the_body, http_request_too_large_for_the_server_is_a_clear_413_or_431, http_request_head_too_large_to_send_names_the_limit, http_redirect_is_not_followed_and_the_token_stays_home, http_bad_inputs_are_typed_errors, http_subscription_the_server_lacks_ends_with_its_refusal_instead_of_hanging, stdio_modern_server_is_probed_and_serves_calls, stdio_long_request_lines_arrive_whole_and_in_order, stdio_legacy_server_falls_back_to_initialize, stdio_mrtr_elicitation_round_trip, stdio_slow_call_times_out_and_the_client_stays_usable, stdio_cancel_from_another_thread_ends_the_call_and_the_client_stays_usable, stdio_server_that_never_reads_its_stdin_does_not_stop_the_timeout, stdio_crashed_child_is_reported_with_its_exit_status_and_stderr_tail, stdio_missing_program_is_a_spawn_error, stdio_child_is_stopped_when_the_client_is_dropped, pinned_era_event_reaches_a_host_set_after_connecting);
+        $crate::scenario_tests!(@each $c; http_modern_server_lists_and_calls_tools_in_the_modern_era, http_legacy_server_is_detected_and_served_through_a_session_ended_by_delete, http_pinned_modern_client_reports_a_legacy_server_as_an_error, http_tool_with_x_mcp_header_is_called_with_its_mcp_param_header, http_tool_with_x_mcp_header_works_before_any_tools_list, http_mrtr_elicitation_accepted_by_the_host_completes_the_call, http_mrtr_elicitation_declined_by_the_default_host_completes_without_a_name, http_mrtr_answer_that_breaks_the_schema_is_refused_with_the_key, http_progress_notifications_reach_the_host_before_the_result, http_slow_call_times_out_and_the_server_sees_the_client_go_away, http_cancel_from_another_thread_ends_the_call_and_closes_its_exchange, http_per_call_timeout_overrides_the_default, http_tools_list_within_its_ttl_is_served_from_the_cache, http_tools_list_without_ttl_is_fetched_again, http_tool_error_is_the_servers_error_object, http_methods_the_server_lacks_fail_with_method_not_found, http_ping_is_unsupported_in_the_modern_era, http_first_ping_learns_the_era_and_pings_a_legacy_server, http_first_ping_on_a_modern_server_is_unsupported_after_learning_the_era, http_bearer_token_is_sent_on_every_request, http_unreachable_server_names_the_url_and_the_transport_error, http_answer_cut_short_is_a_transport_error_about_the_body, http_request_too_large_for_the_server_is_a_clear_413_or_431, http_request_head_too_large_to_send_names_the_limit, http_redirect_is_not_followed_and_the_token_stays_home, http_connection_close_answer_is_not_reused, http_bad_inputs_are_typed_errors, http_subscription_the_server_lacks_ends_with_its_refusal_instead_of_hanging, stdio_modern_server_is_probed_and_serves_calls, stdio_long_request_lines_arrive_whole_and_in_order, stdio_legacy_server_falls_back_to_initialize, stdio_mrtr_elicitation_round_trip, stdio_slow_call_times_out_and_the_client_stays_usable, stdio_cancel_from_another_thread_ends_the_call_and_the_client_stays_usable, stdio_server_that_never_reads_its_stdin_does_not_stop_the_timeout, stdio_crashed_child_is_reported_with_its_exit_status_and_stderr_tail, stdio_missing_program_is_a_spawn_error, stdio_child_is_stopped_when_the_client_is_dropped, pinned_era_event_reaches_a_host_set_after_connecting);
     };
     (@each $c:ty; $($name:ident),* $(,)?) => {
         $(
@@ -661,6 +661,61 @@ pub fn http_unreachable_server_names_the_url_and_the_transport_error<C: Api>() {
 
 /// A JSON answer whose body ends before its `Content-Length` (the server closes the connection
 /// mid-body) is a transport failure that says so, not a result and not a hang.
+/// RFC 9112 section 9.6: a client that receives `Connection: close` "MUST NOT send further
+/// requests on that connection". This server answers every request with it and then leaves the
+/// connection open without reading: a client that reused it would wait for an answer that never
+/// comes. Each request gets a connection of its own, and every call is answered.
+pub fn http_connection_close_answer_is_not_reused<C: Api>() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = Arc::clone(&accepted);
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().take(8) {
+            let Ok(conn) = conn else { return };
+            counted.fetch_add(1, Ordering::SeqCst);
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some((name, value)) = line.split_once(':') {
+                    if name.eq_ignore_ascii_case("content-length") {
+                        length = value.trim().parse().unwrap_or(0);
+                    }
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            let request: Value = serde_json::from_slice(&body).unwrap();
+            let answer =
+                json!({"jsonrpc": "2.0", "id": request["id"], "result": {"tools": []}}).to_string();
+            let mut conn = conn;
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                answer.len()
+            );
+            conn.write_all(head.as_bytes()).unwrap();
+            conn.write_all(answer.as_bytes()).unwrap();
+            held.push(conn); // open, and never read again
+        }
+    });
+    let options = ClientOptions::default()
+        .with_protocol(ProtocolChoice::Modern)
+        .with_request_timeout(Duration::from_secs(5));
+    let mut c = C::connect_http(&url, options).unwrap();
+    for _ in 0..3 {
+        let tools = c.list_tools(None).unwrap();
+        // No `ttlMs`: every listing goes to the server.
+        assert_eq!(tools["tools"], json!([]));
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 3);
+}
+
 /// A server that answers with a redirect: the client does not follow it (a bearer token must
 /// not travel to another address), and says so with the status.
 pub fn http_redirect_is_not_followed_and_the_token_stays_home<C: Api>() {
