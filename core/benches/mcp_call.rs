@@ -71,7 +71,9 @@ fn drain(client: &mut Client, op: OpId) -> (Option<Output>, bool) {
     while let Some(out) = client.poll_output() {
         match out {
             Output::Stdio(_) | Output::Http { .. } => sent = Some(out),
-            Output::Event(Event::Result { op: o, is_error, .. }) if o == op => {
+            Output::Event(Event::Result {
+                op: o, is_error, ..
+            }) if o == op => {
                 assert!(!is_error);
                 done = true;
             }
@@ -107,6 +109,7 @@ fn stdio_client(now: Instant) -> Client {
     client
 }
 
+#[inline(never)]
 fn stdio_round_trip(client: &mut Client, now: Instant) {
     let op = client.call_tool(now, "echo", arguments(), options());
     let line = stdio_line(client.poll_output());
@@ -160,6 +163,7 @@ fn http_client(now: Instant, wall: SystemTime) -> Client {
     client
 }
 
+#[inline(never)]
 fn http_round_trip(client: &mut Client, now: Instant, wall: SystemTime) {
     let op = client.call_tool(now, "echo", arguments(), options());
     let out = client.poll_output().unwrap();

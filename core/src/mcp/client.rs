@@ -77,6 +77,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::time::{Duration, Instant, SystemTime};
 
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::cache::{
@@ -339,6 +340,27 @@ impl Operation {
 
     fn cacheable(&self) -> bool {
         CacheableMethod::from_method(self.method()).is_some()
+    }
+
+    /// What the Streamable HTTP headers mirror from a request of this operation whose `_meta`
+    /// is `meta` (the fields [`headers::request_headers_for`] reads from the request).
+    fn header_fields<'a>(&'a self, meta: &'a JsonObject) -> headers::RequestFields<'a> {
+        let null = headers::Arguments::Value(&Value::Null);
+        let (name, tool, arguments) = match self {
+            Operation::CallTool { name, arguments } | Operation::GetPrompt { name, arguments } => {
+                let name = Some(name.as_str());
+                (name, name, headers::Arguments::Object(arguments))
+            }
+            Operation::ReadResource { uri } => (Some(uri.as_str()), None, null),
+            Operation::Discover | Operation::Ping | Operation::List { .. } => (None, None, null),
+        };
+        headers::RequestFields {
+            method: self.method(),
+            version: meta.get(headers::PROTOCOL_VERSION_META_KEY),
+            name,
+            tool,
+            arguments,
+        }
     }
 }
 
@@ -1444,8 +1466,8 @@ impl Client {
                 let op = self.oldest_in_flight();
                 self.server_request(now, op, &id, &method, params.map(|p| p.get()));
             }
-            Ok(_) => {
-                if self.requests.handle_channel_message(now, line) == Routed::NotMine
+            Ok(parsed) => {
+                if self.requests.channel_message(now, line, parsed) == Routed::NotMine
                     && self.subs.handle_channel_message(now, line) == Routed::NotMine
                 {
                     self.current_headers = Headers::new();
@@ -1731,41 +1753,51 @@ impl Client {
         }
         let meta = self.meta_for(op, version);
         let meta_object = meta.to_object();
-        let params = match &op.retry_params {
+        let (params, members) = match &op.retry_params {
             Some(retry) => {
                 let meta_json = Value::Object(meta_object.clone()).to_string();
                 match mrtr::splice_meta(retry, &meta_json) {
-                    Ok(p) => p,
+                    Ok(p) => (Err(p), None),
                     Err(e) => {
                         self.fail(op_id, OpError::Mrtr(e));
                         return;
                     }
                 }
             }
-            None => {
-                let mut p = op.operation.params();
-                p.insert("_meta".to_owned(), Value::Object(meta_object));
-                Value::Object(p).to_string()
-            }
+            // Each member serialized once, from the operation itself (no copy of the
+            // arguments), and the params text made of those texts.
+            None => match fresh_params(&op.operation, &meta_object) {
+                Ok((raw, members)) => (Ok(raw), Some(members)),
+                Err(e) => {
+                    self.fail(op_id, OpError::Protocol(e.to_string()));
+                    return;
+                }
+            },
         };
         let id = self.ids.next_id();
         // MRTR: the round tracker starts with the original request.
         let mut mrtr_round = None;
-        if op.retry_params.is_none() && mrtr::input_required_allowed(method) {
-            match MrtrRound::new(
-                id.clone(),
-                method,
-                &params,
-                InputCapabilities::from(&op.declared),
-            ) {
-                Ok(r) => mrtr_round = Some(r.with_max_rounds(self.config.max_mrtr_rounds)),
-                Err(e) => {
-                    self.fail(op_id, OpError::Mrtr(e));
-                    return;
-                }
+        if let Some(members) = members {
+            if mrtr::input_required_allowed(method) {
+                let round = MrtrRound::from_members(
+                    id.clone(),
+                    method,
+                    members,
+                    InputCapabilities::from(&op.declared),
+                );
+                mrtr_round = Some(round.with_max_rounds(self.config.max_mrtr_rounds));
             }
         }
-        self.start_attempt(now, op_id, method, params, id, false, mrtr_round);
+        let (params, fresh_meta) = match params {
+            Ok(raw) => (raw, Some(&meta_object)),
+            Err(text) => match raw_params(text) {
+                Ok(raw) => (raw, None),
+                Err(e) => return self.fail(op_id, e),
+            },
+        };
+        self.start_attempt(
+            now, op_id, method, params, fresh_meta, id, false, mrtr_round,
+        );
     }
 
     /// Sends `op` in the legacy session.
@@ -1794,9 +1826,12 @@ impl Client {
             }
             params.insert("_meta".to_owned(), Value::Object(meta));
         }
-        let params = Value::Object(params).to_string();
+        let params = match serde_json::value::to_raw_value(&Value::Object(params)) {
+            Ok(raw) => raw,
+            Err(e) => return self.fail(op_id, OpError::Protocol(e.to_string())),
+        };
         let id = self.ids.next_id();
-        self.start_attempt(now, op_id, method, params, id, true, None);
+        self.start_attempt(now, op_id, method, params, None, id, true, None);
     }
 
     /// The shape of a `DiscoverResult` built from the legacy `initialize` result.
@@ -1823,14 +1858,17 @@ impl Client {
         Value::Object(m).to_string()
     }
 
-    /// Hands one attempt of `op` to the request tracker under `id`.
+    /// Hands one attempt of `op` to the request tracker under `id`. `fresh_meta` is the `_meta`
+    /// of params built from the operation itself ([`fresh_params`]): the headers are then read
+    /// from the operation instead of the params text.
     #[allow(clippy::too_many_arguments)]
     fn start_attempt(
         &mut self,
         now: Instant,
         op_id: OpId,
         method: &'static str,
-        params: String,
+        params: Box<RawValue>,
+        fresh_meta: Option<&JsonObject>,
         id: Id,
         legacy: bool,
         mrtr_round: Option<MrtrRound>,
@@ -1845,8 +1883,14 @@ impl Client {
                 Operation::CallTool { name, .. } => self.tools.get(name),
                 _ => None,
             };
-            let body = jsonrpc_request_value(&id, method, &params);
-            match headers::request_headers_for(&body, tool) {
+            let built = match fresh_meta {
+                Some(meta) => headers::headers_for_fields(&op.operation.header_fields(meta), tool),
+                None => {
+                    let body = jsonrpc_request_value(&id, method, params.get());
+                    headers::request_headers_for(&body, tool)
+                }
+            };
+            match built {
                 Ok(h) => headers = Some(h),
                 Err(e) => {
                     self.fail(op_id, OpError::Headers(e));
@@ -1854,9 +1898,10 @@ impl Client {
                 }
             }
         }
-        // A cache ticket for every attempt whose params are cacheable (never an MRTR retry).
-        let ticket = serde_json::from_str::<Value>(&params)
-            .ok()
+        // A cache ticket for every attempt whose params are cacheable (never an MRTR retry);
+        // the params of other methods are not read.
+        let ticket = CacheableMethod::from_method(method)
+            .and_then(|_| serde_json::from_str::<Value>(params.get()).ok())
             .and_then(|p| RequestKey::from_request(method, Some(&p)).ok())
             .map(|k| self.cache.begin_fetch(k));
         let options = op
@@ -1872,13 +1917,15 @@ impl Client {
             },
             _ => options,
         };
+        // The params carry this token in `_meta` (`meta_for`, `send_legacy`).
+        let progress_token = op.progress_token.clone();
         let mut ids = Preset {
             first: Some(id),
             rest: &mut self.ids,
         };
         match self
             .requests
-            .start(now, method, Some(&params), options, &mut ids)
+            .start_raw(now, method, Some(params), progress_token, options, &mut ids)
         {
             Ok(req) => {
                 self.by_req.insert(req, op_id);
@@ -1997,7 +2044,10 @@ impl Client {
             Ok(retry) => {
                 let params = retry.params_json().to_owned();
                 op.retry_params = Some(params.clone());
-                self.start_attempt(now, op_id, method, params, id, false, None);
+                match raw_params(params) {
+                    Ok(raw) => self.start_attempt(now, op_id, method, raw, None, id, false, None),
+                    Err(e) => self.fail(op_id, e),
+                }
             }
             Err(e) => self.fail(op_id, OpError::Mrtr(e)),
         }
@@ -2454,6 +2504,9 @@ impl Client {
             R::Ignored { req, .. } => *req,
         };
         if req.is_some_and(|r| self.superseded.contains(&r)) {
+            if let R::Response { req, .. } = e {
+                self.requests.take_result_span(req);
+            }
             return;
         }
         let op_id = req.and_then(|r| self.by_req.get(&r).copied());
@@ -2462,8 +2515,13 @@ impl Client {
                 req, kind, message, ..
             } => {
                 self.by_req.remove(&req);
+                // The tracker noted where the result sits in the message it parsed.
+                let result = self
+                    .requests
+                    .take_result_span(req)
+                    .and_then(|span| message.get(span));
                 if let Some(op_id) = op_id {
-                    self.on_response(now, op_id, kind, &message);
+                    self.on_response(now, op_id, kind, &message, result);
                 }
             }
             R::TimedOut { req, max_total, .. } => {
@@ -2602,8 +2660,16 @@ impl Client {
         }
     }
 
-    /// The final response of an attempt of `op`.
-    fn on_response(&mut self, now: Instant, op_id: OpId, kind: ResponseKind, message: &str) {
+    /// The final response of an attempt of `op`; `result` is the text of its `result` member,
+    /// when the caller knows it (otherwise it is read from `message` when needed).
+    fn on_response(
+        &mut self,
+        now: Instant,
+        op_id: OpId,
+        kind: ResponseKind,
+        message: &str,
+        result: Option<&str>,
+    ) {
         let Some(op) = self.ops.get(&op_id) else {
             return;
         };
@@ -2623,11 +2689,12 @@ impl Client {
                 if !sent_legacy {
                     self.mark_modern_confirmed();
                 }
-                self.on_complete(now, op_id, message, kind == ResponseKind::ToolError);
+                let is_error = kind == ResponseKind::ToolError;
+                self.on_complete(now, op_id, message, result, is_error);
             }
             ResponseKind::InputRequired => {
                 self.mark_modern_confirmed();
-                self.on_input_required(now, op_id, message);
+                self.on_input_required(now, op_id, message, result);
             }
             ResponseKind::Error(error) => self.on_error_response(now, op_id, error),
         }
@@ -2677,8 +2744,15 @@ impl Client {
         self.probe_verdict(now, verdict);
     }
 
-    fn on_complete(&mut self, now: Instant, op_id: OpId, message: &str, is_error: bool) {
-        let Some(mut result) = result_text(message) else {
+    fn on_complete(
+        &mut self,
+        now: Instant,
+        op_id: OpId,
+        message: &str,
+        result: Option<&str>,
+        is_error: bool,
+    ) {
+        let Some(mut result) = result.map(str::to_owned).or_else(|| result_text(message)) else {
             return self.fail(op_id, OpError::Protocol("no result member".to_owned()));
         };
         let Some(mut op) = self.ops.remove(&op_id) else {
@@ -2715,8 +2789,16 @@ impl Client {
         });
     }
 
-    fn on_input_required(&mut self, now: Instant, op_id: OpId, message: &str) {
-        let parsed = result_text(message)
+    fn on_input_required(
+        &mut self,
+        now: Instant,
+        op_id: OpId,
+        message: &str,
+        result: Option<&str>,
+    ) {
+        let parsed = result
+            .map(str::to_owned)
+            .or_else(|| result_text(message))
             .ok_or_else(|| "no result member".to_owned())
             .and_then(|r| InputRequiredResult::parse(&r).map_err(|e| e.to_string()));
         let result = match parsed {
@@ -3296,19 +3378,22 @@ impl Client {
     // Streams.
 
     fn route_stream_message(&mut self, now: Instant, owner: Owner, text: &str) {
-        if let Ok(Message::Request { id, method, params }) = Message::parse(text) {
-            let op = match owner {
-                Owner::Request(req) => self.by_req.get(&req).copied(),
-                // A request on the session's stream belongs to no call; like on stdio, the
-                // oldest operation in flight is the one it is asked for.
-                Owner::LegacySession => self.oldest_in_flight(),
-                _ => None,
-            };
-            return self.server_request(now, op, &id, &method, params.map(|p| p.get()));
-        }
+        let parsed = match Message::parse(text) {
+            Ok(Message::Request { id, method, params }) => {
+                let op = match owner {
+                    Owner::Request(req) => self.by_req.get(&req).copied(),
+                    // A request on the session's stream belongs to no call; like on stdio, the
+                    // oldest operation in flight is the one it is asked for.
+                    Owner::LegacySession => self.oldest_in_flight(),
+                    _ => None,
+                };
+                return self.server_request(now, op, &id, &method, params.map(|p| p.get()));
+            }
+            parsed => parsed,
+        };
         match owner {
             Owner::Request(req) => {
-                let _ = self.requests.handle_stream_message(now, req, text);
+                let _ = self.requests.stream_message(now, req, text, || parsed);
             }
             Owner::Listen(sub) => {
                 let _ = self.subs.handle_stream_message(now, sub, text);
@@ -3803,6 +3888,60 @@ fn op_ticket(ops: &mut BTreeMap<OpId, Op>, op_id: OpId) -> Option<FetchTicket> {
     ops.get_mut(&op_id).and_then(|o| o.ticket.take())
 }
 
+/// The `params` of a fresh modern request of `operation` with `meta` as its `_meta`, as the
+/// checked JSON text and its members (in the order a [`JsonObject`] keeps them, so the text is
+/// what serializing the params object gives); every value is serialized once, borrowed from
+/// the operation.
+fn fresh_params(
+    operation: &Operation,
+    meta: &JsonObject,
+) -> Result<(Box<RawValue>, RawMembers), serde_json::Error> {
+    use serde_json::value::to_raw_value;
+    let mut members: RawMembers = Vec::with_capacity(3);
+    match operation {
+        Operation::Discover | Operation::Ping => {}
+        Operation::List { cursor, .. } => {
+            if let Some(c) = cursor {
+                members.push(("cursor".to_owned(), to_raw_value(c)?));
+            }
+        }
+        Operation::CallTool { name, arguments } | Operation::GetPrompt { name, arguments } => {
+            members.push(("name".to_owned(), to_raw_value(name)?));
+            members.push(("arguments".to_owned(), to_raw_value(arguments)?));
+        }
+        Operation::ReadResource { uri } => {
+            members.push(("uri".to_owned(), to_raw_value(uri)?));
+        }
+    }
+    members.push(("_meta".to_owned(), to_raw_value(meta)?));
+    // serde_json's map (without `preserve_order`, which this workspace does not enable) keeps
+    // its keys sorted.
+    members.sort_by(|a, b| a.0.cmp(&b.0));
+    let raw = to_raw_value(&RawObject(&members))?;
+    Ok((raw, members))
+}
+
+/// An object's members in order, each value as its JSON text.
+type RawMembers = Vec<(String, Box<RawValue>)>;
+
+/// An object written from its members' JSON texts.
+struct RawObject<'a>(&'a [(String, Box<RawValue>)]);
+
+impl serde::Serialize for RawObject<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+    }
+}
+
+/// Params text the client built (an MRTR retry) as checked JSON; the tracker's error when it
+/// is not a JSON object.
+fn raw_params(text: String) -> Result<Box<RawValue>, OpError> {
+    RawValue::from_string(text)
+        .ok()
+        .filter(|raw| raw.get().starts_with('{'))
+        .ok_or_else(|| OpError::Protocol(request::UsageError::ParamsNotObject.to_string()))
+}
+
 /// The JSON text of a response's `result`.
 fn result_text(message: &str) -> Option<String> {
     match Message::parse(message) {
@@ -3877,4 +4016,122 @@ fn jsonrpc_request_value(id: &Id, method: &str, params: &str) -> Value {
 
 fn clip(s: &str) -> String {
     s.chars().take(128).collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn meta() -> JsonObject {
+        RequestMeta::new(LATEST_PROTOCOL_VERSION, ClientCapabilities::none())
+            .with_client_info(Implementation::new("c", "1"))
+            .with_progress_token(Id::from(7))
+            .to_object()
+    }
+
+    fn operations() -> Vec<Operation> {
+        let mut arguments = JsonObject::new();
+        arguments.insert("text".to_owned(), Value::String("h\u{e9}\"llo".to_owned()));
+        arguments.insert(
+            "n".to_owned(),
+            serde_json::json!({"b": [1, 2.5], "a": null}),
+        );
+        vec![
+            Operation::Discover,
+            Operation::List {
+                kind: ListKind::Tools,
+                cursor: None,
+            },
+            Operation::List {
+                kind: ListKind::Resources,
+                cursor: Some("c\n1".to_owned()),
+            },
+            Operation::CallTool {
+                name: "echo".to_owned(),
+                arguments: arguments.clone(),
+            },
+            Operation::GetPrompt {
+                name: "p".to_owned(),
+                arguments,
+            },
+            Operation::ReadResource {
+                uri: "file:///a".to_owned(),
+            },
+        ]
+    }
+
+    /// The params a fresh modern request carries are, byte for byte, the params object with
+    /// its `_meta` serialized whole (key order included), and its members are that text's.
+    #[test]
+    fn fresh_params_are_the_serialized_params_object() {
+        let meta = meta();
+        for op in operations() {
+            let mut whole = op.params();
+            whole.insert("_meta".to_owned(), Value::Object(meta.clone()));
+            let expected = Value::Object(whole).to_string();
+            let (raw, members) = fresh_params(&op, &meta).unwrap();
+            assert_eq!(raw.get(), expected, "{op:?}");
+            let texts = |m: Vec<(String, Box<RawValue>)>| {
+                m.into_iter()
+                    .map(|(k, v)| (k, v.get().to_owned()))
+                    .collect::<Vec<_>>()
+            };
+            let read = mrtr::raw_members(&expected).unwrap();
+            assert_eq!(texts(members), texts(read), "{op:?}");
+        }
+    }
+
+    /// The headers read from an operation's fields are those read from the request it sends.
+    #[test]
+    fn header_fields_give_the_headers_of_the_request_value() {
+        let meta = meta();
+        for op in operations() {
+            let (raw, _) = fresh_params(&op, &meta).unwrap();
+            let body = jsonrpc_request_value(&Id::from(3), op.method(), raw.get());
+            assert_eq!(
+                headers::headers_for_fields(&op.header_fields(&meta), None),
+                headers::request_headers_for(&body, None),
+                "{op:?}"
+            );
+        }
+        // `Mcp-Param-*` from a tool's annotations, nested ones and unencodable arguments too.
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "target": {"type": "object", "properties": {
+                "zone": {"type": "integer", "x-mcp-header": "Zone"}}}}});
+        let tool = headers::tool_headers("echo", &schema).unwrap();
+        let mut arguments = JsonObject::new();
+        arguments.insert("region".to_owned(), Value::String("eu".to_owned()));
+        let op = Operation::CallTool {
+            name: "echo".to_owned(),
+            arguments,
+        };
+        let h = headers::headers_for_fields(&op.header_fields(&meta), Some(&tool)).unwrap();
+        assert_eq!(h.get("Mcp-Param-Region"), Some("eu"));
+        for arguments in [
+            serde_json::json!({"region": "eu", "target": {"zone": 3}}),
+            serde_json::json!({"region": null, "target": 5}),
+            serde_json::json!({"target": {"zone": 1.5}}),
+            serde_json::json!({"target": {"zone": [1]}, "region": "\u{e9}"}),
+            serde_json::json!({}),
+        ] {
+            let Value::Object(arguments) = arguments else {
+                unreachable!()
+            };
+            for name in ["echo", "other"] {
+                let op = Operation::CallTool {
+                    name: name.to_owned(),
+                    arguments: arguments.clone(),
+                };
+                let (raw, _) = fresh_params(&op, &meta).unwrap();
+                let body = jsonrpc_request_value(&Id::from(3), op.method(), raw.get());
+                assert_eq!(
+                    headers::headers_for_fields(&op.header_fields(&meta), Some(&tool)),
+                    headers::request_headers_for(&body, Some(&tool)),
+                    "{arguments:?}"
+                );
+            }
+        }
+    }
 }

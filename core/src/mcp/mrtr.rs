@@ -708,6 +708,27 @@ impl MrtrRound {
         })
     }
 
+    /// [`MrtrRound::new`] for params the caller built itself and holds as their members in
+    /// order (unique keys, each value's JSON text), so they are not read again. The caller
+    /// checked [`input_required_allowed`] for `method`.
+    pub(crate) fn from_members(
+        original_id: Id,
+        method: &str,
+        mut params: Vec<(String, Box<RawValue>)>,
+        capabilities: InputCapabilities,
+    ) -> Self {
+        params.retain(|(k, _)| k != "inputResponses" && k != "requestState");
+        MrtrRound {
+            method: method.to_owned(),
+            params,
+            capabilities,
+            used_ids: vec![original_id],
+            max_rounds: DEFAULT_MAX_ROUNDS,
+            rounds: 0,
+            phase: Phase::AwaitingResult,
+        }
+    }
+
     /// Sets the round limit (the number of `input_required` results accepted).
     pub fn with_max_rounds(mut self, max_rounds: u32) -> Self {
         self.max_rounds = max_rounds;

@@ -36,6 +36,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -103,7 +104,10 @@ pub(crate) fn draw_fresh_id(ids: &mut dyn IdSource, in_use: impl Fn(&Id) -> bool
 /// remembered. The oldest are forgotten first; retiring an id twice keeps its first owner.
 #[derive(Clone, Debug)]
 pub(crate) struct RetiredIds<H> {
-    ids: VecDeque<(Id, H)>,
+    /// The ids in the order they were retired (the oldest first).
+    ids: VecDeque<Id>,
+    /// The same ids with their owners, for lookups that do not scan the whole memory.
+    owners: BTreeMap<Id, H>,
     capacity: usize,
 }
 
@@ -111,28 +115,32 @@ impl<H: Copy + PartialEq> RetiredIds<H> {
     pub(crate) fn new(capacity: usize) -> Self {
         RetiredIds {
             ids: VecDeque::new(),
+            owners: BTreeMap::new(),
             capacity,
         }
     }
 
     pub(crate) fn retire(&mut self, id: Id, owner: H) {
-        if self.owner(&id).is_some() {
+        if self.owners.contains_key(&id) {
             return;
         }
         if self.ids.len() >= self.capacity {
-            self.ids.pop_front();
+            if let Some(oldest) = self.ids.pop_front() {
+                self.owners.remove(&oldest);
+            }
         }
-        self.ids.push_back((id, owner));
+        self.ids.push_back(id.clone());
+        self.owners.insert(id, owner);
     }
 
     /// Who held `id`, if it is remembered.
     pub(crate) fn owner(&self, id: &Id) -> Option<H> {
-        self.ids.iter().find(|(old, _)| old == id).map(|&(_, h)| h)
+        self.owners.get(id).copied()
     }
 
     /// Whether `owner` held any remembered id.
     pub(crate) fn held_by(&self, owner: H) -> bool {
-        self.ids.iter().any(|(_, h)| *h == owner)
+        self.owners.values().any(|h| *h == owner)
     }
 }
 
@@ -289,7 +297,12 @@ pub fn classify_result(result: &str) -> Result<ResponseKind, ClassifyError> {
 /// Classifies the text of one JSON-RPC message that should be a response: result, tool error
 /// result, `input_required`, or JSON-RPC error.
 pub fn classify_response(message: &str) -> Result<Classified, ClassifyError> {
-    match Message::parse(message)? {
+    classify_message(Message::parse(message)?)
+}
+
+/// [`classify_response`] of a parsed message.
+fn classify_message(message: Message<'_>) -> Result<Classified, ClassifyError> {
+    match message {
         Message::Response { id, result } => Ok(Classified {
             id: Some(id),
             kind: classify_result(result.get())?,
@@ -698,6 +711,34 @@ struct ProgressParams {
     message: Option<String>,
 }
 
+/// How many result spans of responses not yet taken by the client are remembered (a host using
+/// [`Requests`] alone never takes them).
+const MAX_RESULT_SPANS: usize = 8;
+
+/// Where `part`, a slice of `whole` (a value borrowed from its text by the parser), sits in it.
+fn span_in(whole: &str, part: &str) -> Option<Range<usize>> {
+    let start = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
+    let span = start..start.checked_add(part.len())?;
+    whole
+        .get(span.clone())
+        .is_some_and(|s| std::ptr::eq(s.as_ptr(), part.as_ptr()))
+        .then_some(span)
+}
+
+/// The checks of [`Requests::start`] that come before its params'.
+fn check_start(method: &str, options: &CallOptions) -> Result<(), UsageError> {
+    if method.is_empty() {
+        return Err(UsageError::EmptyMethod);
+    }
+    if options.timeout.is_zero() {
+        return Err(UsageError::InvalidOptions("timeout must be positive"));
+    }
+    if options.max_total.is_zero() {
+        return Err(UsageError::InvalidOptions("max_total must be positive"));
+    }
+    Ok(())
+}
+
 /// Reads `_meta.progressToken` from a request's params (a string or an integer), if any.
 fn progress_token_of(params: &RawValue) -> Option<Id> {
     let p: ParamsMeta = serde_json::from_str(params.get()).ok()?;
@@ -716,6 +757,10 @@ pub struct Requests {
     outputs: VecDeque<Output>,
     /// stdio: whether the channel to the server is open (resends wait for it).
     channel_open: bool,
+    /// Where the `result` member sits in the message of each recent [`Event::Response`]
+    /// (the newest last, at most [`MAX_RESULT_SPANS`]), so that the client takes the result
+    /// without reading the message again ([`Requests::take_result_span`]).
+    result_spans: VecDeque<(RequestHandle, Range<usize>)>,
 }
 
 impl Requests {
@@ -729,7 +774,15 @@ impl Requests {
             retired: RetiredIds::new(RETIRED_CAPACITY),
             outputs: VecDeque::new(),
             channel_open: true,
+            result_spans: VecDeque::new(),
         }
+    }
+
+    /// Where the `result` member of `req`'s [`Event::Response`] message sits in that message
+    /// (`message[span]` is its text), if it is still remembered; forgotten once taken.
+    pub(crate) fn take_result_span(&mut self, req: RequestHandle) -> Option<Range<usize>> {
+        let at = self.result_spans.iter().rposition(|(r, _)| *r == req)?;
+        self.result_spans.remove(at).map(|(_, span)| span)
     }
 
     /// The configuration.
@@ -760,15 +813,7 @@ impl Requests {
         options: CallOptions,
         ids: &mut dyn IdSource,
     ) -> Result<RequestHandle, UsageError> {
-        if method.is_empty() {
-            return Err(UsageError::EmptyMethod);
-        }
-        if options.timeout.is_zero() {
-            return Err(UsageError::InvalidOptions("timeout must be positive"));
-        }
-        if options.max_total.is_zero() {
-            return Err(UsageError::InvalidOptions("max_total must be positive"));
-        }
+        check_start(method, &options)?;
         let params = match params {
             None => None,
             Some(text) => {
@@ -780,10 +825,44 @@ impl Requests {
                 Some(raw)
             }
         };
+        let progress_token = params.as_deref().and_then(progress_token_of);
+        self.start_checked(now, method, params, progress_token, options, ids)
+    }
+
+    /// [`Requests::start`] for params the caller built itself and already holds as checked JSON:
+    /// `progress_token` is the `_meta.progressToken` those params carry (the client knows it, so
+    /// the text is not read again).
+    pub(crate) fn start_raw(
+        &mut self,
+        now: Instant,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        progress_token: Option<Id>,
+        options: CallOptions,
+        ids: &mut dyn IdSource,
+    ) -> Result<RequestHandle, UsageError> {
+        check_start(method, &options)?;
+        if params
+            .as_deref()
+            .is_some_and(|p| !p.get().trim_start().starts_with('{'))
+        {
+            return Err(UsageError::ParamsNotObject);
+        }
+        self.start_checked(now, method, params, progress_token, options, ids)
+    }
+
+    fn start_checked(
+        &mut self,
+        now: Instant,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        progress_token: Option<Id>,
+        options: CallOptions,
+        ids: &mut dyn IdSource,
+    ) -> Result<RequestHandle, UsageError> {
         let id = self.fresh_id(ids).ok_or(UsageError::IdInUse)?;
         let req = RequestHandle(self.next_handle);
         self.next_handle += 1;
-        let progress_token = params.as_deref().and_then(progress_token_of);
         let mut tracked = Tracked {
             method: method.to_owned(),
             params,
@@ -925,6 +1004,18 @@ impl Requests {
         req: RequestHandle,
         message: &str,
     ) -> Result<(), UsageError> {
+        self.stream_message(now, req, message, || Message::parse(message))
+    }
+
+    /// [`Requests::handle_stream_message`] with the message parsed by the caller (`parse` gives
+    /// it when it is needed).
+    pub(crate) fn stream_message<'m>(
+        &mut self,
+        now: Instant,
+        req: RequestHandle,
+        message: &'m str,
+        parse: impl FnOnce() -> Result<Message<'m>, MessageError>,
+    ) -> Result<(), UsageError> {
         if self.config.transport != Transport::Http {
             return Err(UsageError::WrongTransport);
         }
@@ -932,7 +1023,7 @@ impl Requests {
             if self.retired.held_by(req) {
                 // The stream of a cancelled or ended request: drop quietly, but name responses.
                 if let Ok(Message::Response { id, .. } | Message::Error { id: Some(id), .. }) =
-                    Message::parse(message)
+                    parse()
                 {
                     // Late only if the id was this request's own; anything else is just ignored.
                     if self.is_retired(&id) == Some(req) {
@@ -948,7 +1039,7 @@ impl Requests {
             }
             return Err(UsageError::UnknownHandle);
         }
-        let parsed = match Message::parse(message) {
+        let parsed = match parse() {
             Ok(m) => m,
             Err(_) => {
                 self.event(Event::Ignored {
@@ -965,7 +1056,7 @@ impl Requests {
             } => {
                 if self.current_id(req) == Some(id) {
                     let id = id.clone();
-                    self.finish_with_response(req, id, message);
+                    self.finish_with_response(req, id, message, parsed);
                 } else if self.is_retired(id) == Some(req) {
                     self.event(Event::LateResponseIgnored {
                         req,
@@ -1070,13 +1161,24 @@ impl Requests {
         let Ok(parsed) = Message::parse(message) else {
             return Routed::NotMine;
         };
+        self.channel_message(now, message, parsed)
+    }
+
+    /// [`Requests::handle_channel_message`] with `message` already parsed by the caller.
+    pub(crate) fn channel_message(
+        &mut self,
+        now: Instant,
+        message: &str,
+        parsed: Message<'_>,
+    ) -> Routed {
         match parsed {
             Message::Response { ref id, .. }
             | Message::Error {
                 id: Some(ref id), ..
             } => {
                 if let Some(req) = self.owner_of(id) {
-                    self.finish_with_response(req, id.clone(), message);
+                    let id = id.clone();
+                    self.finish_with_response(req, id, message, parsed);
                     Routed::Consumed
                 } else if let Some(req) = self.is_retired(id) {
                     self.event(Event::LateResponseIgnored {
@@ -1280,13 +1382,28 @@ impl Requests {
         self.event(event);
     }
 
-    fn finish_with_response(&mut self, req: RequestHandle, id: Id, message: &str) {
+    /// `message` (parsed as `parsed`) is `req`'s final response.
+    fn finish_with_response(
+        &mut self,
+        req: RequestHandle,
+        id: Id,
+        message: &str,
+        parsed: Message<'_>,
+    ) {
         let method = self
             .active
             .get(&req)
             .map(|t| t.method.clone())
             .unwrap_or_default();
-        let event = match classify_response(message) {
+        if let Message::Response { result, .. } = &parsed {
+            if let Some(span) = span_in(message, result.get()) {
+                if self.result_spans.len() >= MAX_RESULT_SPANS {
+                    self.result_spans.pop_front();
+                }
+                self.result_spans.push_back((req, span));
+            }
+        }
+        let event = match classify_message(parsed) {
             Ok(c)
                 if c.kind == ResponseKind::InputRequired
                     && !crate::mcp::mrtr::input_required_allowed(&method) =>
@@ -1529,5 +1646,37 @@ mod tests {
         assert_eq!(progress_token_of(&raw), None);
         let raw: Box<RawValue> = serde_json::from_str(r#"{"name":"x"}"#).unwrap();
         assert_eq!(progress_token_of(&raw), None);
+    }
+
+    /// Internal: a retired id is remembered with its first owner until `capacity` newer ids
+    /// pushed it out; the lookup index forgets it with the order.
+    #[test]
+    fn retired_ids_keep_the_first_owner_and_forget_the_oldest() {
+        let mut r = RetiredIds::new(2);
+        r.retire(Id::from(1), 'a');
+        r.retire(Id::from(1), 'b');
+        assert_eq!(r.owner(&Id::from(1)), Some('a'));
+        r.retire(Id::from("x"), 'c');
+        r.retire(Id::from(3), 'd');
+        assert_eq!(r.owner(&Id::from(1)), None);
+        assert!(!r.held_by('a'));
+        assert_eq!(r.owner(&Id::from("x")), Some('c'));
+        assert_eq!(r.owner(&Id::from(3)), Some('d'));
+        r.retire(Id::from(1), 'e');
+        assert_eq!(r.owner(&Id::from(1)), Some('e'));
+        assert_eq!(r.owner(&Id::from("x")), None);
+    }
+
+    /// Internal: a span is only given for a slice of the text itself.
+    #[test]
+    fn result_span_is_found_only_inside_the_message() {
+        let message = r#"{"jsonrpc":"2.0","id":1,"result":{"a":1}}"#;
+        let Ok(Message::Response { result, .. }) = Message::parse(message) else {
+            panic!("a response")
+        };
+        let span = span_in(message, result.get()).unwrap();
+        assert_eq!(&message[span], r#"{"a":1}"#);
+        let elsewhere = String::from(r#"{"a":1}"#);
+        assert_eq!(span_in(message, &elsewhere), None);
     }
 }
