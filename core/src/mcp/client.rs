@@ -342,9 +342,9 @@ impl Operation {
         CacheableMethod::from_method(self.method()).is_some()
     }
 
-    /// What the Streamable HTTP headers mirror from a request of this operation whose `_meta`
-    /// is `meta` (the fields [`headers::request_headers_for`] reads from the request).
-    fn header_fields<'a>(&'a self, meta: &'a JsonObject) -> headers::RequestFields<'a> {
+    /// What the Streamable HTTP headers mirror from a request of this operation in `version`
+    /// (the fields [`headers::request_headers_for`] reads from the request).
+    fn header_fields<'a>(&'a self, version: &'a str) -> headers::RequestFields<'a> {
         let null = headers::Arguments::Value(&Value::Null);
         let (name, tool, arguments) = match self {
             Operation::CallTool { name, arguments } | Operation::GetPrompt { name, arguments } => {
@@ -356,7 +356,7 @@ impl Operation {
         };
         headers::RequestFields {
             method: self.method(),
-            version: meta.get(headers::PROTOCOL_VERSION_META_KEY),
+            version: Some(Some(version)),
             name,
             tool,
             arguments,
@@ -939,7 +939,64 @@ pub struct Client {
     opening: (Vec<StreamId>, Option<Instant>),
     next_op: u64,
     next_stream: u64,
+    /// The `_meta` member texts that rarely change between requests.
+    meta_texts: MetaTexts,
     outputs: VecDeque<Output>,
+}
+
+/// JSON texts of `_meta` members kept between requests: the client info (fixed) and the
+/// capabilities declared last (with the value they were written from).
+struct MetaTexts {
+    info: Option<Box<RawValue>>,
+    capabilities: Option<(ClientCapabilities, Box<RawValue>)>,
+}
+
+impl MetaTexts {
+    /// The `_meta` of a modern request of `op` in `version`, as JSON text: what serializing
+    /// [`RequestMeta::to_object`] of the request's meta gives (version, declared
+    /// capabilities, client info, log level, progress token, trace context), written from the
+    /// kept texts.
+    fn request_meta(&mut self, op: &Op, version: &str) -> Result<Box<RawValue>, serde_json::Error> {
+        use super::meta::{
+            CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, LOG_LEVEL_KEY, PROGRESS_TOKEN_KEY,
+            PROTOCOL_VERSION_KEY, TRACEPARENT_KEY, TRACESTATE_KEY,
+        };
+        use serde_json::value::to_raw_value;
+        let capabilities = match &self.capabilities {
+            Some((declared, text)) if *declared == op.declared => text.clone(),
+            _ => {
+                let text = to_raw_value(&op.declared.to_value())?;
+                self.capabilities = Some((op.declared.clone(), text.clone()));
+                text
+            }
+        };
+        let mut members: Vec<(&str, Box<RawValue>)> = Vec::with_capacity(5);
+        members.push((PROTOCOL_VERSION_KEY, to_raw_value(version)?));
+        members.push((CLIENT_CAPABILITIES_KEY, capabilities));
+        if let Some(info) = &self.info {
+            members.push((CLIENT_INFO_KEY, info.clone()));
+        }
+        // As `to_object`: a member whose value does not serialize is left out.
+        if let Some(level) = op.options.log_level {
+            if let Ok(v) = serde_json::to_value(level) {
+                members.push((LOG_LEVEL_KEY, to_raw_value(&v)?));
+            }
+        }
+        if let Some(token) = &op.progress_token {
+            if let Ok(v) = serde_json::to_value(token) {
+                members.push((PROGRESS_TOKEN_KEY, to_raw_value(&v)?));
+            }
+        }
+        if let Some((parent, state)) = &op.options.trace {
+            members.push((TRACEPARENT_KEY, to_raw_value(parent)?));
+            if let Some(state) = state {
+                members.push((TRACESTATE_KEY, to_raw_value(state)?));
+            }
+        }
+        // The order of a `JsonObject` (see `fresh_params`).
+        members.sort_by(|a, b| a.0.cmp(b.0));
+        to_raw_value(&RawObject(&members))
+    }
 }
 
 impl fmt::Debug for Client {
@@ -997,6 +1054,12 @@ impl Client {
             opening: (Vec::new(), None),
             next_op: 0,
             next_stream: 0,
+            meta_texts: MetaTexts {
+                info: serde_json::to_value(&config.client_info)
+                    .and_then(|v| serde_json::value::to_raw_value(&v))
+                    .ok(),
+                capabilities: None,
+            },
             outputs: VecDeque::new(),
             config,
         };
@@ -1709,6 +1772,7 @@ impl Client {
         }
     }
 
+    #[cfg(test)]
     fn meta_for(&self, op: &Op, version: &str) -> RequestMeta {
         let mut meta = RequestMeta::new(version, op.declared.clone())
             .with_client_info(self.config.client_info.clone());
@@ -1751,22 +1815,21 @@ impl Client {
                 return;
             }
         }
-        let meta = self.meta_for(op, version);
-        let meta_object = meta.to_object();
+        let meta = match self.meta_texts.request_meta(op, version) {
+            Ok(m) => m,
+            Err(e) => return self.fail(op_id, OpError::Protocol(e.to_string())),
+        };
         let (params, members) = match &op.retry_params {
-            Some(retry) => {
-                let meta_json = Value::Object(meta_object.clone()).to_string();
-                match mrtr::splice_meta(retry, &meta_json) {
-                    Ok(p) => (Err(p), None),
-                    Err(e) => {
-                        self.fail(op_id, OpError::Mrtr(e));
-                        return;
-                    }
+            Some(retry) => match mrtr::splice_meta(retry, meta.get()) {
+                Ok(p) => (Err(p), None),
+                Err(e) => {
+                    self.fail(op_id, OpError::Mrtr(e));
+                    return;
                 }
-            }
+            },
             // Each member serialized once, from the operation itself (no copy of the
             // arguments), and the params text made of those texts.
-            None => match fresh_params(&op.operation, &meta_object) {
+            None => match fresh_params(&op.operation, meta) {
                 Ok((raw, members)) => (Ok(raw), Some(members)),
                 Err(e) => {
                     self.fail(op_id, OpError::Protocol(e.to_string()));
@@ -1788,15 +1851,22 @@ impl Client {
                 mrtr_round = Some(round.with_max_rounds(self.config.max_mrtr_rounds));
             }
         }
-        let (params, fresh_meta) = match params {
-            Ok(raw) => (raw, Some(&meta_object)),
+        let (params, fresh_version) = match params {
+            Ok(raw) => (raw, Some(version)),
             Err(text) => match raw_params(text) {
                 Ok(raw) => (raw, None),
                 Err(e) => return self.fail(op_id, e),
             },
         };
         self.start_attempt(
-            now, op_id, method, params, fresh_meta, id, false, mrtr_round,
+            now,
+            op_id,
+            method,
+            params,
+            fresh_version,
+            id,
+            false,
+            mrtr_round,
         );
     }
 
@@ -1858,9 +1928,10 @@ impl Client {
         Value::Object(m).to_string()
     }
 
-    /// Hands one attempt of `op` to the request tracker under `id`. `fresh_meta` is the `_meta`
-    /// of params built from the operation itself ([`fresh_params`]): the headers are then read
-    /// from the operation instead of the params text.
+    /// Hands one attempt of `op` to the request tracker under `id`. `fresh_version` is the
+    /// protocol version in the `_meta` of params built from the operation itself
+    /// ([`fresh_params`]): the headers are then read from the operation instead of the params
+    /// text.
     #[allow(clippy::too_many_arguments)]
     fn start_attempt(
         &mut self,
@@ -1868,7 +1939,7 @@ impl Client {
         op_id: OpId,
         method: &'static str,
         params: Box<RawValue>,
-        fresh_meta: Option<&JsonObject>,
+        fresh_version: Option<&str>,
         id: Id,
         legacy: bool,
         mrtr_round: Option<MrtrRound>,
@@ -1883,8 +1954,10 @@ impl Client {
                 Operation::CallTool { name, .. } => self.tools.get(name),
                 _ => None,
             };
-            let built = match fresh_meta {
-                Some(meta) => headers::headers_for_fields(&op.operation.header_fields(meta), tool),
+            let built = match fresh_version {
+                Some(version) => {
+                    headers::headers_for_fields(&op.operation.header_fields(version), tool)
+                }
                 None => {
                     let body = jsonrpc_request_value(&id, method, params.get());
                     headers::request_headers_for(&body, tool)
@@ -2030,14 +2103,17 @@ impl Client {
         let Some(op) = self.ops.get(&op_id) else {
             return;
         };
-        let meta_json = Value::Object(self.meta_for(op, &version).to_object()).to_string();
+        let meta = match self.meta_texts.request_meta(op, &version) {
+            Ok(m) => m,
+            Err(e) => return self.fail(op_id, OpError::Protocol(e.to_string())),
+        };
         let id = self.ids.next_id();
         let Some(op) = self.ops.get_mut(&op_id) else {
             return;
         };
         let method = op.operation.method();
         let built = match op.mrtr.as_mut() {
-            Some(round) => round.build_retry(id.clone(), Some(&meta_json)),
+            Some(round) => round.build_retry(id.clone(), Some(meta.get())),
             None => return,
         };
         match built {
@@ -3894,7 +3970,7 @@ fn op_ticket(ops: &mut BTreeMap<OpId, Op>, op_id: OpId) -> Option<FetchTicket> {
 /// the operation.
 fn fresh_params(
     operation: &Operation,
-    meta: &JsonObject,
+    meta: Box<RawValue>,
 ) -> Result<(Box<RawValue>, RawMembers), serde_json::Error> {
     use serde_json::value::to_raw_value;
     let mut members: RawMembers = Vec::with_capacity(3);
@@ -3913,7 +3989,7 @@ fn fresh_params(
             members.push(("uri".to_owned(), to_raw_value(uri)?));
         }
     }
-    members.push(("_meta".to_owned(), to_raw_value(meta)?));
+    members.push(("_meta".to_owned(), meta));
     // serde_json's map (without `preserve_order`, which this workspace does not enable) keeps
     // its keys sorted.
     members.sort_by(|a, b| a.0.cmp(&b.0));
@@ -3925,9 +4001,9 @@ fn fresh_params(
 type RawMembers = Vec<(String, Box<RawValue>)>;
 
 /// An object written from its members' JSON texts.
-struct RawObject<'a>(&'a [(String, Box<RawValue>)]);
+struct RawObject<'a, K>(&'a [(K, Box<RawValue>)]);
 
-impl serde::Serialize for RawObject<'_> {
+impl<K: serde::Serialize> serde::Serialize for RawObject<'_, K> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
     }
@@ -4030,6 +4106,65 @@ mod tests {
             .to_object()
     }
 
+    fn raw_meta(meta: &JsonObject) -> Box<RawValue> {
+        serde_json::value::to_raw_value(meta).unwrap()
+    }
+
+    fn op_with(operation: Operation, options: OpOptions, declared: ClientCapabilities) -> Op {
+        Op {
+            operation,
+            options,
+            internal: None,
+            state: OpState::Queued,
+            declared,
+            versions: VersionNegotiation::new(&[]),
+            header_refresh_used: false,
+            mrtr: None,
+            retry_params: None,
+            ticket: None,
+            progress_token: None,
+            headers: None,
+            sent_legacy: false,
+        }
+    }
+
+    /// The `_meta` text written from kept member texts is, byte for byte, the serialized
+    /// `RequestMeta::to_object` of the same request, whatever optional members it carries and
+    /// however the declared capabilities change between requests.
+    #[test]
+    fn request_meta_text_is_the_serialized_meta_object() {
+        let info = Implementation::new("c", "1").with_title("The \"C\"");
+        let mut client = Client::new(ClientConfig::new(Transport::Stdio, info));
+        let rich = ClientCapabilities::none()
+            .with_elicitation_form()
+            .with_sampling();
+        let traced = OpOptions {
+            progress: true,
+            log_level: Some(LoggingLevel::Warning),
+            trace: Some(("00-abc-def-01".to_owned(), Some("k=v".to_owned()))),
+            ..OpOptions::default()
+        };
+        let half_traced = OpOptions {
+            trace: Some(("00-abc-def-01".to_owned(), None)),
+            ..OpOptions::default()
+        };
+        let cases = [
+            (OpOptions::default(), ClientCapabilities::none(), None),
+            (traced, rich.clone(), Some(Id::from(9))),
+            (half_traced, rich, Some(Id::from("tok"))),
+            (OpOptions::default(), ClientCapabilities::none(), None),
+        ];
+        for (options, declared, token) in cases {
+            let mut op = op_with(Operation::Discover, options, declared);
+            op.progress_token = token;
+            for version in [LATEST_PROTOCOL_VERSION, "2099-01-01"] {
+                let expected = Value::Object(client.meta_for(&op, version).to_object()).to_string();
+                let text = client.meta_texts.request_meta(&op, version).unwrap();
+                assert_eq!(text.get(), expected);
+            }
+        }
+    }
+
     fn operations() -> Vec<Operation> {
         let mut arguments = JsonObject::new();
         arguments.insert("text".to_owned(), Value::String("h\u{e9}\"llo".to_owned()));
@@ -4070,7 +4205,7 @@ mod tests {
             let mut whole = op.params();
             whole.insert("_meta".to_owned(), Value::Object(meta.clone()));
             let expected = Value::Object(whole).to_string();
-            let (raw, members) = fresh_params(&op, &meta).unwrap();
+            let (raw, members) = fresh_params(&op, raw_meta(&meta)).unwrap();
             assert_eq!(raw.get(), expected, "{op:?}");
             let texts = |m: Vec<(String, Box<RawValue>)>| {
                 m.into_iter()
@@ -4087,10 +4222,10 @@ mod tests {
     fn header_fields_give_the_headers_of_the_request_value() {
         let meta = meta();
         for op in operations() {
-            let (raw, _) = fresh_params(&op, &meta).unwrap();
+            let (raw, _) = fresh_params(&op, raw_meta(&meta)).unwrap();
             let body = jsonrpc_request_value(&Id::from(3), op.method(), raw.get());
             assert_eq!(
-                headers::headers_for_fields(&op.header_fields(&meta), None),
+                headers::headers_for_fields(&op.header_fields(LATEST_PROTOCOL_VERSION), None),
                 headers::request_headers_for(&body, None),
                 "{op:?}"
             );
@@ -4107,7 +4242,8 @@ mod tests {
             name: "echo".to_owned(),
             arguments,
         };
-        let h = headers::headers_for_fields(&op.header_fields(&meta), Some(&tool)).unwrap();
+        let fields = op.header_fields(LATEST_PROTOCOL_VERSION);
+        let h = headers::headers_for_fields(&fields, Some(&tool)).unwrap();
         assert_eq!(h.get("Mcp-Param-Region"), Some("eu"));
         for arguments in [
             serde_json::json!({"region": "eu", "target": {"zone": 3}}),
@@ -4124,10 +4260,11 @@ mod tests {
                     name: name.to_owned(),
                     arguments: arguments.clone(),
                 };
-                let (raw, _) = fresh_params(&op, &meta).unwrap();
+                let (raw, _) = fresh_params(&op, raw_meta(&meta)).unwrap();
                 let body = jsonrpc_request_value(&Id::from(3), op.method(), raw.get());
+                let fields = op.header_fields(LATEST_PROTOCOL_VERSION);
                 assert_eq!(
-                    headers::headers_for_fields(&op.header_fields(&meta), Some(&tool)),
+                    headers::headers_for_fields(&fields, Some(&tool)),
                     headers::request_headers_for(&body, Some(&tool)),
                     "{arguments:?}"
                 );

@@ -805,7 +805,9 @@ pub fn request_headers_for(
     let member = |key: &str| params.and_then(|p| p.get(key));
     let fields = RequestFields {
         method,
-        version: member("_meta").and_then(|m| m.get(PROTOCOL_VERSION_META_KEY)),
+        version: member("_meta")
+            .and_then(|m| m.get(PROTOCOL_VERSION_META_KEY))
+            .map(Value::as_str),
         name: name_field(method).and_then(|f| member(f).and_then(Value::as_str)),
         tool: member("name").and_then(Value::as_str),
         arguments: Arguments::Value(member("arguments").unwrap_or(&Value::Null)),
@@ -818,8 +820,9 @@ pub fn request_headers_for(
 pub(crate) struct RequestFields<'a> {
     /// `method`.
     pub(crate) method: &'a str,
-    /// `params._meta["io.modelcontextprotocol/protocolVersion"]`, when present.
-    pub(crate) version: Option<&'a Value>,
+    /// `params._meta["io.modelcontextprotocol/protocolVersion"]`, when present (and whether it
+    /// is a string).
+    pub(crate) version: Option<Option<&'a str>>,
     /// `params[name_field(method)]`, when it is a string.
     pub(crate) name: Option<&'a str>,
     /// `params.name`, when it is a string.
@@ -871,7 +874,7 @@ pub(crate) fn headers_for_fields(
     headers.append("Content-Type", CONTENT_TYPE)?;
 
     if let Some(version) = fields.version {
-        match version.as_str() {
+        match version {
             Some(v) if !v.is_empty() && is_plain_header_value(v) => {
                 headers.append(PROTOCOL_VERSION_HEADER, v)?;
             }

@@ -104,8 +104,8 @@ pub(crate) fn draw_fresh_id(ids: &mut dyn IdSource, in_use: impl Fn(&Id) -> bool
 /// remembered. The oldest are forgotten first; retiring an id twice keeps its first owner.
 #[derive(Clone, Debug)]
 pub(crate) struct RetiredIds<H> {
-    /// The ids in the order they were retired (the oldest first).
-    ids: VecDeque<Id>,
+    /// The ids and their owners in the order they were retired (the oldest first).
+    ids: VecDeque<(Id, H)>,
     /// The same ids with their owners, for lookups that do not scan the whole memory.
     owners: BTreeMap<Id, H>,
     capacity: usize,
@@ -125,11 +125,11 @@ impl<H: Copy + PartialEq> RetiredIds<H> {
             return;
         }
         if self.ids.len() >= self.capacity {
-            if let Some(oldest) = self.ids.pop_front() {
+            if let Some((oldest, _)) = self.ids.pop_front() {
                 self.owners.remove(&oldest);
             }
         }
-        self.ids.push_back(id.clone());
+        self.ids.push_back((id.clone(), owner));
         self.owners.insert(id, owner);
     }
 
@@ -140,7 +140,8 @@ impl<H: Copy + PartialEq> RetiredIds<H> {
 
     /// Whether `owner` held any remembered id.
     pub(crate) fn held_by(&self, owner: H) -> bool {
-        self.owners.values().any(|h| *h == owner)
+        // Newest first: the usual question is about a request that just ended.
+        self.ids.iter().rev().any(|(_, h)| *h == owner)
     }
 }
 
