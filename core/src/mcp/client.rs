@@ -947,56 +947,112 @@ pub struct Client {
 /// JSON texts of `_meta` members kept between requests: the client info (fixed) and the
 /// capabilities declared last (with the value they were written from).
 struct MetaTexts {
-    info: Option<Box<RawValue>>,
-    capabilities: Option<(ClientCapabilities, Box<RawValue>)>,
+    info: Option<String>,
+    capabilities: Option<(ClientCapabilities, String)>,
+}
+
+/// A member value to write.
+enum Piece<'a> {
+    /// JSON text, written as it is.
+    Raw(&'a str),
+    /// A string, written escaped.
+    Str(&'a str),
+    /// A value, serialized.
+    Value(Value),
+    /// An object, serialized.
+    Object(&'a JsonObject),
+    /// The request's `_meta` ([`MetaTexts::write_request_meta`]).
+    Meta,
 }
 
 impl MetaTexts {
-    /// The `_meta` of a modern request of `op` in `version`, as JSON text: what serializing
-    /// [`RequestMeta::to_object`] of the request's meta gives (version, declared
-    /// capabilities, client info, log level, progress token, trace context), written from the
-    /// kept texts.
-    fn request_meta(&mut self, op: &Op, version: &str) -> Result<Box<RawValue>, serde_json::Error> {
+    /// Writes the `_meta` of a modern request of `op` in `version` to `out`: what serializing
+    /// [`RequestMeta::to_object`] of the request's meta gives (version, declared capabilities,
+    /// client info, log level, progress token, trace context), from the kept texts.
+    fn write_request_meta(
+        &mut self,
+        op: &Op,
+        version: &str,
+        out: &mut Vec<u8>,
+    ) -> Result<(), serde_json::Error> {
         use super::meta::{
             CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, LOG_LEVEL_KEY, PROGRESS_TOKEN_KEY,
             PROTOCOL_VERSION_KEY, TRACEPARENT_KEY, TRACESTATE_KEY,
         };
-        use serde_json::value::to_raw_value;
-        let capabilities = match &self.capabilities {
-            Some((declared, text)) if *declared == op.declared => text.clone(),
-            _ => {
-                let text = to_raw_value(&op.declared.to_value())?;
-                self.capabilities = Some((op.declared.clone(), text.clone()));
-                text
-            }
-        };
-        let mut members: Vec<(&str, Box<RawValue>)> = Vec::with_capacity(5);
-        members.push((PROTOCOL_VERSION_KEY, to_raw_value(version)?));
-        members.push((CLIENT_CAPABILITIES_KEY, capabilities));
+        if !matches!(&self.capabilities, Some((declared, _)) if *declared == op.declared) {
+            let text = serde_json::to_string(&op.declared.to_value())?;
+            self.capabilities = Some((op.declared.clone(), text));
+        }
+        let capabilities = self.capabilities.as_ref().map_or("{}", |(_, t)| t.as_str());
+        let mut members: Vec<(&str, Piece<'_>)> = Vec::with_capacity(7);
+        members.push((PROTOCOL_VERSION_KEY, Piece::Str(version)));
+        members.push((CLIENT_CAPABILITIES_KEY, Piece::Raw(capabilities)));
         if let Some(info) = &self.info {
-            members.push((CLIENT_INFO_KEY, info.clone()));
+            members.push((CLIENT_INFO_KEY, Piece::Raw(info)));
         }
         // As `to_object`: a member whose value does not serialize is left out.
         if let Some(level) = op.options.log_level {
             if let Ok(v) = serde_json::to_value(level) {
-                members.push((LOG_LEVEL_KEY, to_raw_value(&v)?));
+                members.push((LOG_LEVEL_KEY, Piece::Value(v)));
             }
         }
         if let Some(token) = &op.progress_token {
             if let Ok(v) = serde_json::to_value(token) {
-                members.push((PROGRESS_TOKEN_KEY, to_raw_value(&v)?));
+                members.push((PROGRESS_TOKEN_KEY, Piece::Value(v)));
             }
         }
         if let Some((parent, state)) = &op.options.trace {
-            members.push((TRACEPARENT_KEY, to_raw_value(parent)?));
+            members.push((TRACEPARENT_KEY, Piece::Str(parent)));
             if let Some(state) = state {
-                members.push((TRACESTATE_KEY, to_raw_value(state)?));
+                members.push((TRACESTATE_KEY, Piece::Str(state)));
             }
         }
-        // The order of a `JsonObject` (see `fresh_params`).
-        members.sort_by(|a, b| a.0.cmp(b.0));
-        to_raw_value(&RawObject(&members))
+        write_object(members, out, |_| Ok(()))?;
+        Ok(())
     }
+
+    /// [`MetaTexts::write_request_meta`] as a string.
+    fn request_meta_text(&mut self, op: &Op, version: &str) -> Result<String, serde_json::Error> {
+        let mut out = Vec::with_capacity(256);
+        self.write_request_meta(op, version, &mut out)?;
+        utf8(out)
+    }
+}
+
+/// Writes a JSON object of `members` to `out` in the order a [`JsonObject`] keeps its keys
+/// (serde_json's map without `preserve_order`, which this workspace does not enable, sorts
+/// them), so the text is what serializing the same object gives; `meta` writes
+/// [`Piece::Meta`]. Returns where each member's value sits in `out`.
+fn write_object(
+    mut members: Vec<(&str, Piece<'_>)>,
+    out: &mut Vec<u8>,
+    mut meta: impl FnMut(&mut Vec<u8>) -> Result<(), serde_json::Error>,
+) -> Result<Vec<(String, std::ops::Range<usize>)>, serde_json::Error> {
+    members.sort_by(|a, b| a.0.cmp(b.0));
+    let mut spans = Vec::with_capacity(members.len());
+    out.push(b'{');
+    for (i, (key, piece)) in members.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut *out, key)?;
+        out.push(b':');
+        let start = out.len();
+        match piece {
+            Piece::Raw(text) => out.extend_from_slice(text.as_bytes()),
+            Piece::Str(s) => serde_json::to_writer(&mut *out, s)?,
+            Piece::Value(v) => serde_json::to_writer(&mut *out, &v)?,
+            Piece::Object(o) => serde_json::to_writer(&mut *out, o)?,
+            Piece::Meta => meta(out)?,
+        }
+        spans.push((key.to_owned(), start..out.len()));
+    }
+    out.push(b'}');
+    Ok(spans)
+}
+
+fn utf8(bytes: Vec<u8>) -> Result<String, serde_json::Error> {
+    String::from_utf8(bytes).map_err(<serde_json::Error as serde::ser::Error>::custom)
 }
 
 impl fmt::Debug for Client {
@@ -1056,7 +1112,7 @@ impl Client {
             next_stream: 0,
             meta_texts: MetaTexts {
                 info: serde_json::to_value(&config.client_info)
-                    .and_then(|v| serde_json::value::to_raw_value(&v))
+                    .and_then(|v| serde_json::to_string(&v))
                     .ok(),
                 capabilities: None,
             },
@@ -1815,22 +1871,24 @@ impl Client {
                 return;
             }
         }
-        let meta = match self.meta_texts.request_meta(op, version) {
-            Ok(m) => m,
-            Err(e) => return self.fail(op_id, OpError::Protocol(e.to_string())),
-        };
+        let eligible = mrtr::input_required_allowed(method);
         let (params, members) = match &op.retry_params {
-            Some(retry) => match mrtr::splice_meta(retry, meta.get()) {
-                Ok(p) => (Err(p), None),
-                Err(e) => {
-                    self.fail(op_id, OpError::Mrtr(e));
-                    return;
+            Some(retry) => {
+                let meta = match self.meta_texts.request_meta_text(op, version) {
+                    Ok(m) => m,
+                    Err(e) => return self.fail(op_id, OpError::Protocol(e.to_string())),
+                };
+                match mrtr::splice_meta(retry, &meta) {
+                    Ok(p) => (Err(p), None),
+                    Err(e) => {
+                        self.fail(op_id, OpError::Mrtr(e));
+                        return;
+                    }
                 }
-            },
-            // Each member serialized once, from the operation itself (no copy of the
-            // arguments), and the params text made of those texts.
-            None => match fresh_params(&op.operation, meta) {
-                Ok((raw, members)) => (Ok(raw), Some(members)),
+            }
+            // Each member written once, from the operation itself (no copy of the arguments).
+            None => match fresh_params(&mut self.meta_texts, op, version, eligible) {
+                Ok((text, members)) => (Ok(text), members),
                 Err(e) => {
                     self.fail(op_id, OpError::Protocol(e.to_string()));
                     return;
@@ -1841,20 +1899,18 @@ impl Client {
         // MRTR: the round tracker starts with the original request.
         let mut mrtr_round = None;
         if let Some(members) = members {
-            if mrtr::input_required_allowed(method) {
-                let round = MrtrRound::from_members(
-                    id.clone(),
-                    method,
-                    members,
-                    InputCapabilities::from(&op.declared),
-                );
-                mrtr_round = Some(round.with_max_rounds(self.config.max_mrtr_rounds));
-            }
+            let round = MrtrRound::from_members(
+                id.clone(),
+                method,
+                members,
+                InputCapabilities::from(&op.declared),
+            );
+            mrtr_round = Some(round.with_max_rounds(self.config.max_mrtr_rounds));
         }
         let (params, fresh_version) = match params {
-            Ok(raw) => (raw, Some(version)),
-            Err(text) => match raw_params(text) {
-                Ok(raw) => (raw, None),
+            Ok(text) => (text, Some(version)),
+            Err(text) => match checked_params(text) {
+                Ok(text) => (text, None),
                 Err(e) => return self.fail(op_id, e),
             },
         };
@@ -1896,10 +1952,7 @@ impl Client {
             }
             params.insert("_meta".to_owned(), Value::Object(meta));
         }
-        let params = match serde_json::value::to_raw_value(&Value::Object(params)) {
-            Ok(raw) => raw,
-            Err(e) => return self.fail(op_id, OpError::Protocol(e.to_string())),
-        };
+        let params = Value::Object(params).to_string();
         let id = self.ids.next_id();
         self.start_attempt(now, op_id, method, params, None, id, true, None);
     }
@@ -1938,7 +1991,7 @@ impl Client {
         now: Instant,
         op_id: OpId,
         method: &'static str,
-        params: Box<RawValue>,
+        params: String,
         fresh_version: Option<&str>,
         id: Id,
         legacy: bool,
@@ -1959,7 +2012,7 @@ impl Client {
                     headers::headers_for_fields(&op.operation.header_fields(version), tool)
                 }
                 None => {
-                    let body = jsonrpc_request_value(&id, method, params.get());
+                    let body = jsonrpc_request_value(&id, method, &params);
                     headers::request_headers_for(&body, tool)
                 }
             };
@@ -1974,7 +2027,7 @@ impl Client {
         // A cache ticket for every attempt whose params are cacheable (never an MRTR retry);
         // the params of other methods are not read.
         let ticket = CacheableMethod::from_method(method)
-            .and_then(|_| serde_json::from_str::<Value>(params.get()).ok())
+            .and_then(|_| serde_json::from_str::<Value>(&params).ok())
             .and_then(|p| RequestKey::from_request(method, Some(&p)).ok())
             .map(|k| self.cache.begin_fetch(k));
         let options = op
@@ -2103,7 +2156,7 @@ impl Client {
         let Some(op) = self.ops.get(&op_id) else {
             return;
         };
-        let meta = match self.meta_texts.request_meta(op, &version) {
+        let meta = match self.meta_texts.request_meta_text(op, &version) {
             Ok(m) => m,
             Err(e) => return self.fail(op_id, OpError::Protocol(e.to_string())),
         };
@@ -2113,15 +2166,15 @@ impl Client {
         };
         let method = op.operation.method();
         let built = match op.mrtr.as_mut() {
-            Some(round) => round.build_retry(id.clone(), Some(meta.get())),
+            Some(round) => round.build_retry(id.clone(), Some(&meta)),
             None => return,
         };
         match built {
             Ok(retry) => {
                 let params = retry.params_json().to_owned();
                 op.retry_params = Some(params.clone());
-                match raw_params(params) {
-                    Ok(raw) => self.start_attempt(now, op_id, method, raw, None, id, false, None),
+                match checked_params(params) {
+                    Ok(text) => self.start_attempt(now, op_id, method, text, None, id, false, None),
                     Err(e) => self.fail(op_id, e),
                 }
             }
@@ -3964,58 +4017,60 @@ fn op_ticket(ops: &mut BTreeMap<OpId, Op>, op_id: OpId) -> Option<FetchTicket> {
     ops.get_mut(&op_id).and_then(|o| o.ticket.take())
 }
 
-/// The `params` of a fresh modern request of `operation` with `meta` as its `_meta`, as the
-/// checked JSON text and its members (in the order a [`JsonObject`] keeps them, so the text is
-/// what serializing the params object gives); every value is serialized once, borrowed from
-/// the operation.
+/// The `params` of a fresh modern request of `op` in `version` (its operation's members and
+/// `_meta`), as JSON text, with its members (key, value text) when `members` is set (for the
+/// MRTR round); every value is written once, borrowed from the operation.
+#[allow(clippy::type_complexity)]
 fn fresh_params(
-    operation: &Operation,
-    meta: Box<RawValue>,
-) -> Result<(Box<RawValue>, RawMembers), serde_json::Error> {
-    use serde_json::value::to_raw_value;
-    let mut members: RawMembers = Vec::with_capacity(3);
-    match operation {
+    texts: &mut MetaTexts,
+    op: &Op,
+    version: &str,
+    members: bool,
+) -> Result<(String, Option<Vec<(String, Box<str>)>>), serde_json::Error> {
+    let mut pieces: Vec<(&str, Piece<'_>)> = Vec::with_capacity(3);
+    match &op.operation {
         Operation::Discover | Operation::Ping => {}
         Operation::List { cursor, .. } => {
             if let Some(c) = cursor {
-                members.push(("cursor".to_owned(), to_raw_value(c)?));
+                pieces.push(("cursor", Piece::Str(c)));
             }
         }
         Operation::CallTool { name, arguments } | Operation::GetPrompt { name, arguments } => {
-            members.push(("name".to_owned(), to_raw_value(name)?));
-            members.push(("arguments".to_owned(), to_raw_value(arguments)?));
+            pieces.push(("name", Piece::Str(name)));
+            pieces.push(("arguments", Piece::Object(arguments)));
         }
-        Operation::ReadResource { uri } => {
-            members.push(("uri".to_owned(), to_raw_value(uri)?));
-        }
+        Operation::ReadResource { uri } => pieces.push(("uri", Piece::Str(uri))),
     }
-    members.push(("_meta".to_owned(), meta));
-    // serde_json's map (without `preserve_order`, which this workspace does not enable) keeps
-    // its keys sorted.
-    members.sort_by(|a, b| a.0.cmp(&b.0));
-    let raw = to_raw_value(&RawObject(&members))?;
-    Ok((raw, members))
+    pieces.push(("_meta", Piece::Meta));
+    let mut out = Vec::with_capacity(512);
+    let spans = write_object(pieces, &mut out, |out| {
+        texts.write_request_meta(op, version, out)
+    })?;
+    let text = utf8(out)?;
+    let members = if members {
+        let mut m = Vec::with_capacity(spans.len());
+        for (key, span) in spans {
+            let value = text
+                .get(span)
+                .ok_or_else(|| <serde_json::Error as serde::ser::Error>::custom("member span"))?;
+            m.push((key, Box::from(value)));
+        }
+        Some(m)
+    } else {
+        None
+    };
+    Ok((text, members))
 }
 
-/// An object's members in order, each value as its JSON text.
-type RawMembers = Vec<(String, Box<RawValue>)>;
-
-/// An object written from its members' JSON texts.
-struct RawObject<'a, K>(&'a [(K, Box<RawValue>)]);
-
-impl<K: serde::Serialize> serde::Serialize for RawObject<'_, K> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+/// Params text the client built (an MRTR retry), checked to be a JSON object; the tracker's
+/// error when it is not.
+fn checked_params(text: String) -> Result<String, OpError> {
+    match serde_json::from_str::<&RawValue>(&text) {
+        Ok(raw) if raw.get().starts_with('{') => Ok(text),
+        _ => Err(OpError::Protocol(
+            request::UsageError::ParamsNotObject.to_string(),
+        )),
     }
-}
-
-/// Params text the client built (an MRTR retry) as checked JSON; the tracker's error when it
-/// is not a JSON object.
-fn raw_params(text: String) -> Result<Box<RawValue>, OpError> {
-    RawValue::from_string(text)
-        .ok()
-        .filter(|raw| raw.get().starts_with('{'))
-        .ok_or_else(|| OpError::Protocol(request::UsageError::ParamsNotObject.to_string()))
 }
 
 /// The JSON text of a response's `result`.
@@ -4099,15 +4154,22 @@ fn clip(s: &str) -> String {
 mod tests {
     use super::*;
 
-    fn meta() -> JsonObject {
-        RequestMeta::new(LATEST_PROTOCOL_VERSION, ClientCapabilities::none())
-            .with_client_info(Implementation::new("c", "1"))
-            .with_progress_token(Id::from(7))
-            .to_object()
+    fn client() -> Client {
+        let info = Implementation::new("c", "1").with_title("The \"C\"");
+        Client::new(ClientConfig::new(Transport::Stdio, info))
     }
 
-    fn raw_meta(meta: &JsonObject) -> Box<RawValue> {
-        serde_json::value::to_raw_value(meta).unwrap()
+    /// An operation asking for progress, a log level and trace context.
+    fn traced_op(operation: Operation) -> Op {
+        let options = OpOptions {
+            progress: true,
+            log_level: Some(LoggingLevel::Debug),
+            trace: Some(("00-aa-bb-01".to_owned(), Some("x=\u{e9}".to_owned()))),
+            ..OpOptions::default()
+        };
+        let mut op = op_with(operation, options, ClientCapabilities::none().with_roots());
+        op.progress_token = Some(Id::from(41));
+        op
     }
 
     fn op_with(operation: Operation, options: OpOptions, declared: ClientCapabilities) -> Op {
@@ -4133,8 +4195,7 @@ mod tests {
     /// however the declared capabilities change between requests.
     #[test]
     fn request_meta_text_is_the_serialized_meta_object() {
-        let info = Implementation::new("c", "1").with_title("The \"C\"");
-        let mut client = Client::new(ClientConfig::new(Transport::Stdio, info));
+        let mut client = client();
         let rich = ClientCapabilities::none()
             .with_elicitation_form()
             .with_sampling();
@@ -4159,8 +4220,8 @@ mod tests {
             op.progress_token = token;
             for version in [LATEST_PROTOCOL_VERSION, "2099-01-01"] {
                 let expected = Value::Object(client.meta_for(&op, version).to_object()).to_string();
-                let text = client.meta_texts.request_meta(&op, version).unwrap();
-                assert_eq!(text.get(), expected);
+                let text = client.meta_texts.request_meta_text(&op, version).unwrap();
+                assert_eq!(text, expected);
             }
         }
     }
@@ -4200,30 +4261,40 @@ mod tests {
     /// its `_meta` serialized whole (key order included), and its members are that text's.
     #[test]
     fn fresh_params_are_the_serialized_params_object() {
-        let meta = meta();
-        for op in operations() {
-            let mut whole = op.params();
-            whole.insert("_meta".to_owned(), Value::Object(meta.clone()));
+        let mut client = client();
+        for operation in operations() {
+            let op = traced_op(operation);
+            let mut whole = op.operation.params();
+            let meta = client.meta_for(&op, LATEST_PROTOCOL_VERSION).to_object();
+            whole.insert("_meta".to_owned(), Value::Object(meta));
             let expected = Value::Object(whole).to_string();
-            let (raw, members) = fresh_params(&op, raw_meta(&meta)).unwrap();
-            assert_eq!(raw.get(), expected, "{op:?}");
-            let texts = |m: Vec<(String, Box<RawValue>)>| {
-                m.into_iter()
-                    .map(|(k, v)| (k, v.get().to_owned()))
-                    .collect::<Vec<_>>()
-            };
-            let read = mrtr::raw_members(&expected).unwrap();
-            assert_eq!(texts(members), texts(read), "{op:?}");
+            let (text, members) =
+                fresh_params(&mut client.meta_texts, &op, LATEST_PROTOCOL_VERSION, true).unwrap();
+            assert_eq!(text, expected, "{op:?}", op = op.operation);
+            let read: Vec<(String, String)> = mrtr::raw_members(&expected)
+                .unwrap()
+                .into_iter()
+                .map(|(k, v)| (k, v.get().to_owned()))
+                .collect();
+            let members: Vec<(String, String)> = members
+                .unwrap()
+                .into_iter()
+                .map(|(k, v)| (k, v.into_string()))
+                .collect();
+            assert_eq!(members, read);
         }
     }
 
     /// The headers read from an operation's fields are those read from the request it sends.
     #[test]
     fn header_fields_give_the_headers_of_the_request_value() {
-        let meta = meta();
-        for op in operations() {
-            let (raw, _) = fresh_params(&op, raw_meta(&meta)).unwrap();
-            let body = jsonrpc_request_value(&Id::from(3), op.method(), raw.get());
+        let mut client = client();
+        for operation in operations() {
+            let op = traced_op(operation);
+            let (text, _) =
+                fresh_params(&mut client.meta_texts, &op, LATEST_PROTOCOL_VERSION, false).unwrap();
+            let body = jsonrpc_request_value(&Id::from(3), op.operation.method(), &text);
+            let op = op.operation;
             assert_eq!(
                 headers::headers_for_fields(&op.header_fields(LATEST_PROTOCOL_VERSION), None),
                 headers::request_headers_for(&body, None),
@@ -4256,12 +4327,15 @@ mod tests {
                 unreachable!()
             };
             for name in ["echo", "other"] {
-                let op = Operation::CallTool {
+                let op = traced_op(Operation::CallTool {
                     name: name.to_owned(),
                     arguments: arguments.clone(),
-                };
-                let (raw, _) = fresh_params(&op, raw_meta(&meta)).unwrap();
-                let body = jsonrpc_request_value(&Id::from(3), op.method(), raw.get());
+                });
+                let (text, _) =
+                    fresh_params(&mut client.meta_texts, &op, LATEST_PROTOCOL_VERSION, false)
+                        .unwrap();
+                let body = jsonrpc_request_value(&Id::from(3), op.operation.method(), &text);
+                let op = op.operation;
                 let fields = op.header_fields(LATEST_PROTOCOL_VERSION);
                 assert_eq!(
                     headers::headers_for_fields(&fields, Some(&tool)),

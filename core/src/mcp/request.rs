@@ -180,6 +180,7 @@ pub fn cancelled_notification(request_id: &Id, reason: Option<&str>) -> String {
 }
 
 /// The JSON text of a request (see [`crate::jsonrpc::request_text`]).
+#[cfg(test)]
 pub(crate) fn request_text(id: &Id, method: &str, params: Option<&RawValue>) -> String {
     crate::jsonrpc::request_text(id, method, params)
 }
@@ -661,7 +662,8 @@ enum Phase {
 #[derive(Debug)]
 struct Tracked {
     method: String,
-    params: Option<Box<RawValue>>,
+    /// The params' JSON text (an object).
+    params: Option<String>,
     options: CallOptions,
     progress_token: Option<Id>,
     last_progress: Option<f64>,
@@ -710,6 +712,23 @@ struct ProgressParams {
     total: Option<f64>,
     #[serde(default)]
     message: Option<String>,
+}
+
+/// The text of a request whose `params` is the JSON text `params`: what [`request_text`] gives
+/// for them as a raw value, written without reading them.
+fn request_body(id: &Id, method: &str, params: Option<&str>) -> String {
+    let mut out = Vec::with_capacity(48 + method.len() + params.map_or(0, str::len));
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    // Ids and strings always serialize.
+    let _ = serde_json::to_writer(&mut out, id);
+    out.extend_from_slice(br#","method":"#);
+    let _ = serde_json::to_writer(&mut out, method);
+    if let Some(params) = params {
+        out.extend_from_slice(br#","params":"#);
+        out.extend_from_slice(params.as_bytes());
+    }
+    out.push(b'}');
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// How many result spans of responses not yet taken by the client are remembered (a host using
@@ -827,17 +846,18 @@ impl Requests {
             }
         };
         let progress_token = params.as_deref().and_then(progress_token_of);
+        let params = params.map(|raw| Box::<str>::from(raw).into_string());
         self.start_checked(now, method, params, progress_token, options, ids)
     }
 
-    /// [`Requests::start`] for params the caller built itself and already holds as checked JSON:
-    /// `progress_token` is the `_meta.progressToken` those params carry (the client knows it, so
-    /// the text is not read again).
+    /// [`Requests::start`] for params the caller wrote itself as a JSON object (valid JSON by
+    /// construction, so it is not read again): `progress_token` is the `_meta.progressToken`
+    /// those params carry.
     pub(crate) fn start_raw(
         &mut self,
         now: Instant,
         method: &str,
-        params: Option<Box<RawValue>>,
+        params: Option<String>,
         progress_token: Option<Id>,
         options: CallOptions,
         ids: &mut dyn IdSource,
@@ -845,7 +865,7 @@ impl Requests {
         check_start(method, &options)?;
         if params
             .as_deref()
-            .is_some_and(|p| !p.get().trim_start().starts_with('{'))
+            .is_some_and(|p| !p.trim_start().starts_with('{'))
         {
             return Err(UsageError::ParamsNotObject);
         }
@@ -856,7 +876,7 @@ impl Requests {
         &mut self,
         now: Instant,
         method: &str,
-        params: Option<Box<RawValue>>,
+        params: Option<String>,
         progress_token: Option<Id>,
         options: CallOptions,
         ids: &mut dyn IdSource,
@@ -1277,7 +1297,7 @@ impl Requests {
         t.attempt += 1;
         t.last_progress = None;
         let (deadline, capped) = t.deadline_from(now);
-        let body = request_text(&id, &t.method, t.params.as_deref());
+        let body = request_body(&id, &t.method, t.params.as_deref());
         self.outputs.push_back(Output::Send {
             req,
             id: id.clone(),
@@ -1679,5 +1699,28 @@ mod tests {
         assert_eq!(&message[span], r#"{"a":1}"#);
         let elsewhere = String::from(r#"{"a":1}"#);
         assert_eq!(span_in(message, &elsewhere), None);
+    }
+
+    /// Internal: a request written around its params text is what serializing it gives.
+    #[test]
+    fn request_body_is_the_serialized_request() {
+        let params: Box<RawValue> =
+            serde_json::from_str(r#"{"name":"\u00e9\"","arguments":{"a":[1.50,null]}}"#).unwrap();
+        for id in [
+            Id::from(7),
+            Id::from("r-\u{1}\"x"),
+            Id::Number(i128::from(u64::MAX) + 1),
+        ] {
+            for method in ["tools/call", "odd\"method\n"] {
+                assert_eq!(
+                    request_body(&id, method, Some(params.get())),
+                    request_text(&id, method, Some(&params))
+                );
+                assert_eq!(
+                    request_body(&id, method, None),
+                    request_text(&id, method, None)
+                );
+            }
+        }
     }
 }
