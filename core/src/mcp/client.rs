@@ -945,10 +945,20 @@ pub struct Client {
 }
 
 /// JSON texts of `_meta` members kept between requests: the client info (fixed) and the
-/// capabilities declared last (with the value they were written from).
+/// members that change only with the version, the declared capabilities or the log level.
 struct MetaTexts {
     info: Option<String>,
-    capabilities: Option<(ClientCapabilities, String)>,
+    stable: Option<StableMeta>,
+}
+
+/// The `_meta` of the last request without its per-request members (progress token, trace
+/// context), and what it was written from.
+struct StableMeta {
+    version: String,
+    declared: ClientCapabilities,
+    log_level: Option<LoggingLevel>,
+    /// The object's text without its closing brace.
+    open: String,
 }
 
 /// A member value to write.
@@ -968,47 +978,78 @@ enum Piece<'a> {
 impl MetaTexts {
     /// Writes the `_meta` of a modern request of `op` in `version` to `out`: what serializing
     /// [`RequestMeta::to_object`] of the request's meta gives (version, declared capabilities,
-    /// client info, log level, progress token, trace context), from the kept texts.
+    /// client info, log level, progress token, trace context). The members that rarely change
+    /// come from the kept text; the per-request ones sort after all of them (`progressToken`,
+    /// `traceparent` and `tracestate` after the `io.modelcontextprotocol/` keys), so they are
+    /// appended to it.
     fn write_request_meta(
         &mut self,
         op: &Op,
         version: &str,
         out: &mut Vec<u8>,
     ) -> Result<(), serde_json::Error> {
-        use super::meta::{
-            CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, LOG_LEVEL_KEY, PROGRESS_TOKEN_KEY,
-            PROTOCOL_VERSION_KEY, TRACEPARENT_KEY, TRACESTATE_KEY,
-        };
-        if !matches!(&self.capabilities, Some((declared, _)) if *declared == op.declared) {
-            let text = serde_json::to_string(&op.declared.to_value())?;
-            self.capabilities = Some((op.declared.clone(), text));
-        }
-        let capabilities = self.capabilities.as_ref().map_or("{}", |(_, t)| t.as_str());
-        let mut members: Vec<(&str, Piece<'_>)> = Vec::with_capacity(7);
-        members.push((PROTOCOL_VERSION_KEY, Piece::Str(version)));
-        members.push((CLIENT_CAPABILITIES_KEY, Piece::Raw(capabilities)));
-        if let Some(info) = &self.info {
-            members.push((CLIENT_INFO_KEY, Piece::Raw(info)));
-        }
+        use super::meta::{PROGRESS_TOKEN_KEY, TRACEPARENT_KEY, TRACESTATE_KEY};
+        let open = self.stable_open(op, version)?;
+        out.extend_from_slice(open.as_bytes());
         // As `to_object`: a member whose value does not serialize is left out.
-        if let Some(level) = op.options.log_level {
-            if let Ok(v) = serde_json::to_value(level) {
-                members.push((LOG_LEVEL_KEY, Piece::Value(v)));
-            }
-        }
         if let Some(token) = &op.progress_token {
             if let Ok(v) = serde_json::to_value(token) {
-                members.push((PROGRESS_TOKEN_KEY, Piece::Value(v)));
+                out.push(b',');
+                serde_json::to_writer(&mut *out, PROGRESS_TOKEN_KEY)?;
+                out.push(b':');
+                serde_json::to_writer(&mut *out, &v)?;
             }
         }
         if let Some((parent, state)) = &op.options.trace {
-            members.push((TRACEPARENT_KEY, Piece::Str(parent)));
-            if let Some(state) = state {
-                members.push((TRACESTATE_KEY, Piece::Str(state)));
+            for (key, value) in [
+                (TRACEPARENT_KEY, Some(parent)),
+                (TRACESTATE_KEY, state.as_ref()),
+            ] {
+                if let Some(value) = value {
+                    out.push(b',');
+                    serde_json::to_writer(&mut *out, key)?;
+                    out.push(b':');
+                    serde_json::to_writer(&mut *out, value)?;
+                }
             }
         }
-        write_object(members, out, |_| Ok(()))?;
+        out.push(b'}');
         Ok(())
+    }
+
+    /// The kept `_meta` text (without its closing brace) for `op` in `version`, written anew
+    /// when the version, the declared capabilities or the log level changed.
+    fn stable_open(&mut self, op: &Op, version: &str) -> Result<&str, serde_json::Error> {
+        use super::meta::{
+            CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, LOG_LEVEL_KEY, PROTOCOL_VERSION_KEY,
+        };
+        let kept = self.stable.as_ref().is_some_and(|m| {
+            m.version == version && m.declared == op.declared && m.log_level == op.options.log_level
+        });
+        if !kept {
+            let capabilities = serde_json::to_string(&op.declared.to_value())?;
+            let mut members: Vec<(&str, Piece<'_>)> = Vec::with_capacity(4);
+            members.push((PROTOCOL_VERSION_KEY, Piece::Str(version)));
+            members.push((CLIENT_CAPABILITIES_KEY, Piece::Raw(&capabilities)));
+            if let Some(info) = &self.info {
+                members.push((CLIENT_INFO_KEY, Piece::Raw(info)));
+            }
+            if let Some(level) = op.options.log_level {
+                if let Ok(v) = serde_json::to_value(level) {
+                    members.push((LOG_LEVEL_KEY, Piece::Value(v)));
+                }
+            }
+            let mut out = Vec::with_capacity(256);
+            write_object(members, &mut out, |_| Ok(()))?;
+            out.pop(); // the closing brace
+            self.stable = Some(StableMeta {
+                version: version.to_owned(),
+                declared: op.declared.clone(),
+                log_level: op.options.log_level,
+                open: utf8(out)?,
+            });
+        }
+        Ok(self.stable.as_ref().map_or("{", |m| m.open.as_str()))
     }
 
     /// [`MetaTexts::write_request_meta`] as a string.
@@ -1114,7 +1155,7 @@ impl Client {
                 info: serde_json::to_value(&config.client_info)
                     .and_then(|v| serde_json::to_string(&v))
                     .ok(),
-                capabilities: None,
+                stable: None,
             },
             outputs: VecDeque::new(),
             config,
