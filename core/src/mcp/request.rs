@@ -276,16 +276,162 @@ pub fn classify_result(result: &str) -> Result<ResponseKind, ClassifyError> {
     }
     let head: ResultHead<'_> =
         serde_json::from_str(result).map_err(|_| ClassifyError::ResultNotObject)?;
-    let result_type = match head.result_type {
+    kind_of(
+        head.result_type.map(RawValue::get),
+        head.is_error.map(RawValue::get),
+    )
+}
+
+/// [`classify_result`] of a result the JSON parser already read whole (so it is valid JSON):
+/// its top-level members are skimmed for `resultType` and `isError` without decoding the rest;
+/// what the skim does not settle (an escaped or repeated key) goes to [`classify_result`].
+fn classify_checked(result: &RawValue) -> Result<ResponseKind, ClassifyError> {
+    match skim_head(result.get()) {
+        Some((result_type, is_error)) => kind_of(result_type, is_error),
+        None => classify_result(result.get()),
+    }
+}
+
+/// The raw texts of a result's `resultType` and `isError` (each `None` when absent or `null`,
+/// as serde reads an optional member); `None` when `text` is not a JSON object or a key is
+/// escaped or one of the two is repeated. `text` must be valid JSON.
+fn skim_head(text: &str) -> Option<(Option<&str>, Option<&str>)> {
+    let b = text.as_bytes();
+    let mut i = skip_ws(b, 0);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    let mut head: (Skimmed<'_>, Skimmed<'_>) = (None, None);
+    i = skip_ws(b, i);
+    if b.get(i) == Some(&b'}') {
+        return Some(flat(head));
+    }
+    loop {
+        if b.get(i) != Some(&b'"') {
+            return None;
+        }
+        let key_start = i + 1;
+        let key_end = key_start
+            + b.get(key_start..)?
+                .iter()
+                .position(|&c| c == b'"' || c == b'\\')?;
+        if b.get(key_end) != Some(&b'"') {
+            return None; // an escaped key: serde compares it unescaped
+        }
+        let key = b.get(key_start..key_end)?;
+        i = skip_ws(b, key_end + 1);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        let value_start = skip_ws(b, i + 1);
+        i = skip_value(b, value_start)?;
+        let value = text.get(value_start..i)?;
+        let value = (value != "null").then_some(value);
+        let slot = match key {
+            b"resultType" => Some(&mut head.0),
+            b"isError" => Some(&mut head.1),
+            _ => None,
+        };
+        if let Some(slot) = slot {
+            if slot.is_some() {
+                return None; // repeated: serde refuses it
+            }
+            *slot = Some(value);
+        }
+        i = skip_ws(b, i);
+        match b.get(i)? {
+            b',' => i = skip_ws(b, i + 1),
+            b'}' => return Some(flat(head)),
+            _ => return None,
+        }
+    }
+}
+
+/// A skimmed member: absent (`None`), `null` (`Some(None)`) or its text.
+type Skimmed<'a> = Option<Option<&'a str>>;
+
+fn flat<'a>(head: (Skimmed<'a>, Skimmed<'a>)) -> (Option<&'a str>, Option<&'a str>) {
+    (head.0.flatten(), head.1.flatten())
+}
+
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while b
+        .get(i)
+        .is_some_and(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
+    {
+        i += 1;
+    }
+    i
+}
+
+/// The end of the string starting at `i` (its opening quote).
+fn skip_string(b: &[u8], i: usize) -> Option<usize> {
+    let mut j = i + 1;
+    loop {
+        j += b.get(j..)?.iter().position(|&c| c == b'"' || c == b'\\')?;
+        if b.get(j) == Some(&b'"') {
+            return Some(j + 1);
+        }
+        j += 2; // an escape: its next byte is never a closing quote
+    }
+}
+
+/// The end of the JSON value starting at `i` (valid JSON).
+fn skip_value(b: &[u8], i: usize) -> Option<usize> {
+    match b.get(i)? {
+        b'"' => skip_string(b, i),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut j = i;
+            loop {
+                match b.get(j)? {
+                    b'"' => {
+                        j = skip_string(b, j)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth = depth.checked_sub(1)?;
+                        if depth == 0 {
+                            return Some(j + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+        }
+        _ => {
+            let mut j = i;
+            while b
+                .get(j)
+                .is_some_and(|c| !matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+            {
+                j += 1;
+            }
+            Some(j)
+        }
+    }
+}
+
+/// What a result is, from its `resultType` and `isError` texts.
+fn kind_of(
+    result_type: Option<&str>,
+    is_error: Option<&str>,
+) -> Result<ResponseKind, ClassifyError> {
+    let result_type = match result_type {
         None => None,
-        Some(raw) => Some(
-            serde_json::from_str::<String>(raw.get())
-                .map_err(|_| ClassifyError::ResultTypeNotString)?,
-        ),
+        // The known types, written without escapes, need no decoding.
+        Some("\"complete\"") => Some(std::borrow::Cow::Borrowed("complete")),
+        Some("\"input_required\"") => Some(std::borrow::Cow::Borrowed("input_required")),
+        Some(raw) => Some(std::borrow::Cow::Owned(
+            serde_json::from_str::<String>(raw).map_err(|_| ClassifyError::ResultTypeNotString)?,
+        )),
     };
     match result_type.as_deref() {
         None | Some("complete") => {
-            if head.is_error.is_some_and(|raw| raw.get() == "true") {
+            if is_error == Some("true") {
                 Ok(ResponseKind::ToolError)
             } else {
                 Ok(ResponseKind::Complete)
@@ -307,7 +453,7 @@ fn classify_message(message: Message<'_>) -> Result<Classified, ClassifyError> {
     match message {
         Message::Response { id, result } => Ok(Classified {
             id: Some(id),
-            kind: classify_result(result.get())?,
+            kind: classify_checked(result)?,
         }),
         Message::Error { id, error } => Ok(Classified {
             id,
@@ -1720,6 +1866,89 @@ mod tests {
                     request_body(&id, method, None),
                     request_text(&id, method, None)
                 );
+            }
+        }
+    }
+
+    /// Internal: the skim of a checked result classifies exactly as `classify_result` does,
+    /// for these hand-picked shapes (nulls, repeats, escaped keys, nesting, whitespace).
+    #[test]
+    fn skimmed_classification_matches_the_full_read_on_edge_shapes() {
+        for text in [
+            r#"{}"#,
+            r#" { } "#,
+            r#"{"resultType":null,"isError":true}"#,
+            r#"{"resultType":"complete","resultType":"complete"}"#,
+            r#"{"isError":true,"isError":false}"#,
+            r#"{"result\u0054ype":"later"}"#,
+            r#"{"a":{"resultType":"later"},"b":["}",{"isError":1}],"isError" : true }"#,
+            r#"{"resultType":"input_required","requestState":"x\"}"}"#,
+            r#"{"resultType":7}"#,
+            r#"{"resultType":"\u0063omplete","isError":  true}"#,
+            "{\n  \"isError\": true,\n  \"x\": [1, 2.5e3, -0]\n}",
+            r#"{"resultType":"later"}"#,
+            r#"{"isError":"true"}"#,
+        ] {
+            let raw: &RawValue = serde_json::from_str(text).unwrap();
+            assert_eq!(classify_checked(raw), classify_result(raw.get()), "{text}");
+        }
+    }
+
+    mod skim_props {
+        use super::*;
+        use proptest::prelude::*;
+        use serde_json::Value;
+
+        fn value() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(Value::from),
+                (-1e6f64..1e6).prop_map(Value::from),
+                "[a-z\"\\\\{}\\[\\],: \u{e9}]{0,6}".prop_map(Value::String),
+                prop_oneof![Just("complete"), Just("input_required"), Just("later")]
+                    .prop_map(|s| Value::String(s.to_owned())),
+            ];
+            leaf.prop_recursive(3, 24, 4, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                    prop::collection::btree_map("[a-zT]{1,4}", inner, 0..4)
+                        .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        fn key() -> impl Strategy<Value = String> {
+            prop_oneof![
+                Just("resultType".to_owned()),
+                Just("isError".to_owned()),
+                Just("result\\u0054ype".to_owned()),
+                "[a-z]{1,6}",
+            ]
+        }
+
+        proptest! {
+            /// The skim classifies every valid result object as the full read does.
+            #[test]
+            fn skimmed_classification_matches_the_full_read(
+                members in prop::collection::vec((key(), value(), 0usize..3, any::<bool>()), 0..6),
+            ) {
+                let ws = ["", " ", "\n\t "];
+                let body: Vec<String> = members
+                    .iter()
+                    .map(|(k, v, w, pretty)| {
+                        let v = if *pretty {
+                            serde_json::to_string_pretty(v).unwrap()
+                        } else {
+                            v.to_string()
+                        };
+                        let w = ws[*w];
+                        format!("{w}\"{k}\"{w}:{w}{v}{w}")
+                    })
+                    .collect();
+                let text = format!("{{{}}}", body.join(","));
+                let raw: &RawValue = serde_json::from_str(&text).unwrap();
+                prop_assert_eq!(classify_checked(raw), classify_result(raw.get()), "{}", text);
             }
         }
     }
