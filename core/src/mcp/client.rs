@@ -77,6 +77,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::time::{Duration, Instant, SystemTime};
 
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::cache::{
@@ -339,6 +340,27 @@ impl Operation {
 
     fn cacheable(&self) -> bool {
         CacheableMethod::from_method(self.method()).is_some()
+    }
+
+    /// What the Streamable HTTP headers mirror from a request of this operation in `version`
+    /// (the fields [`headers::request_headers_for`] reads from the request).
+    fn header_fields<'a>(&'a self, version: &'a str) -> headers::RequestFields<'a> {
+        let null = headers::Arguments::Value(&Value::Null);
+        let (name, tool, arguments) = match self {
+            Operation::CallTool { name, arguments } | Operation::GetPrompt { name, arguments } => {
+                let name = Some(name.as_str());
+                (name, name, headers::Arguments::Object(arguments))
+            }
+            Operation::ReadResource { uri } => (Some(uri.as_str()), None, null),
+            Operation::Discover | Operation::Ping | Operation::List { .. } => (None, None, null),
+        };
+        headers::RequestFields {
+            method: self.method(),
+            version: Some(Some(version)),
+            name,
+            tool,
+            arguments,
+        }
     }
 }
 
@@ -917,7 +939,161 @@ pub struct Client {
     opening: (Vec<StreamId>, Option<Instant>),
     next_op: u64,
     next_stream: u64,
+    /// The `_meta` member texts that rarely change between requests.
+    meta_texts: MetaTexts,
     outputs: VecDeque<Output>,
+}
+
+/// JSON texts of `_meta` members kept between requests: the client info (fixed) and the
+/// members that change only with the version, the declared capabilities or the log level.
+struct MetaTexts {
+    info: Option<String>,
+    stable: Option<StableMeta>,
+}
+
+/// The `_meta` of the last request without its per-request members (progress token, trace
+/// context), and what it was written from.
+struct StableMeta {
+    version: String,
+    declared: ClientCapabilities,
+    log_level: Option<LoggingLevel>,
+    /// The object's text without its closing brace.
+    open: String,
+}
+
+/// A member value to write.
+enum Piece<'a> {
+    /// JSON text, written as it is.
+    Raw(&'a str),
+    /// A string, written escaped.
+    Str(&'a str),
+    /// A value, serialized.
+    Value(Value),
+    /// An object, serialized.
+    Object(&'a JsonObject),
+    /// The request's `_meta` ([`MetaTexts::write_request_meta`]).
+    Meta,
+}
+
+impl MetaTexts {
+    /// Writes the `_meta` of a modern request of `op` in `version` to `out`: what serializing
+    /// [`RequestMeta::to_object`] of the request's meta gives (version, declared capabilities,
+    /// client info, log level, progress token, trace context). The members that rarely change
+    /// come from the kept text; the per-request ones sort after all of them (`progressToken`,
+    /// `traceparent` and `tracestate` after the `io.modelcontextprotocol/` keys), so they are
+    /// appended to it.
+    fn write_request_meta(
+        &mut self,
+        op: &Op,
+        version: &str,
+        out: &mut Vec<u8>,
+    ) -> Result<(), serde_json::Error> {
+        use super::meta::{PROGRESS_TOKEN_KEY, TRACEPARENT_KEY, TRACESTATE_KEY};
+        let open = self.stable_open(op, version)?;
+        out.extend_from_slice(open.as_bytes());
+        // As `to_object`: a member whose value does not serialize is left out.
+        if let Some(token) = &op.progress_token {
+            if let Ok(v) = serde_json::to_value(token) {
+                out.push(b',');
+                serde_json::to_writer(&mut *out, PROGRESS_TOKEN_KEY)?;
+                out.push(b':');
+                serde_json::to_writer(&mut *out, &v)?;
+            }
+        }
+        if let Some((parent, state)) = &op.options.trace {
+            for (key, value) in [
+                (TRACEPARENT_KEY, Some(parent)),
+                (TRACESTATE_KEY, state.as_ref()),
+            ] {
+                if let Some(value) = value {
+                    out.push(b',');
+                    serde_json::to_writer(&mut *out, key)?;
+                    out.push(b':');
+                    serde_json::to_writer(&mut *out, value)?;
+                }
+            }
+        }
+        out.push(b'}');
+        Ok(())
+    }
+
+    /// The kept `_meta` text (without its closing brace) for `op` in `version`, written anew
+    /// when the version, the declared capabilities or the log level changed.
+    fn stable_open(&mut self, op: &Op, version: &str) -> Result<&str, serde_json::Error> {
+        use super::meta::{
+            CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, LOG_LEVEL_KEY, PROTOCOL_VERSION_KEY,
+        };
+        let kept = self.stable.as_ref().is_some_and(|m| {
+            m.version == version && m.declared == op.declared && m.log_level == op.options.log_level
+        });
+        if !kept {
+            let capabilities = serde_json::to_string(&op.declared.to_value())?;
+            let mut members: Vec<(&str, Piece<'_>)> = Vec::with_capacity(4);
+            members.push((PROTOCOL_VERSION_KEY, Piece::Str(version)));
+            members.push((CLIENT_CAPABILITIES_KEY, Piece::Raw(&capabilities)));
+            if let Some(info) = &self.info {
+                members.push((CLIENT_INFO_KEY, Piece::Raw(info)));
+            }
+            if let Some(level) = op.options.log_level {
+                if let Ok(v) = serde_json::to_value(level) {
+                    members.push((LOG_LEVEL_KEY, Piece::Value(v)));
+                }
+            }
+            let mut out = Vec::with_capacity(256);
+            write_object(members, &mut out, |_| Ok(()))?;
+            out.pop(); // the closing brace
+            self.stable = Some(StableMeta {
+                version: version.to_owned(),
+                declared: op.declared.clone(),
+                log_level: op.options.log_level,
+                open: utf8(out)?,
+            });
+        }
+        Ok(self.stable.as_ref().map_or("{", |m| m.open.as_str()))
+    }
+
+    /// [`MetaTexts::write_request_meta`] as a string.
+    fn request_meta_text(&mut self, op: &Op, version: &str) -> Result<String, serde_json::Error> {
+        let mut out = Vec::with_capacity(256);
+        self.write_request_meta(op, version, &mut out)?;
+        utf8(out)
+    }
+}
+
+/// Writes a JSON object of `members` to `out` in the order a [`JsonObject`] keeps its keys
+/// (serde_json's map without `preserve_order`, which this workspace does not enable, sorts
+/// them), so the text is what serializing the same object gives; `meta` writes
+/// [`Piece::Meta`]. Returns where each member's value sits in `out`.
+fn write_object(
+    mut members: Vec<(&str, Piece<'_>)>,
+    out: &mut Vec<u8>,
+    mut meta: impl FnMut(&mut Vec<u8>) -> Result<(), serde_json::Error>,
+) -> Result<Vec<(String, std::ops::Range<usize>)>, serde_json::Error> {
+    members.sort_by(|a, b| a.0.cmp(b.0));
+    let mut spans = Vec::with_capacity(members.len());
+    out.push(b'{');
+    for (i, (key, piece)) in members.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut *out, key)?;
+        out.push(b':');
+        let start = out.len();
+        match piece {
+            Piece::Raw(text) => out.extend_from_slice(text.as_bytes()),
+            Piece::Str(s) => serde_json::to_writer(&mut *out, s)?,
+            Piece::Value(v) => serde_json::to_writer(&mut *out, &v)?,
+            Piece::Object(o) => serde_json::to_writer(&mut *out, o)?,
+            Piece::Meta => meta(out)?,
+        }
+        spans.push((key.to_owned(), start..out.len()));
+    }
+    out.push(b'}');
+    Ok(spans)
+}
+
+fn utf8(bytes: Vec<u8>) -> Result<String, serde_json::Error> {
+    String::from_utf8(bytes).map_err(<serde_json::Error as serde::ser::Error>::custom)
 }
 
 impl fmt::Debug for Client {
@@ -975,6 +1151,12 @@ impl Client {
             opening: (Vec::new(), None),
             next_op: 0,
             next_stream: 0,
+            meta_texts: MetaTexts {
+                info: serde_json::to_value(&config.client_info)
+                    .and_then(|v| serde_json::to_string(&v))
+                    .ok(),
+                stable: None,
+            },
             outputs: VecDeque::new(),
             config,
         };
@@ -1444,8 +1626,8 @@ impl Client {
                 let op = self.oldest_in_flight();
                 self.server_request(now, op, &id, &method, params.map(|p| p.get()));
             }
-            Ok(_) => {
-                if self.requests.handle_channel_message(now, line) == Routed::NotMine
+            Ok(parsed) => {
+                if self.requests.channel_message(now, line, parsed) == Routed::NotMine
                     && self.subs.handle_channel_message(now, line) == Routed::NotMine
                 {
                     self.current_headers = Headers::new();
@@ -1687,6 +1869,7 @@ impl Client {
         }
     }
 
+    #[cfg(test)]
     fn meta_for(&self, op: &Op, version: &str) -> RequestMeta {
         let mut meta = RequestMeta::new(version, op.declared.clone())
             .with_client_info(self.config.client_info.clone());
@@ -1729,43 +1912,59 @@ impl Client {
                 return;
             }
         }
-        let meta = self.meta_for(op, version);
-        let meta_object = meta.to_object();
-        let params = match &op.retry_params {
+        let eligible = mrtr::input_required_allowed(method);
+        let (params, members) = match &op.retry_params {
             Some(retry) => {
-                let meta_json = Value::Object(meta_object.clone()).to_string();
-                match mrtr::splice_meta(retry, &meta_json) {
-                    Ok(p) => p,
+                let meta = match self.meta_texts.request_meta_text(op, version) {
+                    Ok(m) => m,
+                    Err(e) => return self.fail(op_id, OpError::Protocol(e.to_string())),
+                };
+                match mrtr::splice_meta(retry, &meta) {
+                    Ok(p) => (Err(p), None),
                     Err(e) => {
                         self.fail(op_id, OpError::Mrtr(e));
                         return;
                     }
                 }
             }
-            None => {
-                let mut p = op.operation.params();
-                p.insert("_meta".to_owned(), Value::Object(meta_object));
-                Value::Object(p).to_string()
-            }
+            // Each member written once, from the operation itself (no copy of the arguments).
+            None => match fresh_params(&mut self.meta_texts, op, version, eligible) {
+                Ok((text, members)) => (Ok(text), members),
+                Err(e) => {
+                    self.fail(op_id, OpError::Protocol(e.to_string()));
+                    return;
+                }
+            },
         };
         let id = self.ids.next_id();
         // MRTR: the round tracker starts with the original request.
         let mut mrtr_round = None;
-        if op.retry_params.is_none() && mrtr::input_required_allowed(method) {
-            match MrtrRound::new(
+        if let Some(members) = members {
+            let round = MrtrRound::from_members(
                 id.clone(),
                 method,
-                &params,
+                members,
                 InputCapabilities::from(&op.declared),
-            ) {
-                Ok(r) => mrtr_round = Some(r.with_max_rounds(self.config.max_mrtr_rounds)),
-                Err(e) => {
-                    self.fail(op_id, OpError::Mrtr(e));
-                    return;
-                }
-            }
+            );
+            mrtr_round = Some(round.with_max_rounds(self.config.max_mrtr_rounds));
         }
-        self.start_attempt(now, op_id, method, params, id, false, mrtr_round);
+        let (params, fresh_version) = match params {
+            Ok(text) => (text, Some(version)),
+            Err(text) => match checked_params(text) {
+                Ok(text) => (text, None),
+                Err(e) => return self.fail(op_id, e),
+            },
+        };
+        self.start_attempt(
+            now,
+            op_id,
+            method,
+            params,
+            fresh_version,
+            id,
+            false,
+            mrtr_round,
+        );
     }
 
     /// Sends `op` in the legacy session.
@@ -1796,7 +1995,7 @@ impl Client {
         }
         let params = Value::Object(params).to_string();
         let id = self.ids.next_id();
-        self.start_attempt(now, op_id, method, params, id, true, None);
+        self.start_attempt(now, op_id, method, params, None, id, true, None);
     }
 
     /// The shape of a `DiscoverResult` built from the legacy `initialize` result.
@@ -1823,7 +2022,10 @@ impl Client {
         Value::Object(m).to_string()
     }
 
-    /// Hands one attempt of `op` to the request tracker under `id`.
+    /// Hands one attempt of `op` to the request tracker under `id`. `fresh_version` is the
+    /// protocol version in the `_meta` of params built from the operation itself
+    /// ([`fresh_params`]): the headers are then read from the operation instead of the params
+    /// text.
     #[allow(clippy::too_many_arguments)]
     fn start_attempt(
         &mut self,
@@ -1831,6 +2033,7 @@ impl Client {
         op_id: OpId,
         method: &'static str,
         params: String,
+        fresh_version: Option<&str>,
         id: Id,
         legacy: bool,
         mrtr_round: Option<MrtrRound>,
@@ -1845,8 +2048,16 @@ impl Client {
                 Operation::CallTool { name, .. } => self.tools.get(name),
                 _ => None,
             };
-            let body = jsonrpc_request_value(&id, method, &params);
-            match headers::request_headers_for(&body, tool) {
+            let built = match fresh_version {
+                Some(version) => {
+                    headers::headers_for_fields(&op.operation.header_fields(version), tool)
+                }
+                None => {
+                    let body = jsonrpc_request_value(&id, method, &params);
+                    headers::request_headers_for(&body, tool)
+                }
+            };
+            match built {
                 Ok(h) => headers = Some(h),
                 Err(e) => {
                     self.fail(op_id, OpError::Headers(e));
@@ -1854,9 +2065,10 @@ impl Client {
                 }
             }
         }
-        // A cache ticket for every attempt whose params are cacheable (never an MRTR retry).
-        let ticket = serde_json::from_str::<Value>(&params)
-            .ok()
+        // A cache ticket for every attempt whose params are cacheable (never an MRTR retry);
+        // the params of other methods are not read.
+        let ticket = CacheableMethod::from_method(method)
+            .and_then(|_| serde_json::from_str::<Value>(&params).ok())
             .and_then(|p| RequestKey::from_request(method, Some(&p)).ok())
             .map(|k| self.cache.begin_fetch(k));
         let options = op
@@ -1872,13 +2084,15 @@ impl Client {
             },
             _ => options,
         };
+        // The params carry this token in `_meta` (`meta_for`, `send_legacy`).
+        let progress_token = op.progress_token.clone();
         let mut ids = Preset {
             first: Some(id),
             rest: &mut self.ids,
         };
         match self
             .requests
-            .start(now, method, Some(&params), options, &mut ids)
+            .start_raw(now, method, Some(params), progress_token, options, &mut ids)
         {
             Ok(req) => {
                 self.by_req.insert(req, op_id);
@@ -1983,21 +2197,27 @@ impl Client {
         let Some(op) = self.ops.get(&op_id) else {
             return;
         };
-        let meta_json = Value::Object(self.meta_for(op, &version).to_object()).to_string();
+        let meta = match self.meta_texts.request_meta_text(op, &version) {
+            Ok(m) => m,
+            Err(e) => return self.fail(op_id, OpError::Protocol(e.to_string())),
+        };
         let id = self.ids.next_id();
         let Some(op) = self.ops.get_mut(&op_id) else {
             return;
         };
         let method = op.operation.method();
         let built = match op.mrtr.as_mut() {
-            Some(round) => round.build_retry(id.clone(), Some(&meta_json)),
+            Some(round) => round.build_retry(id.clone(), Some(&meta)),
             None => return,
         };
         match built {
             Ok(retry) => {
                 let params = retry.params_json().to_owned();
                 op.retry_params = Some(params.clone());
-                self.start_attempt(now, op_id, method, params, id, false, None);
+                match checked_params(params) {
+                    Ok(text) => self.start_attempt(now, op_id, method, text, None, id, false, None),
+                    Err(e) => self.fail(op_id, e),
+                }
             }
             Err(e) => self.fail(op_id, OpError::Mrtr(e)),
         }
@@ -2454,6 +2674,9 @@ impl Client {
             R::Ignored { req, .. } => *req,
         };
         if req.is_some_and(|r| self.superseded.contains(&r)) {
+            if let R::Response { req, .. } = e {
+                self.requests.take_result_span(req);
+            }
             return;
         }
         let op_id = req.and_then(|r| self.by_req.get(&r).copied());
@@ -2462,8 +2685,13 @@ impl Client {
                 req, kind, message, ..
             } => {
                 self.by_req.remove(&req);
+                // The tracker noted where the result sits in the message it parsed.
+                let result = self
+                    .requests
+                    .take_result_span(req)
+                    .and_then(|span| message.get(span));
                 if let Some(op_id) = op_id {
-                    self.on_response(now, op_id, kind, &message);
+                    self.on_response(now, op_id, kind, &message, result);
                 }
             }
             R::TimedOut { req, max_total, .. } => {
@@ -2602,8 +2830,16 @@ impl Client {
         }
     }
 
-    /// The final response of an attempt of `op`.
-    fn on_response(&mut self, now: Instant, op_id: OpId, kind: ResponseKind, message: &str) {
+    /// The final response of an attempt of `op`; `result` is the text of its `result` member,
+    /// when the caller knows it (otherwise it is read from `message` when needed).
+    fn on_response(
+        &mut self,
+        now: Instant,
+        op_id: OpId,
+        kind: ResponseKind,
+        message: &str,
+        result: Option<&str>,
+    ) {
         let Some(op) = self.ops.get(&op_id) else {
             return;
         };
@@ -2623,11 +2859,12 @@ impl Client {
                 if !sent_legacy {
                     self.mark_modern_confirmed();
                 }
-                self.on_complete(now, op_id, message, kind == ResponseKind::ToolError);
+                let is_error = kind == ResponseKind::ToolError;
+                self.on_complete(now, op_id, message, result, is_error);
             }
             ResponseKind::InputRequired => {
                 self.mark_modern_confirmed();
-                self.on_input_required(now, op_id, message);
+                self.on_input_required(now, op_id, message, result);
             }
             ResponseKind::Error(error) => self.on_error_response(now, op_id, error),
         }
@@ -2677,8 +2914,15 @@ impl Client {
         self.probe_verdict(now, verdict);
     }
 
-    fn on_complete(&mut self, now: Instant, op_id: OpId, message: &str, is_error: bool) {
-        let Some(mut result) = result_text(message) else {
+    fn on_complete(
+        &mut self,
+        now: Instant,
+        op_id: OpId,
+        message: &str,
+        result: Option<&str>,
+        is_error: bool,
+    ) {
+        let Some(mut result) = result.map(str::to_owned).or_else(|| result_text(message)) else {
             return self.fail(op_id, OpError::Protocol("no result member".to_owned()));
         };
         let Some(mut op) = self.ops.remove(&op_id) else {
@@ -2715,8 +2959,16 @@ impl Client {
         });
     }
 
-    fn on_input_required(&mut self, now: Instant, op_id: OpId, message: &str) {
-        let parsed = result_text(message)
+    fn on_input_required(
+        &mut self,
+        now: Instant,
+        op_id: OpId,
+        message: &str,
+        result: Option<&str>,
+    ) {
+        let parsed = result
+            .map(str::to_owned)
+            .or_else(|| result_text(message))
             .ok_or_else(|| "no result member".to_owned())
             .and_then(|r| InputRequiredResult::parse(&r).map_err(|e| e.to_string()));
         let result = match parsed {
@@ -3296,19 +3548,22 @@ impl Client {
     // Streams.
 
     fn route_stream_message(&mut self, now: Instant, owner: Owner, text: &str) {
-        if let Ok(Message::Request { id, method, params }) = Message::parse(text) {
-            let op = match owner {
-                Owner::Request(req) => self.by_req.get(&req).copied(),
-                // A request on the session's stream belongs to no call; like on stdio, the
-                // oldest operation in flight is the one it is asked for.
-                Owner::LegacySession => self.oldest_in_flight(),
-                _ => None,
-            };
-            return self.server_request(now, op, &id, &method, params.map(|p| p.get()));
-        }
+        let parsed = match Message::parse(text) {
+            Ok(Message::Request { id, method, params }) => {
+                let op = match owner {
+                    Owner::Request(req) => self.by_req.get(&req).copied(),
+                    // A request on the session's stream belongs to no call; like on stdio, the
+                    // oldest operation in flight is the one it is asked for.
+                    Owner::LegacySession => self.oldest_in_flight(),
+                    _ => None,
+                };
+                return self.server_request(now, op, &id, &method, params.map(|p| p.get()));
+            }
+            parsed => parsed,
+        };
         match owner {
             Owner::Request(req) => {
-                let _ = self.requests.handle_stream_message(now, req, text);
+                let _ = self.requests.stream_message(now, req, text, || parsed);
             }
             Owner::Listen(sub) => {
                 let _ = self.subs.handle_stream_message(now, sub, text);
@@ -3803,6 +4058,62 @@ fn op_ticket(ops: &mut BTreeMap<OpId, Op>, op_id: OpId) -> Option<FetchTicket> {
     ops.get_mut(&op_id).and_then(|o| o.ticket.take())
 }
 
+/// The `params` of a fresh modern request of `op` in `version` (its operation's members and
+/// `_meta`), as JSON text, with its members (key, value text) when `members` is set (for the
+/// MRTR round); every value is written once, borrowed from the operation.
+#[allow(clippy::type_complexity)]
+fn fresh_params(
+    texts: &mut MetaTexts,
+    op: &Op,
+    version: &str,
+    members: bool,
+) -> Result<(String, Option<Vec<(String, Box<str>)>>), serde_json::Error> {
+    let mut pieces: Vec<(&str, Piece<'_>)> = Vec::with_capacity(3);
+    match &op.operation {
+        Operation::Discover | Operation::Ping => {}
+        Operation::List { cursor, .. } => {
+            if let Some(c) = cursor {
+                pieces.push(("cursor", Piece::Str(c)));
+            }
+        }
+        Operation::CallTool { name, arguments } | Operation::GetPrompt { name, arguments } => {
+            pieces.push(("name", Piece::Str(name)));
+            pieces.push(("arguments", Piece::Object(arguments)));
+        }
+        Operation::ReadResource { uri } => pieces.push(("uri", Piece::Str(uri))),
+    }
+    pieces.push(("_meta", Piece::Meta));
+    let mut out = Vec::with_capacity(512);
+    let spans = write_object(pieces, &mut out, |out| {
+        texts.write_request_meta(op, version, out)
+    })?;
+    let text = utf8(out)?;
+    let members = if members {
+        let mut m = Vec::with_capacity(spans.len());
+        for (key, span) in spans {
+            let value = text
+                .get(span)
+                .ok_or_else(|| <serde_json::Error as serde::ser::Error>::custom("member span"))?;
+            m.push((key, Box::from(value)));
+        }
+        Some(m)
+    } else {
+        None
+    };
+    Ok((text, members))
+}
+
+/// Params text the client built (an MRTR retry), checked to be a JSON object; the tracker's
+/// error when it is not.
+fn checked_params(text: String) -> Result<String, OpError> {
+    match serde_json::from_str::<&RawValue>(&text) {
+        Ok(raw) if raw.get().starts_with('{') => Ok(text),
+        _ => Err(OpError::Protocol(
+            request::UsageError::ParamsNotObject.to_string(),
+        )),
+    }
+}
+
 /// The JSON text of a response's `result`.
 fn result_text(message: &str) -> Option<String> {
     match Message::parse(message) {
@@ -3877,4 +4188,202 @@ fn jsonrpc_request_value(id: &Id, method: &str, params: &str) -> Value {
 
 fn clip(s: &str) -> String {
     s.chars().take(128).collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn client() -> Client {
+        let info = Implementation::new("c", "1").with_title("The \"C\"");
+        Client::new(ClientConfig::new(Transport::Stdio, info))
+    }
+
+    /// An operation asking for progress, a log level and trace context.
+    fn traced_op(operation: Operation) -> Op {
+        let options = OpOptions {
+            progress: true,
+            log_level: Some(LoggingLevel::Debug),
+            trace: Some(("00-aa-bb-01".to_owned(), Some("x=\u{e9}".to_owned()))),
+            ..OpOptions::default()
+        };
+        let mut op = op_with(operation, options, ClientCapabilities::none().with_roots());
+        op.progress_token = Some(Id::from(41));
+        op
+    }
+
+    fn op_with(operation: Operation, options: OpOptions, declared: ClientCapabilities) -> Op {
+        Op {
+            operation,
+            options,
+            internal: None,
+            state: OpState::Queued,
+            declared,
+            versions: VersionNegotiation::new(&[]),
+            header_refresh_used: false,
+            mrtr: None,
+            retry_params: None,
+            ticket: None,
+            progress_token: None,
+            headers: None,
+            sent_legacy: false,
+        }
+    }
+
+    /// The `_meta` text written from kept member texts is, byte for byte, the serialized
+    /// `RequestMeta::to_object` of the same request, whatever optional members it carries and
+    /// however the declared capabilities change between requests.
+    #[test]
+    fn request_meta_text_is_the_serialized_meta_object() {
+        let mut client = client();
+        let rich = ClientCapabilities::none()
+            .with_elicitation_form()
+            .with_sampling();
+        let traced = OpOptions {
+            progress: true,
+            log_level: Some(LoggingLevel::Warning),
+            trace: Some(("00-abc-def-01".to_owned(), Some("k=v".to_owned()))),
+            ..OpOptions::default()
+        };
+        let half_traced = OpOptions {
+            trace: Some(("00-abc-def-01".to_owned(), None)),
+            ..OpOptions::default()
+        };
+        let cases = [
+            (OpOptions::default(), ClientCapabilities::none(), None),
+            (traced, rich.clone(), Some(Id::from(9))),
+            (half_traced, rich, Some(Id::from("tok"))),
+            (OpOptions::default(), ClientCapabilities::none(), None),
+        ];
+        for (options, declared, token) in cases {
+            let mut op = op_with(Operation::Discover, options, declared);
+            op.progress_token = token;
+            for version in [LATEST_PROTOCOL_VERSION, "2099-01-01"] {
+                let expected = Value::Object(client.meta_for(&op, version).to_object()).to_string();
+                let text = client.meta_texts.request_meta_text(&op, version).unwrap();
+                assert_eq!(text, expected);
+            }
+        }
+    }
+
+    fn operations() -> Vec<Operation> {
+        let mut arguments = JsonObject::new();
+        arguments.insert("text".to_owned(), Value::String("h\u{e9}\"llo".to_owned()));
+        arguments.insert(
+            "n".to_owned(),
+            serde_json::json!({"b": [1, 2.5], "a": null}),
+        );
+        vec![
+            Operation::Discover,
+            Operation::List {
+                kind: ListKind::Tools,
+                cursor: None,
+            },
+            Operation::List {
+                kind: ListKind::Resources,
+                cursor: Some("c\n1".to_owned()),
+            },
+            Operation::CallTool {
+                name: "echo".to_owned(),
+                arguments: arguments.clone(),
+            },
+            Operation::GetPrompt {
+                name: "p".to_owned(),
+                arguments,
+            },
+            Operation::ReadResource {
+                uri: "file:///a".to_owned(),
+            },
+        ]
+    }
+
+    /// The params a fresh modern request carries are, byte for byte, the params object with
+    /// its `_meta` serialized whole (key order included), and its members are that text's.
+    #[test]
+    fn fresh_params_are_the_serialized_params_object() {
+        let mut client = client();
+        for operation in operations() {
+            let op = traced_op(operation);
+            let mut whole = op.operation.params();
+            let meta = client.meta_for(&op, LATEST_PROTOCOL_VERSION).to_object();
+            whole.insert("_meta".to_owned(), Value::Object(meta));
+            let expected = Value::Object(whole).to_string();
+            let (text, members) =
+                fresh_params(&mut client.meta_texts, &op, LATEST_PROTOCOL_VERSION, true).unwrap();
+            assert_eq!(text, expected, "{op:?}", op = op.operation);
+            let read: Vec<(String, String)> = mrtr::raw_members(&expected)
+                .unwrap()
+                .into_iter()
+                .map(|(k, v)| (k, v.get().to_owned()))
+                .collect();
+            let members: Vec<(String, String)> = members
+                .unwrap()
+                .into_iter()
+                .map(|(k, v)| (k, v.into_string()))
+                .collect();
+            assert_eq!(members, read);
+        }
+    }
+
+    /// The headers read from an operation's fields are those read from the request it sends.
+    #[test]
+    fn header_fields_give_the_headers_of_the_request_value() {
+        let mut client = client();
+        for operation in operations() {
+            let op = traced_op(operation);
+            let (text, _) =
+                fresh_params(&mut client.meta_texts, &op, LATEST_PROTOCOL_VERSION, false).unwrap();
+            let body = jsonrpc_request_value(&Id::from(3), op.operation.method(), &text);
+            let op = op.operation;
+            assert_eq!(
+                headers::headers_for_fields(&op.header_fields(LATEST_PROTOCOL_VERSION), None),
+                headers::request_headers_for(&body, None),
+                "{op:?}"
+            );
+        }
+        // `Mcp-Param-*` from a tool's annotations, nested ones and unencodable arguments too.
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "target": {"type": "object", "properties": {
+                "zone": {"type": "integer", "x-mcp-header": "Zone"}}}}});
+        let tool = headers::tool_headers("echo", &schema).unwrap();
+        let mut arguments = JsonObject::new();
+        arguments.insert("region".to_owned(), Value::String("eu".to_owned()));
+        let op = Operation::CallTool {
+            name: "echo".to_owned(),
+            arguments,
+        };
+        let fields = op.header_fields(LATEST_PROTOCOL_VERSION);
+        let h = headers::headers_for_fields(&fields, Some(&tool)).unwrap();
+        assert_eq!(h.get("Mcp-Param-Region"), Some("eu"));
+        for arguments in [
+            serde_json::json!({"region": "eu", "target": {"zone": 3}}),
+            serde_json::json!({"region": null, "target": 5}),
+            serde_json::json!({"target": {"zone": 1.5}}),
+            serde_json::json!({"target": {"zone": [1]}, "region": "\u{e9}"}),
+            serde_json::json!({}),
+        ] {
+            let Value::Object(arguments) = arguments else {
+                unreachable!()
+            };
+            for name in ["echo", "other"] {
+                let op = traced_op(Operation::CallTool {
+                    name: name.to_owned(),
+                    arguments: arguments.clone(),
+                });
+                let (text, _) =
+                    fresh_params(&mut client.meta_texts, &op, LATEST_PROTOCOL_VERSION, false)
+                        .unwrap();
+                let body = jsonrpc_request_value(&Id::from(3), op.operation.method(), &text);
+                let op = op.operation;
+                let fields = op.header_fields(LATEST_PROTOCOL_VERSION);
+                assert_eq!(
+                    headers::headers_for_fields(&fields, Some(&tool)),
+                    headers::request_headers_for(&body, Some(&tool)),
+                    "{arguments:?}"
+                );
+            }
+        }
+    }
 }

@@ -801,20 +801,80 @@ pub fn request_headers_for(
         .get("method")
         .and_then(Value::as_str)
         .ok_or(HeaderBuildError::NoMethod)?;
+    let params = message.get("params");
+    let member = |key: &str| params.and_then(|p| p.get(key));
+    let fields = RequestFields {
+        method,
+        version: member("_meta")
+            .and_then(|m| m.get(PROTOCOL_VERSION_META_KEY))
+            .map(Value::as_str),
+        name: name_field(method).and_then(|f| member(f).and_then(Value::as_str)),
+        tool: member("name").and_then(Value::as_str),
+        arguments: Arguments::Value(member("arguments").unwrap_or(&Value::Null)),
+    };
+    headers_for_fields(&fields, tool_headers)
+}
+
+/// What [`request_headers_for`] reads from a request, for a caller that holds the request in
+/// pieces rather than as one `Value` (the client, building its own requests).
+pub(crate) struct RequestFields<'a> {
+    /// `method`.
+    pub(crate) method: &'a str,
+    /// `params._meta["io.modelcontextprotocol/protocolVersion"]`, when present (and whether it
+    /// is a string).
+    pub(crate) version: Option<Option<&'a str>>,
+    /// `params[name_field(method)]`, when it is a string.
+    pub(crate) name: Option<&'a str>,
+    /// `params.name`, when it is a string.
+    pub(crate) tool: Option<&'a str>,
+    /// `params.arguments`.
+    pub(crate) arguments: Arguments<'a>,
+}
+
+/// A request's `params.arguments`.
+pub(crate) enum Arguments<'a> {
+    /// As a value (`null` when absent).
+    Value(&'a Value),
+    /// An object the caller holds on its own.
+    Object(&'a Map<String, Value>),
+}
+
+impl Arguments<'_> {
+    /// The argument `param` mirrors, encoded (`Ok(None)`: absent or `null`, no header).
+    fn encoded(&self, param: &ParamHeader) -> Result<Option<String>, Unencodable> {
+        match self {
+            Arguments::Value(v) => param.extract(v).map_or(Ok(None), encode_argument),
+            Arguments::Object(map) => match param.path.split_first() {
+                // The whole arguments object.
+                None => Err(Unencodable::Object),
+                Some((first, rest)) => rest
+                    .iter()
+                    .try_fold(map.get(first), |node, key| {
+                        Some(node?.as_object()?.get(key))
+                    })
+                    .flatten()
+                    .map_or(Ok(None), encode_argument),
+            },
+        }
+    }
+}
+
+/// [`request_headers_for`] of a request read into its fields.
+pub(crate) fn headers_for_fields(
+    fields: &RequestFields<'_>,
+    tool_headers: Option<&ToolHeaders>,
+) -> Result<Headers, HeaderBuildError> {
+    let method = fields.method;
     if method.is_empty() || !is_plain_header_value(method) {
         return Err(HeaderBuildError::UnrepresentableMethod(clip(method)));
     }
-    let params = message.get("params");
 
     let mut headers = Headers::new();
     headers.append("Accept", ACCEPT)?;
     headers.append("Content-Type", CONTENT_TYPE)?;
 
-    let version = params
-        .and_then(|p| p.get("_meta"))
-        .and_then(|m| m.get(PROTOCOL_VERSION_META_KEY));
-    if let Some(version) = version {
-        match version.as_str() {
+    if let Some(version) = fields.version {
+        match version {
             Some(v) if !v.is_empty() && is_plain_header_value(v) => {
                 headers.append(PROTOCOL_VERSION_HEADER, v)?;
             }
@@ -825,13 +885,10 @@ pub fn request_headers_for(
     headers.append(METHOD_HEADER, method)?;
 
     if let Some(field) = name_field(method) {
-        let name = params
-            .and_then(|p| p.get(field))
-            .and_then(Value::as_str)
-            .ok_or_else(|| HeaderBuildError::MissingName {
-                method: method.to_owned(),
-                field,
-            })?;
+        let name = fields.name.ok_or_else(|| HeaderBuildError::MissingName {
+            method: method.to_owned(),
+            field,
+        })?;
         headers.append(NAME_HEADER, encode_str(name))?;
     }
 
@@ -841,24 +898,15 @@ pub fn request_headers_for(
                 method: method.to_owned(),
             });
         }
-        let called = params
-            .and_then(|p| p.get("name"))
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let called = fields.tool.unwrap_or_default();
         if called != tool.tool {
             return Err(HeaderBuildError::WrongTool {
                 expected: clip(&tool.tool),
                 called: clip(called),
             });
         }
-        let arguments = params
-            .and_then(|p| p.get("arguments"))
-            .unwrap_or(&Value::Null);
         for param in &tool.params {
-            let Some(value) = param.extract(arguments) else {
-                continue;
-            };
-            match encode_argument(value) {
+            match fields.arguments.encoded(param) {
                 Ok(Some(text)) => headers.append(param.header_name(), text)?,
                 Ok(None) => {}
                 Err(why) => {

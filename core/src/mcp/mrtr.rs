@@ -652,7 +652,8 @@ enum Phase {
 /// The MRTR state of one original request across its rounds.
 pub struct MrtrRound {
     method: String,
-    params: Vec<(String, Box<RawValue>)>,
+    /// The original params' members in order, each value's JSON text.
+    params: Vec<(String, Box<str>)>,
     capabilities: InputCapabilities,
     used_ids: Vec<Id>,
     max_rounds: u32,
@@ -695,8 +696,12 @@ impl MrtrRound {
         if !input_required_allowed(method) {
             return Err(MrtrError::MethodNotEligible(method.to_owned()));
         }
-        let mut params = raw_members(params_json).map_err(MrtrError::BadParams)?;
-        params.retain(|(k, _)| k != "inputResponses" && k != "requestState");
+        let params = raw_members(params_json).map_err(MrtrError::BadParams)?;
+        let params = params
+            .into_iter()
+            .filter(|(k, _)| k != "inputResponses" && k != "requestState")
+            .map(|(k, v)| (k, Box::<str>::from(v)))
+            .collect();
         Ok(MrtrRound {
             method: method.to_owned(),
             params,
@@ -706,6 +711,27 @@ impl MrtrRound {
             rounds: 0,
             phase: Phase::AwaitingResult,
         })
+    }
+
+    /// [`MrtrRound::new`] for params the caller wrote itself and holds as their members in
+    /// order (unique keys, each value's JSON text), so they are not read again. The caller
+    /// checked [`input_required_allowed`] for `method`.
+    pub(crate) fn from_members(
+        original_id: Id,
+        method: &str,
+        mut params: Vec<(String, Box<str>)>,
+        capabilities: InputCapabilities,
+    ) -> Self {
+        params.retain(|(k, _)| k != "inputResponses" && k != "requestState");
+        MrtrRound {
+            method: method.to_owned(),
+            params,
+            capabilities,
+            used_ids: vec![original_id],
+            max_rounds: DEFAULT_MAX_ROUNDS,
+            rounds: 0,
+            phase: Phase::AwaitingResult,
+        }
     }
 
     /// Sets the round limit (the number of `input_required` results accepted).
@@ -896,7 +922,7 @@ impl MrtrRound {
                     push(key, m);
                     meta_written = true;
                 }
-                _ => push(key, value.get()),
+                _ => push(key, value),
             }
         }
         if let (false, Some(m)) = (meta_written, fresh_meta) {

@@ -36,6 +36,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -103,7 +104,10 @@ pub(crate) fn draw_fresh_id(ids: &mut dyn IdSource, in_use: impl Fn(&Id) -> bool
 /// remembered. The oldest are forgotten first; retiring an id twice keeps its first owner.
 #[derive(Clone, Debug)]
 pub(crate) struct RetiredIds<H> {
+    /// The ids and their owners in the order they were retired (the oldest first).
     ids: VecDeque<(Id, H)>,
+    /// The same ids with their owners, for lookups that do not scan the whole memory.
+    owners: BTreeMap<Id, H>,
     capacity: usize,
 }
 
@@ -111,28 +115,33 @@ impl<H: Copy + PartialEq> RetiredIds<H> {
     pub(crate) fn new(capacity: usize) -> Self {
         RetiredIds {
             ids: VecDeque::new(),
+            owners: BTreeMap::new(),
             capacity,
         }
     }
 
     pub(crate) fn retire(&mut self, id: Id, owner: H) {
-        if self.owner(&id).is_some() {
+        if self.owners.contains_key(&id) {
             return;
         }
         if self.ids.len() >= self.capacity {
-            self.ids.pop_front();
+            if let Some((oldest, _)) = self.ids.pop_front() {
+                self.owners.remove(&oldest);
+            }
         }
-        self.ids.push_back((id, owner));
+        self.ids.push_back((id.clone(), owner));
+        self.owners.insert(id, owner);
     }
 
     /// Who held `id`, if it is remembered.
     pub(crate) fn owner(&self, id: &Id) -> Option<H> {
-        self.ids.iter().find(|(old, _)| old == id).map(|&(_, h)| h)
+        self.owners.get(id).copied()
     }
 
     /// Whether `owner` held any remembered id.
     pub(crate) fn held_by(&self, owner: H) -> bool {
-        self.ids.iter().any(|(_, h)| *h == owner)
+        // Newest first: the usual question is about a request that just ended.
+        self.ids.iter().rev().any(|(_, h)| *h == owner)
     }
 }
 
@@ -171,6 +180,7 @@ pub fn cancelled_notification(request_id: &Id, reason: Option<&str>) -> String {
 }
 
 /// The JSON text of a request (see [`crate::jsonrpc::request_text`]).
+#[cfg(test)]
 pub(crate) fn request_text(id: &Id, method: &str, params: Option<&RawValue>) -> String {
     crate::jsonrpc::request_text(id, method, params)
 }
@@ -266,16 +276,162 @@ pub fn classify_result(result: &str) -> Result<ResponseKind, ClassifyError> {
     }
     let head: ResultHead<'_> =
         serde_json::from_str(result).map_err(|_| ClassifyError::ResultNotObject)?;
-    let result_type = match head.result_type {
+    kind_of(
+        head.result_type.map(RawValue::get),
+        head.is_error.map(RawValue::get),
+    )
+}
+
+/// [`classify_result`] of a result the JSON parser already read whole (so it is valid JSON):
+/// its top-level members are skimmed for `resultType` and `isError` without decoding the rest;
+/// what the skim does not settle (an escaped or repeated key) goes to [`classify_result`].
+fn classify_checked(result: &RawValue) -> Result<ResponseKind, ClassifyError> {
+    match skim_head(result.get()) {
+        Some((result_type, is_error)) => kind_of(result_type, is_error),
+        None => classify_result(result.get()),
+    }
+}
+
+/// The raw texts of a result's `resultType` and `isError` (each `None` when absent or `null`,
+/// as serde reads an optional member); `None` when `text` is not a JSON object or a key is
+/// escaped or one of the two is repeated. `text` must be valid JSON.
+fn skim_head(text: &str) -> Option<(Option<&str>, Option<&str>)> {
+    let b = text.as_bytes();
+    let mut i = skip_ws(b, 0);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    let mut head: (Skimmed<'_>, Skimmed<'_>) = (None, None);
+    i = skip_ws(b, i);
+    if b.get(i) == Some(&b'}') {
+        return Some(flat(head));
+    }
+    loop {
+        if b.get(i) != Some(&b'"') {
+            return None;
+        }
+        let key_start = i + 1;
+        let key_end = key_start
+            + b.get(key_start..)?
+                .iter()
+                .position(|&c| c == b'"' || c == b'\\')?;
+        if b.get(key_end) != Some(&b'"') {
+            return None; // an escaped key: serde compares it unescaped
+        }
+        let key = b.get(key_start..key_end)?;
+        i = skip_ws(b, key_end + 1);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        let value_start = skip_ws(b, i + 1);
+        i = skip_value(b, value_start)?;
+        let value = text.get(value_start..i)?;
+        let value = (value != "null").then_some(value);
+        let slot = match key {
+            b"resultType" => Some(&mut head.0),
+            b"isError" => Some(&mut head.1),
+            _ => None,
+        };
+        if let Some(slot) = slot {
+            if slot.is_some() {
+                return None; // repeated: serde refuses it
+            }
+            *slot = Some(value);
+        }
+        i = skip_ws(b, i);
+        match b.get(i)? {
+            b',' => i = skip_ws(b, i + 1),
+            b'}' => return Some(flat(head)),
+            _ => return None,
+        }
+    }
+}
+
+/// A skimmed member: absent (`None`), `null` (`Some(None)`) or its text.
+type Skimmed<'a> = Option<Option<&'a str>>;
+
+fn flat<'a>(head: (Skimmed<'a>, Skimmed<'a>)) -> (Option<&'a str>, Option<&'a str>) {
+    (head.0.flatten(), head.1.flatten())
+}
+
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while b
+        .get(i)
+        .is_some_and(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
+    {
+        i += 1;
+    }
+    i
+}
+
+/// The end of the string starting at `i` (its opening quote).
+fn skip_string(b: &[u8], i: usize) -> Option<usize> {
+    let mut j = i + 1;
+    loop {
+        j += b.get(j..)?.iter().position(|&c| c == b'"' || c == b'\\')?;
+        if b.get(j) == Some(&b'"') {
+            return Some(j + 1);
+        }
+        j += 2; // an escape: its next byte is never a closing quote
+    }
+}
+
+/// The end of the JSON value starting at `i` (valid JSON).
+fn skip_value(b: &[u8], i: usize) -> Option<usize> {
+    match b.get(i)? {
+        b'"' => skip_string(b, i),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut j = i;
+            loop {
+                match b.get(j)? {
+                    b'"' => {
+                        j = skip_string(b, j)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth = depth.checked_sub(1)?;
+                        if depth == 0 {
+                            return Some(j + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+        }
+        _ => {
+            let mut j = i;
+            while b
+                .get(j)
+                .is_some_and(|c| !matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+            {
+                j += 1;
+            }
+            Some(j)
+        }
+    }
+}
+
+/// What a result is, from its `resultType` and `isError` texts.
+fn kind_of(
+    result_type: Option<&str>,
+    is_error: Option<&str>,
+) -> Result<ResponseKind, ClassifyError> {
+    let result_type = match result_type {
         None => None,
-        Some(raw) => Some(
-            serde_json::from_str::<String>(raw.get())
-                .map_err(|_| ClassifyError::ResultTypeNotString)?,
-        ),
+        // The known types, written without escapes, need no decoding.
+        Some("\"complete\"") => Some(std::borrow::Cow::Borrowed("complete")),
+        Some("\"input_required\"") => Some(std::borrow::Cow::Borrowed("input_required")),
+        Some(raw) => Some(std::borrow::Cow::Owned(
+            serde_json::from_str::<String>(raw).map_err(|_| ClassifyError::ResultTypeNotString)?,
+        )),
     };
     match result_type.as_deref() {
         None | Some("complete") => {
-            if head.is_error.is_some_and(|raw| raw.get() == "true") {
+            if is_error == Some("true") {
                 Ok(ResponseKind::ToolError)
             } else {
                 Ok(ResponseKind::Complete)
@@ -289,10 +445,15 @@ pub fn classify_result(result: &str) -> Result<ResponseKind, ClassifyError> {
 /// Classifies the text of one JSON-RPC message that should be a response: result, tool error
 /// result, `input_required`, or JSON-RPC error.
 pub fn classify_response(message: &str) -> Result<Classified, ClassifyError> {
-    match Message::parse(message)? {
+    classify_message(Message::parse(message)?)
+}
+
+/// [`classify_response`] of a parsed message.
+fn classify_message(message: Message<'_>) -> Result<Classified, ClassifyError> {
+    match message {
         Message::Response { id, result } => Ok(Classified {
             id: Some(id),
-            kind: classify_result(result.get())?,
+            kind: classify_checked(result)?,
         }),
         Message::Error { id, error } => Ok(Classified {
             id,
@@ -670,7 +831,8 @@ enum Phase {
 #[derive(Debug)]
 struct Tracked {
     method: String,
-    params: Option<Box<RawValue>>,
+    /// The params' JSON text (an object).
+    params: Option<String>,
     options: CallOptions,
     progress_token: Option<Id>,
     last_progress: Option<f64>,
@@ -721,6 +883,51 @@ struct ProgressParams {
     message: Option<String>,
 }
 
+/// The text of a request whose `params` is the JSON text `params`: what [`request_text`] gives
+/// for them as a raw value, written without reading them.
+fn request_body(id: &Id, method: &str, params: Option<&str>) -> String {
+    let mut out = Vec::with_capacity(48 + method.len() + params.map_or(0, str::len));
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    // Ids and strings always serialize.
+    let _ = serde_json::to_writer(&mut out, id);
+    out.extend_from_slice(br#","method":"#);
+    let _ = serde_json::to_writer(&mut out, method);
+    if let Some(params) = params {
+        out.extend_from_slice(br#","params":"#);
+        out.extend_from_slice(params.as_bytes());
+    }
+    out.push(b'}');
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// How many result spans of responses not yet taken by the client are remembered (a host using
+/// [`Requests`] alone never takes them).
+const MAX_RESULT_SPANS: usize = 8;
+
+/// Where `part`, a slice of `whole` (a value borrowed from its text by the parser), sits in it.
+fn span_in(whole: &str, part: &str) -> Option<Range<usize>> {
+    let start = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
+    let span = start..start.checked_add(part.len())?;
+    whole
+        .get(span.clone())
+        .is_some_and(|s| std::ptr::eq(s.as_ptr(), part.as_ptr()))
+        .then_some(span)
+}
+
+/// The checks of [`Requests::start`] that come before its params'.
+fn check_start(method: &str, options: &CallOptions) -> Result<(), UsageError> {
+    if method.is_empty() {
+        return Err(UsageError::EmptyMethod);
+    }
+    if options.timeout.is_zero() {
+        return Err(UsageError::InvalidOptions("timeout must be positive"));
+    }
+    if options.max_total.is_zero() {
+        return Err(UsageError::InvalidOptions("max_total must be positive"));
+    }
+    Ok(())
+}
+
 /// Reads `_meta.progressToken` from a request's params (a string or an integer), if any.
 fn progress_token_of(params: &RawValue) -> Option<Id> {
     let p: ParamsMeta = serde_json::from_str(params.get()).ok()?;
@@ -739,6 +946,10 @@ pub struct Requests {
     outputs: VecDeque<Output>,
     /// stdio: whether the channel to the server is open (resends wait for it).
     channel_open: bool,
+    /// Where the `result` member sits in the message of each recent [`Event::Response`]
+    /// (the newest last, at most [`MAX_RESULT_SPANS`]), so that the client takes the result
+    /// without reading the message again ([`Requests::take_result_span`]).
+    result_spans: VecDeque<(RequestHandle, Range<usize>)>,
 }
 
 impl Requests {
@@ -752,7 +963,15 @@ impl Requests {
             retired: RetiredIds::new(RETIRED_CAPACITY),
             outputs: VecDeque::new(),
             channel_open: true,
+            result_spans: VecDeque::new(),
         }
+    }
+
+    /// Where the `result` member of `req`'s [`Event::Response`] message sits in that message
+    /// (`message[span]` is its text), if it is still remembered; forgotten once taken.
+    pub(crate) fn take_result_span(&mut self, req: RequestHandle) -> Option<Range<usize>> {
+        let at = self.result_spans.iter().rposition(|(r, _)| *r == req)?;
+        self.result_spans.remove(at).map(|(_, span)| span)
     }
 
     /// The configuration.
@@ -783,15 +1002,7 @@ impl Requests {
         options: CallOptions,
         ids: &mut dyn IdSource,
     ) -> Result<RequestHandle, UsageError> {
-        if method.is_empty() {
-            return Err(UsageError::EmptyMethod);
-        }
-        if options.timeout.is_zero() {
-            return Err(UsageError::InvalidOptions("timeout must be positive"));
-        }
-        if options.max_total.is_zero() {
-            return Err(UsageError::InvalidOptions("max_total must be positive"));
-        }
+        check_start(method, &options)?;
         let params = match params {
             None => None,
             Some(text) => {
@@ -803,10 +1014,45 @@ impl Requests {
                 Some(raw)
             }
         };
+        let progress_token = params.as_deref().and_then(progress_token_of);
+        let params = params.map(|raw| Box::<str>::from(raw).into_string());
+        self.start_checked(now, method, params, progress_token, options, ids)
+    }
+
+    /// [`Requests::start`] for params the caller wrote itself as a JSON object (valid JSON by
+    /// construction, so it is not read again): `progress_token` is the `_meta.progressToken`
+    /// those params carry.
+    pub(crate) fn start_raw(
+        &mut self,
+        now: Instant,
+        method: &str,
+        params: Option<String>,
+        progress_token: Option<Id>,
+        options: CallOptions,
+        ids: &mut dyn IdSource,
+    ) -> Result<RequestHandle, UsageError> {
+        check_start(method, &options)?;
+        if params
+            .as_deref()
+            .is_some_and(|p| !p.trim_start().starts_with('{'))
+        {
+            return Err(UsageError::ParamsNotObject);
+        }
+        self.start_checked(now, method, params, progress_token, options, ids)
+    }
+
+    fn start_checked(
+        &mut self,
+        now: Instant,
+        method: &str,
+        params: Option<String>,
+        progress_token: Option<Id>,
+        options: CallOptions,
+        ids: &mut dyn IdSource,
+    ) -> Result<RequestHandle, UsageError> {
         let id = self.fresh_id(ids).ok_or(UsageError::IdInUse)?;
         let req = RequestHandle(self.next_handle);
         self.next_handle += 1;
-        let progress_token = params.as_deref().and_then(progress_token_of);
         let mut tracked = Tracked {
             method: method.to_owned(),
             params,
@@ -948,6 +1194,18 @@ impl Requests {
         req: RequestHandle,
         message: &str,
     ) -> Result<(), UsageError> {
+        self.stream_message(now, req, message, || Message::parse(message))
+    }
+
+    /// [`Requests::handle_stream_message`] with the message parsed by the caller (`parse` gives
+    /// it when it is needed).
+    pub(crate) fn stream_message<'m>(
+        &mut self,
+        now: Instant,
+        req: RequestHandle,
+        message: &'m str,
+        parse: impl FnOnce() -> Result<Message<'m>, MessageError>,
+    ) -> Result<(), UsageError> {
         if self.config.transport != Transport::Http {
             return Err(UsageError::WrongTransport);
         }
@@ -955,7 +1213,7 @@ impl Requests {
             if self.retired.held_by(req) {
                 // The stream of a cancelled or ended request: drop quietly, but name responses.
                 if let Ok(Message::Response { id, .. } | Message::Error { id: Some(id), .. }) =
-                    Message::parse(message)
+                    parse()
                 {
                     // Late only if the id was this request's own; anything else is just ignored.
                     if self.is_retired(&id) == Some(req) {
@@ -971,7 +1229,7 @@ impl Requests {
             }
             return Err(UsageError::UnknownHandle);
         }
-        let parsed = match Message::parse(message) {
+        let parsed = match parse() {
             Ok(m) => m,
             Err(_) => {
                 self.event(Event::Ignored {
@@ -988,7 +1246,7 @@ impl Requests {
             } => {
                 if self.current_id(req) == Some(id) {
                     let id = id.clone();
-                    self.finish_with_response(req, id, message);
+                    self.finish_with_response(req, id, message, parsed);
                 } else if self.is_retired(id) == Some(req) {
                     self.event(Event::LateResponseIgnored {
                         req,
@@ -1093,13 +1351,24 @@ impl Requests {
         let Ok(parsed) = Message::parse(message) else {
             return Routed::NotMine;
         };
+        self.channel_message(now, message, parsed)
+    }
+
+    /// [`Requests::handle_channel_message`] with `message` already parsed by the caller.
+    pub(crate) fn channel_message(
+        &mut self,
+        now: Instant,
+        message: &str,
+        parsed: Message<'_>,
+    ) -> Routed {
         match parsed {
             Message::Response { ref id, .. }
             | Message::Error {
                 id: Some(ref id), ..
             } => {
                 if let Some(req) = self.owner_of(id) {
-                    self.finish_with_response(req, id.clone(), message);
+                    let id = id.clone();
+                    self.finish_with_response(req, id, message, parsed);
                     Routed::Consumed
                 } else if let Some(req) = self.is_retired(id) {
                     self.event(Event::LateResponseIgnored {
@@ -1197,7 +1466,7 @@ impl Requests {
         t.attempt += 1;
         t.last_progress = None;
         let (deadline, capped) = t.deadline_from(now);
-        let body = request_text(&id, &t.method, t.params.as_deref());
+        let body = request_body(&id, &t.method, t.params.as_deref());
         self.outputs.push_back(Output::Send {
             req,
             id: id.clone(),
@@ -1303,13 +1572,28 @@ impl Requests {
         self.event(event);
     }
 
-    fn finish_with_response(&mut self, req: RequestHandle, id: Id, message: &str) {
+    /// `message` (parsed as `parsed`) is `req`'s final response.
+    fn finish_with_response(
+        &mut self,
+        req: RequestHandle,
+        id: Id,
+        message: &str,
+        parsed: Message<'_>,
+    ) {
         let method = self
             .active
             .get(&req)
             .map(|t| t.method.clone())
             .unwrap_or_default();
-        let event = match classify_response(message) {
+        if let Message::Response { result, .. } = &parsed {
+            if let Some(span) = span_in(message, result.get()) {
+                if self.result_spans.len() >= MAX_RESULT_SPANS {
+                    self.result_spans.pop_front();
+                }
+                self.result_spans.push_back((req, span));
+            }
+        }
+        let event = match classify_message(parsed) {
             Ok(c)
                 if c.kind == ResponseKind::InputRequired
                     && !crate::mcp::mrtr::input_required_allowed(&method) =>
@@ -1552,5 +1836,143 @@ mod tests {
         assert_eq!(progress_token_of(&raw), None);
         let raw: Box<RawValue> = serde_json::from_str(r#"{"name":"x"}"#).unwrap();
         assert_eq!(progress_token_of(&raw), None);
+    }
+
+    /// Internal: a retired id is remembered with its first owner until `capacity` newer ids
+    /// pushed it out; the lookup index forgets it with the order.
+    #[test]
+    fn retired_ids_keep_the_first_owner_and_forget_the_oldest() {
+        let mut r = RetiredIds::new(2);
+        r.retire(Id::from(1), 'a');
+        r.retire(Id::from(1), 'b');
+        assert_eq!(r.owner(&Id::from(1)), Some('a'));
+        r.retire(Id::from("x"), 'c');
+        r.retire(Id::from(3), 'd');
+        assert_eq!(r.owner(&Id::from(1)), None);
+        assert!(!r.held_by('a'));
+        assert_eq!(r.owner(&Id::from("x")), Some('c'));
+        assert_eq!(r.owner(&Id::from(3)), Some('d'));
+        r.retire(Id::from(1), 'e');
+        assert_eq!(r.owner(&Id::from(1)), Some('e'));
+        assert_eq!(r.owner(&Id::from("x")), None);
+    }
+
+    /// Internal: a span is only given for a slice of the text itself.
+    #[test]
+    fn result_span_is_found_only_inside_the_message() {
+        let message = r#"{"jsonrpc":"2.0","id":1,"result":{"a":1}}"#;
+        let Ok(Message::Response { result, .. }) = Message::parse(message) else {
+            panic!("a response")
+        };
+        let span = span_in(message, result.get()).unwrap();
+        assert_eq!(&message[span], r#"{"a":1}"#);
+        let elsewhere = String::from(r#"{"a":1}"#);
+        assert_eq!(span_in(message, &elsewhere), None);
+    }
+
+    /// Internal: a request written around its params text is what serializing it gives.
+    #[test]
+    fn request_body_is_the_serialized_request() {
+        let params: Box<RawValue> =
+            serde_json::from_str(r#"{"name":"\u00e9\"","arguments":{"a":[1.50,null]}}"#).unwrap();
+        for id in [
+            Id::from(7),
+            Id::from("r-\u{1}\"x"),
+            Id::Number(i128::from(u64::MAX) + 1),
+        ] {
+            for method in ["tools/call", "odd\"method\n"] {
+                assert_eq!(
+                    request_body(&id, method, Some(params.get())),
+                    request_text(&id, method, Some(&params))
+                );
+                assert_eq!(
+                    request_body(&id, method, None),
+                    request_text(&id, method, None)
+                );
+            }
+        }
+    }
+
+    /// Internal: the skim of a checked result classifies exactly as `classify_result` does,
+    /// for these hand-picked shapes (nulls, repeats, escaped keys, nesting, whitespace).
+    #[test]
+    fn skimmed_classification_matches_the_full_read_on_edge_shapes() {
+        for text in [
+            r#"{}"#,
+            r#" { } "#,
+            r#"{"resultType":null,"isError":true}"#,
+            r#"{"resultType":"complete","resultType":"complete"}"#,
+            r#"{"isError":true,"isError":false}"#,
+            r#"{"result\u0054ype":"later"}"#,
+            r#"{"a":{"resultType":"later"},"b":["}",{"isError":1}],"isError" : true }"#,
+            r#"{"resultType":"input_required","requestState":"x\"}"}"#,
+            r#"{"resultType":7}"#,
+            r#"{"resultType":"\u0063omplete","isError":  true}"#,
+            "{\n  \"isError\": true,\n  \"x\": [1, 2.5e3, -0]\n}",
+            r#"{"resultType":"later"}"#,
+            r#"{"isError":"true"}"#,
+        ] {
+            let raw: &RawValue = serde_json::from_str(text).unwrap();
+            assert_eq!(classify_checked(raw), classify_result(raw.get()), "{text}");
+        }
+    }
+
+    mod skim_props {
+        use super::*;
+        use proptest::prelude::*;
+        use serde_json::Value;
+
+        fn value() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(Value::from),
+                (-1e6f64..1e6).prop_map(Value::from),
+                "[a-z\"\\\\{}\\[\\],: \u{e9}]{0,6}".prop_map(Value::String),
+                prop_oneof![Just("complete"), Just("input_required"), Just("later")]
+                    .prop_map(|s| Value::String(s.to_owned())),
+            ];
+            leaf.prop_recursive(3, 24, 4, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                    prop::collection::btree_map("[a-zT]{1,4}", inner, 0..4)
+                        .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        fn key() -> impl Strategy<Value = String> {
+            prop_oneof![
+                Just("resultType".to_owned()),
+                Just("isError".to_owned()),
+                Just("result\\u0054ype".to_owned()),
+                "[a-z]{1,6}",
+            ]
+        }
+
+        proptest! {
+            /// The skim classifies every valid result object as the full read does.
+            #[test]
+            fn skimmed_classification_matches_the_full_read(
+                members in prop::collection::vec((key(), value(), 0usize..3, any::<bool>()), 0..6),
+            ) {
+                let ws = ["", " ", "\n\t "];
+                let body: Vec<String> = members
+                    .iter()
+                    .map(|(k, v, w, pretty)| {
+                        let v = if *pretty {
+                            serde_json::to_string_pretty(v).unwrap()
+                        } else {
+                            v.to_string()
+                        };
+                        let w = ws[*w];
+                        format!("{w}\"{k}\"{w}:{w}{v}{w}")
+                    })
+                    .collect();
+                let text = format!("{{{}}}", body.join(","));
+                let raw: &RawValue = serde_json::from_str(&text).unwrap();
+                prop_assert_eq!(classify_checked(raw), classify_result(raw.get()), "{}", text);
+            }
+        }
     }
 }
