@@ -1033,3 +1033,15 @@ fn a_413_or_431_answer_says_what_was_too_large() {
         "the server answered HTTP 599"
     );
 }
+
+#[test]
+fn a_broken_stream_names_its_resends_or_says_none_was_allowed() {
+    assert_eq!(
+        FailReason::ResendsExhausted { resends: 3 }.to_string(),
+        "the stream broke and all 3 resends are used up"
+    );
+    assert_eq!(
+        FailReason::ResendsExhausted { resends: 0 }.to_string(),
+        "the stream broke before the answer (this request is not resent)"
+    );
+}

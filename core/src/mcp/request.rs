@@ -624,8 +624,12 @@ pub enum FailReason {
         /// The method.
         method: String,
     },
-    /// The stream broke and the resend limit is used up.
-    #[error("the stream broke and all {resends} resends are used up")]
+    /// The stream broke and the resend limit is used up (or is 0).
+    #[error(
+        "the stream broke{}",
+        if *resends == 0 { " before the answer (this request is not resent)".to_owned() }
+        else { format!(" and all {resends} resends are used up") }
+    )]
     ResendsExhausted {
         /// How many resends were made.
         resends: u32,
