@@ -896,6 +896,22 @@ impl Subscriber {
         panic!("no stderr line with {needle:?}: {seen}");
     }
 
+    /// The exit status, waiting at most 10 s (`after` names what should have ended it).
+    fn wait_exit(&mut self, after: &str) -> std::process::ExitStatus {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            if std::time::Instant::now() >= until {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("still running 10 s after {after}");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// SIGINT, then the exit status (bounded wait) and the rest of stdout and stderr.
     fn interrupt(mut self) -> (std::process::ExitStatus, String, String) {
         let status = Command::new("kill")
@@ -903,18 +919,7 @@ impl Subscriber {
             .status()
             .unwrap();
         assert!(status.success());
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s;
-            }
-            if std::time::Instant::now() >= until {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!("still running 10 s after SIGINT");
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        };
+        let status = self.wait_exit("SIGINT");
         let rest = |rx: &std::sync::mpsc::Receiver<String>| {
             rx.iter().map(|l| format!("{l}\n")).collect::<String>()
         };
@@ -1100,6 +1105,31 @@ fn subscribe_over_stdio_is_acknowledged_and_sigint_ends_it_with_status_zero() {
         err.contains("mcpwire: interrupted; subscription closed"),
         "{err}"
     );
+}
+
+#[cfg(unix)]
+#[test]
+fn subscribe_ended_by_the_server_says_so_and_exits_zero() {
+    let srv = catalog_server();
+    let mut sub = Subscriber::start(&["--url", &srv.url(), "subscribe", "--tools"]);
+    sub.err_until("subscribed:");
+    assert_eq!(srv.server().end_subscriptions(), 1);
+    assert_eq!(
+        next_line(&sub.err, "the end"),
+        "mcpwire: the server ended the subscription"
+    );
+    assert_eq!(sub.wait_exit("the server's end").code(), Some(0));
+}
+
+#[test]
+fn subscribe_on_a_server_without_subscriptions_is_one_readable_line_and_status_one() {
+    let o = client(&["--stdio", &stdio_server("dual"), "subscribe", "--tools"]);
+    let err = failed(&o);
+    assert_eq!(
+        last_line(&err),
+        "mcpwire client: the server refused the subscription: error -32601: Method not found: subscriptions/listen"
+    );
+    assert!(stdout(&o).is_empty());
 }
 
 #[test]

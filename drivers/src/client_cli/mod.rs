@@ -9,7 +9,8 @@
 //! terminal ([`terminal`]) or answered with `--input KEY=JSON` / `--decline-input`.
 //!
 //! Failures end with one line on stderr a person can act on and a non-zero exit status.
-//! `subscribe` runs until SIGINT or SIGTERM, then closes the subscription and exits 0.
+//! `subscribe` runs until SIGINT or SIGTERM, then closes the subscription and exits 0; when
+//! the server ends the subscription it exits 0 too, and 1 when the server refuses or breaks it.
 
 mod output;
 mod terminal;
@@ -26,7 +27,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use mcpwire_core::mcp::client::{OpError, ProtocolChoice};
 use mcpwire_core::mcp::era::{CapabilityError, Era};
 use mcpwire_core::mcp::meta::ClientCapabilities;
-use mcpwire_core::mcp::subscription::{self, Change, SubscriptionFilter};
+use mcpwire_core::mcp::subscription::{self, Change, EndReason, SubscriptionFilter};
 use serde_json::{Map, Value};
 use signal_hook::consts::{SIGINT, SIGTERM};
 
@@ -129,7 +130,8 @@ enum ClientCommand {
         command: PromptsCommand,
     },
     /// Print change notifications as they come, until interrupted (SIGINT or SIGTERM: the
-    /// subscription is closed and the exit status is 0).
+    /// subscription is closed and the exit status is 0) or the server ends the subscription
+    /// (status 0; 1 when it refuses or fails it).
     Subscribe(SubscribeArgs),
     /// ping (legacy servers only: the 2026-07-28 era has none).
     Ping,
@@ -645,7 +647,15 @@ impl Ctx {
                     eprintln!("mcpwire: subscription stream lost ({cause:?}); reconnecting (attempt {attempt})");
                 }
                 subscription::Event::Ended { reason, .. } => {
-                    return Err(format!("the subscription ended: {reason:?}").into());
+                    let line = ended_line(&reason);
+                    return match reason {
+                        // The server ended it on purpose: the command is over, not failed.
+                        EndReason::ServerCompleted | EndReason::ServerCancelled { .. } => {
+                            eprintln!("mcpwire: {line}");
+                            Ok(ExitCode::SUCCESS)
+                        }
+                        _ => Err(line.into()),
+                    };
                 }
                 _ => {}
             }
@@ -666,6 +676,33 @@ impl Ctx {
             }
         }
         error_line(e)
+    }
+}
+
+/// Why a subscription ended, for a person.
+fn ended_line(reason: &EndReason) -> String {
+    match reason {
+        EndReason::ClosedByHost => "the subscription was closed".to_owned(),
+        EndReason::ServerCompleted => "the server ended the subscription".to_owned(),
+        EndReason::ServerCancelled { reason: None } => {
+            "the server cancelled the subscription".to_owned()
+        }
+        EndReason::ServerCancelled { reason: Some(r) } => {
+            format!("the server cancelled the subscription: {r}")
+        }
+        EndReason::Rejected(e) => format!(
+            "the server refused the subscription: error {}: {}",
+            e.code, e.message
+        ),
+        EndReason::HttpStatus(status) => {
+            format!("the server answered the subscription request with HTTP {status}")
+        }
+        EndReason::Protocol(e) => format!("the server broke the subscription protocol: {e}"),
+        EndReason::NotOpened(why) => format!("the subscription could not be opened: {why}"),
+        EndReason::GaveUp { reconnects } => {
+            format!("the subscription stream was lost and {reconnects} reconnects in a row failed")
+        }
+        other => format!("the subscription ended: {other:?}"),
     }
 }
 

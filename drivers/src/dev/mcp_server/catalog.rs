@@ -8,8 +8,10 @@
 //! kinds it asked for, less resource URIs this server cannot read), then carries each change
 //! announced by `touch`, every message with the listen id in
 //! `_meta["io.modelcontextprotocol/subscriptionId"]`. It ends when the client goes away or
-//! cancels it (nothing more is sent), or when the server stops (a `complete` result for the
-//! listen request: the graceful closure).
+//! cancels it (nothing more is sent), or when the server ends it
+//! ([`McpServer::end_subscriptions`], or stopping: a `complete` result for the listen request,
+//! the graceful closure; on HTTP a stop also closes the connections, so that result may not
+//! arrive).
 
 use std::collections::BTreeMap;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -35,11 +37,20 @@ pub const GREETING_TEXT: &str = "Hello from mcpwire's reference server!";
 /// How often a subscription checks whether its client went away or the server stopped.
 const LISTEN_TICK: Duration = Duration::from_millis(50);
 
+/// What a subscription's listen loop is sent.
+#[derive(Debug)]
+enum Push {
+    /// A change notification to forward.
+    Change(Value),
+    /// End the subscription gracefully ([`McpServer::end_subscriptions`]).
+    End,
+}
+
 /// The open subscriptions: where `touch` sends each change.
 #[derive(Debug, Default)]
 pub(super) struct Subscribers {
     next: u64,
-    open: BTreeMap<u64, (SubscriptionFilter, Sender<Value>)>,
+    open: BTreeMap<u64, (SubscriptionFilter, Sender<Push>)>,
 }
 
 /// Removes its subscription from the server when the listen request ends, however it ends.
@@ -198,6 +209,16 @@ fn admits(filter: &SubscriptionFilter, note: &Value) -> bool {
 }
 
 impl McpServer {
+    /// Ends every open subscription as a server does on its own initiative: each gets the
+    /// graceful-closure result for its listen request, then its stream ends. Returns how many
+    /// were told.
+    pub fn end_subscriptions(&self) -> usize {
+        let subs = std::mem::take(&mut lock(&self.subscribers).open);
+        subs.into_values()
+            .filter(|(_, tx)| tx.send(Push::End).is_ok())
+            .count()
+    }
+
     /// The `touch` tool: sends one change to the subscriptions that asked for it.
     pub(super) fn touch(&self, args: &Map<String, Value>) -> Answer {
         let list = args.get("list").and_then(Value::as_str);
@@ -224,7 +245,7 @@ impl McpServer {
             if !admits(filter, &note) {
                 return true;
             }
-            let sent = tx.send(note.clone()).is_ok();
+            let sent = tx.send(Push::Change(note.clone())).is_ok();
             delivered += usize::from(sent);
             sent
         });
@@ -235,7 +256,7 @@ impl McpServer {
     }
 
     /// `subscriptions/listen`: acknowledges, then forwards changes until the client goes away
-    /// or cancels (no answer) or the server stops (the graceful closure result).
+    /// or cancels (no answer), or the server ends it or stops (the graceful closure result).
     pub(super) fn listen(&self, id: &Id, params: &Value, sink: &mut dyn Sink) -> Answer {
         let requested: SubscriptionFilter = match params.get("notifications") {
             None | Some(Value::Null) => SubscriptionFilter::default(),
@@ -258,7 +279,7 @@ impl McpServer {
             ..requested
         };
         let sid = serde_json::to_value(id).unwrap_or(Value::Null);
-        let (tx, rx): (Sender<Value>, Receiver<Value>) = mpsc::channel();
+        let (tx, rx): (Sender<Push>, Receiver<Push>) = mpsc::channel();
         let _registration = {
             let mut subs = lock(&self.subscribers);
             let key = subs.next;
@@ -274,15 +295,18 @@ impl McpServer {
         if !sink.notify(&ack) {
             return Answer::Nothing;
         }
+        // The graceful closure: a result for the listen request, naming the subscription.
+        let closure = || Answer::Result(json!({"_meta": {SUBSCRIPTION_ID_KEY: sid}}));
         loop {
             if sink.cancelled() {
                 return Answer::Nothing;
             }
             if self.shutdown.is_stopped() {
-                return Answer::Result(json!({"_meta": {SUBSCRIPTION_ID_KEY: sid}}));
+                return closure();
             }
             match rx.recv_timeout(LISTEN_TICK) {
-                Ok(mut note) => {
+                Ok(Push::End) => return closure(),
+                Ok(Push::Change(mut note)) => {
                     if let Some(p) = note.get_mut("params").and_then(Value::as_object_mut) {
                         p.insert("_meta".to_owned(), json!({SUBSCRIPTION_ID_KEY: sid}));
                     }
