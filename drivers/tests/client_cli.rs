@@ -913,13 +913,19 @@ impl Subscriber {
     }
 
     /// SIGINT, then the exit status (bounded wait) and the rest of stdout and stderr.
-    fn interrupt(mut self) -> (std::process::ExitStatus, String, String) {
+    fn interrupt(self) -> (std::process::ExitStatus, String, String) {
         let status = Command::new("kill")
             .args(["-INT", &self.child.id().to_string()])
             .status()
             .unwrap();
         assert!(status.success());
-        let status = self.wait_exit("SIGINT");
+        self.finish("SIGINT")
+    }
+
+    /// The exit status (bounded wait, see [`Subscriber::wait_exit`]) and the rest of stdout
+    /// and stderr.
+    fn finish(mut self, after: &str) -> (std::process::ExitStatus, String, String) {
+        let status = self.wait_exit(after);
         let rest = |rx: &std::sync::mpsc::Receiver<String>| {
             rx.iter().map(|l| format!("{l}\n")).collect::<String>()
         };
@@ -1130,6 +1136,30 @@ fn subscribe_on_a_server_without_subscriptions_is_one_readable_line_and_status_o
         "mcpwire client: the server refused the subscription: error -32601: Method not found: subscriptions/listen"
     );
     assert!(stdout(&o).is_empty());
+}
+
+/// A legacy server without list-changed or subscribe capabilities delivers nothing: the
+/// command says so and ends instead of waiting for ever.
+#[cfg(unix)]
+#[test]
+fn subscribe_when_the_server_delivers_none_of_it_fails_instead_of_waiting() {
+    let sub = Subscriber::start(&[
+        "--stdio",
+        &stdio_catalog_server("legacy"),
+        "subscribe",
+        "--tools",
+        "--resource",
+        "mcpwire-dev://greeting",
+    ]);
+    let (status, out, err) = sub.finish("the acknowledgment");
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert_eq!(
+        last_line(&err),
+        "mcpwire client: the server delivers none of what was asked (tools list, resource mcpwire-dev://greeting)",
+        "{err}"
+    );
+    assert!(!err.contains("subscribed:"), "{err}");
+    assert!(out.is_empty(), "{out}");
 }
 
 #[test]

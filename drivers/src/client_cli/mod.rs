@@ -601,7 +601,7 @@ impl Ctx {
                             "{}",
                             serde_json::json!({"event": "acknowledged", "accepted": accepted, "dropped": dropped})
                         );
-                    } else {
+                    } else if !accepted.is_empty() {
                         eprintln!("mcpwire: subscribed: {}", output::filter_words(&accepted));
                         if !dropped.is_empty() {
                             eprintln!(
@@ -609,6 +609,15 @@ impl Ctx {
                                 output::filter_words(&dropped)
                             );
                         }
+                    }
+                    if accepted.is_empty() {
+                        // Nothing can ever be printed: waiting would only hang.
+                        let _ = self.client.unsubscribe(handle);
+                        return Err(format!(
+                            "the server delivers none of what was asked ({})",
+                            output::filter_words(&dropped)
+                        )
+                        .into());
                     }
                 }
                 subscription::Event::Changed { change, .. } => {
