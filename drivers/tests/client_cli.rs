@@ -586,15 +586,17 @@ fn one_json_line(out: &str) -> Value {
 }
 
 #[test]
-fn resources_list_is_a_table_of_uris_with_name_and_description() {
+fn resources_list_is_one_table_of_every_page_with_uri_name_and_description() {
     let srv = catalog_server();
     let o = client(&["--url", &srv.url(), "resources", "list"]);
     assert_eq!(
         ok(&o),
         "URI                     NAME / DESCRIPTION\n\
-         mcpwire-dev://greeting  greeting: The reference server's greeting.\n"
+         mcpwire-dev://greeting  greeting: The reference server's greeting.\n\
+         mcpwire-dev://motto     motto\n"
     );
-    assert_eq!(calls(&srv, "resources/list"), 1);
+    // The second row is the second page's.
+    assert_eq!(calls(&srv, "resources/list"), 2);
 }
 
 #[test]
@@ -638,18 +640,27 @@ fn list_commands_with_json_print_each_result_object_exactly_on_one_line() {
             "_meta": server_meta()
         })
     };
-    assert_eq!(
-        listed(&["resources", "list"]),
-        page(
-            "resources",
-            json!([{
-                "uri": "mcpwire-dev://greeting",
-                "name": "greeting",
-                "description": "The reference server's greeting.",
-                "mimeType": "text/plain"
-            }])
-        )
+    // Two pages: two result objects, two lines, each as received (the cursor included).
+    let out = ok(&client(&["--url", &url, "--json", "resources", "list"]));
+    let pages: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut first = page(
+        "resources",
+        json!([{
+            "uri": "mcpwire-dev://greeting",
+            "name": "greeting",
+            "description": "The reference server's greeting.",
+            "mimeType": "text/plain"
+        }]),
     );
+    first["nextCursor"] = json!("resources-page-2");
+    let second = page(
+        "resources",
+        json!([{"uri": "mcpwire-dev://motto", "name": "motto", "mimeType": "text/plain"}]),
+    );
+    assert_eq!(pages, [first, second], "{out}");
     assert_eq!(
         listed(&["resources", "templates"]),
         page(

@@ -44,11 +44,11 @@ input_required with an elicitation, completes on the retry with inputResponses; 
 for a password) or url (a URL-mode elicitation of /elicit/consent on this server));
 headers (returns the HTTP headers received).
 
-With --resources-and-prompts it also serves the prompt greet {name, style}, the resource
-mcpwire-dev://greeting, the resource template mcpwire-dev://greeting/{name},
-subscriptions/listen (2026-07-28: acknowledged at once, then the changes asked for) and the
-tool touch {list | uri}, which announces a change (tools, prompts or resources list; a resource
-updated) to every subscription that asked for it.
+With --resources-and-prompts it also serves the prompt greet {name, style}, the resources
+mcpwire-dev://greeting and mcpwire-dev://motto (resources/list has two pages), the resource
+template mcpwire-dev://greeting/{name}, subscriptions/listen (2026-07-28: acknowledged at once,
+then the changes asked for) and the tool touch {list | uri}, which announces a change (tools,
+prompts or resources list; a resource updated) to every subscription that asked for it.
 
 The address is printed on stdout as 'listening on http://ADDR/mcp'. Loopback addresses only.";
 

@@ -77,7 +77,9 @@ use super::random_token;
 
 mod catalog;
 
-pub use catalog::{GREETING_TEMPLATE, GREETING_TEXT, GREETING_URI, PROMPT_NAME};
+pub use catalog::{
+    GREETING_TEMPLATE, GREETING_TEXT, GREETING_URI, MOTTO_TEXT, MOTTO_URI, PROMPT_NAME,
+};
 
 /// The server's name in `serverInfo`.
 pub const SERVER_NAME: &str = "mcpwire-dev-mcp-server";
@@ -471,7 +473,7 @@ impl McpServer {
             (_, "prompts/list") if self.config.resources_and_prompts => catalog::list_prompts(era),
             (_, "prompts/get") if self.config.resources_and_prompts => catalog::get_prompt(params),
             (_, "resources/list") if self.config.resources_and_prompts => {
-                catalog::list_resources(era)
+                catalog::list_resources(era, params)
             }
             (_, "resources/templates/list") if self.config.resources_and_prompts => {
                 catalog::list_templates(era)

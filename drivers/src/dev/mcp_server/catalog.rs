@@ -1,6 +1,7 @@
 //! What [`Config::resources_and_prompts`](super::Config::resources_and_prompts) adds to the
-//! reference server: one prompt ([`PROMPT_NAME`], with a required argument), one resource
-//! ([`GREETING_URI`]) and one resource template ([`GREETING_TEMPLATE`]), `subscriptions/listen`
+//! reference server: one prompt ([`PROMPT_NAME`], with a required argument), two resources
+//! ([`GREETING_URI`], and [`MOTTO_URI`] on a second page of `resources/list`) and one resource
+//! template ([`GREETING_TEMPLATE`]), `subscriptions/listen`
 //! (2026-07-28, `basic/patterns/subscriptions.mdx`) and the `touch` tool that makes the server
 //! announce a change to every subscription that asked for it.
 //!
@@ -34,6 +35,12 @@ pub const GREETING_URI: &str = "mcpwire-dev://greeting";
 pub const GREETING_TEMPLATE: &str = "mcpwire-dev://greeting/{name}";
 /// The resource's text.
 pub const GREETING_TEXT: &str = "Hello from mcpwire's reference server!";
+/// A second resource, listed on a second page of `resources/list` (so paging is exercised).
+pub const MOTTO_URI: &str = "mcpwire-dev://motto";
+/// Its text.
+pub const MOTTO_TEXT: &str = "Bytes at the edge, decisions in the middle.";
+/// The `nextCursor` of the first `resources/list` page.
+const RESOURCES_PAGE_2: &str = "resources-page-2";
 /// How often a subscription checks whether its client went away or the server stopped.
 const LISTEN_TICK: Duration = Duration::from_millis(50);
 
@@ -123,18 +130,36 @@ pub(super) fn get_prompt(params: &Value) -> Answer {
     }))
 }
 
-/// `resources/list`.
-pub(super) fn list_resources(era: Era) -> Answer {
-    modern_list(
-        era,
-        "resources",
-        json!([{
-            "uri": GREETING_URI,
-            "name": "greeting",
-            "description": "The reference server's greeting.",
-            "mimeType": "text/plain"
-        }]),
-    )
+/// `resources/list`: two pages of one resource each.
+pub(super) fn list_resources(era: Era, params: &Value) -> Answer {
+    match params.get("cursor") {
+        None | Some(Value::Null) => {
+            let mut page = modern_list(
+                era,
+                "resources",
+                json!([{
+                    "uri": GREETING_URI,
+                    "name": "greeting",
+                    "description": "The reference server's greeting.",
+                    "mimeType": "text/plain"
+                }]),
+            );
+            if let Answer::Result(r) = &mut page {
+                r["nextCursor"] = json!(RESOURCES_PAGE_2);
+            }
+            page
+        }
+        Some(Value::String(c)) if c == RESOURCES_PAGE_2 => modern_list(
+            era,
+            "resources",
+            json!([{
+                "uri": MOTTO_URI,
+                "name": "motto",
+                "mimeType": "text/plain"
+            }]),
+        ),
+        Some(_) => invalid_params("Invalid params: unknown cursor"),
+    }
 }
 
 /// `resources/templates/list`.
@@ -155,6 +180,9 @@ pub(super) fn list_templates(era: Era) -> Answer {
 fn resource_text(uri: &str) -> Option<String> {
     if uri == GREETING_URI {
         return Some(GREETING_TEXT.to_owned());
+    }
+    if uri == MOTTO_URI {
+        return Some(MOTTO_TEXT.to_owned());
     }
     let name = uri.strip_prefix(GREETING_URI)?.strip_prefix('/')?;
     (!name.is_empty() && !name.contains(['/', '?', '#'])).then(|| format!("Hello, {name}!"))
@@ -342,6 +370,25 @@ mod tests {
         ] {
             assert_eq!(resource_text(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn resources_list_has_two_pages_and_refuses_an_unknown_cursor() {
+        let Answer::Result(first) = list_resources(Era::Modern, &json!({})) else {
+            panic!("first page");
+        };
+        assert_eq!(first["resources"][0]["uri"], GREETING_URI);
+        let Answer::Result(second) =
+            list_resources(Era::Modern, &json!({"cursor": first["nextCursor"]}))
+        else {
+            panic!("second page");
+        };
+        assert_eq!(second["resources"][0]["uri"], MOTTO_URI);
+        assert!(second.get("nextCursor").is_none());
+        assert!(matches!(
+            list_resources(Era::Legacy, &json!({"cursor": "page-9"})),
+            Answer::Error(200, e) if e.code == code::INVALID_PARAMS
+        ));
     }
 
     #[test]
