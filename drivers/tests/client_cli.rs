@@ -6,7 +6,7 @@
 use std::process::{Command, Output, Stdio};
 
 use mcpwire_drivers::dev::mcp_server::{self, EraMode, McpServer, McpServerHandle};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_mcpwire");
 
@@ -369,7 +369,8 @@ fn progress_is_quiet_when_stderr_is_not_a_terminal() {
 #[test]
 fn legacy_server_falls_back_and_says_so_on_stderr() {
     let srv = server(EraMode::Legacy);
-    let o = client(&["--url", &srv.url(), "tools", "list"]);
+    // `--protocol auto` is the default, here given literally.
+    let o = client(&["--url", &srv.url(), "--protocol", "auto", "tools", "list"]);
     assert!(ok(&o).contains("echo"));
     assert!(
         stderr(&o).contains("server speaks only 2025-11-25 (legacy era); fell back"),
@@ -562,6 +563,640 @@ fn resources_on_a_server_without_them_report_the_server_error() {
     let o = client(&["--url", &srv.url(), "resources", "list"]);
     let err = failed(&o);
     assert!(last_line(&err).contains("-32601"), "{err}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resources, prompts and subscriptions, against the reference server with
+// `resources_and_prompts` (`mcpwire dev mcp-server --resources-and-prompts`).
+
+fn catalog_server() -> McpServerHandle {
+    McpServer::start_http(
+        mcp_server::Config {
+            resources_and_prompts: true,
+            ..mcp_server::Config::default()
+        },
+        "127.0.0.1:0",
+    )
+    .unwrap()
+}
+
+fn stdio_catalog_server(era: &str) -> String {
+    format!("{BIN} dev mcp-server --stdio --era {era} --resources-and-prompts")
+}
+
+/// `_meta` of every modern result of the reference server.
+fn server_meta() -> Value {
+    json!({"io.modelcontextprotocol/serverInfo": {
+        "name": mcp_server::SERVER_NAME,
+        "version": env!("CARGO_PKG_VERSION")
+    }})
+}
+
+/// The one JSON line `--json` printed, parsed.
+fn one_json_line(out: &str) -> Value {
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 1, "one result, one line: {out}");
+    serde_json::from_str(lines[0]).unwrap()
+}
+
+#[test]
+fn resources_list_is_one_table_of_every_page_with_uri_name_and_description() {
+    let srv = catalog_server();
+    let o = client(&["--url", &srv.url(), "resources", "list"]);
+    assert_eq!(
+        ok(&o),
+        "URI                     NAME / DESCRIPTION\n\
+         mcpwire-dev://greeting  greeting: The reference server's greeting.\n\
+         mcpwire-dev://motto     motto\n"
+    );
+    // The second row is the second page's.
+    assert_eq!(calls(&srv, "resources/list"), 2);
+}
+
+#[test]
+fn resources_templates_is_a_table_of_uri_templates() {
+    let srv = catalog_server();
+    let o = client(&["--url", &srv.url(), "resources", "templates"]);
+    assert_eq!(
+        ok(&o),
+        "URI TEMPLATE                   DESCRIPTION\n\
+         mcpwire-dev://greeting/{name}  A greeting for name.\n"
+    );
+    assert_eq!(calls(&srv, "resources/templates/list"), 1);
+}
+
+#[test]
+fn prompts_list_is_a_table_of_names_and_descriptions() {
+    let srv = catalog_server();
+    let o = client(&["--url", &srv.url(), "prompts", "list"]);
+    assert_eq!(
+        ok(&o),
+        "NAME   DESCRIPTION\n\
+         greet  Asks for a warm greeting of name, in the style given.\n"
+    );
+}
+
+#[test]
+fn list_commands_with_json_print_each_result_object_exactly_on_one_line() {
+    let srv = catalog_server();
+    let url = srv.url();
+    let listed = |args: &[&str]| {
+        let mut all = vec!["--url", url.as_str(), "--json"];
+        all.extend_from_slice(args);
+        one_json_line(&ok(&client(&all)))
+    };
+    let page = |member: &str, items: Value| {
+        json!({
+            member: items,
+            "ttlMs": 0,
+            "cacheScope": "public",
+            "resultType": "complete",
+            "_meta": server_meta()
+        })
+    };
+    // Two pages: two result objects, two lines, each as received (the cursor included).
+    let out = ok(&client(&["--url", &url, "--json", "resources", "list"]));
+    let pages: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut first = page(
+        "resources",
+        json!([{
+            "uri": "mcpwire-dev://greeting",
+            "name": "greeting",
+            "description": "The reference server's greeting.",
+            "mimeType": "text/plain"
+        }]),
+    );
+    first["nextCursor"] = json!("resources-page-2");
+    let second = page(
+        "resources",
+        json!([{"uri": "mcpwire-dev://motto", "name": "motto", "mimeType": "text/plain"}]),
+    );
+    assert_eq!(pages, [first, second], "{out}");
+    assert_eq!(
+        listed(&["resources", "templates"]),
+        page(
+            "resourceTemplates",
+            json!([{
+                "uriTemplate": "mcpwire-dev://greeting/{name}",
+                "name": "personal-greeting",
+                "description": "A greeting for name.",
+                "mimeType": "text/plain"
+            }])
+        )
+    );
+    assert_eq!(
+        listed(&["prompts", "list"]),
+        page(
+            "prompts",
+            json!([{
+                "name": "greet",
+                "title": "Greet someone",
+                "description": "Asks for a warm greeting of name, in the style given.",
+                "arguments": [
+                    {"name": "name", "description": "Who to greet.", "required": true},
+                    {"name": "style", "description": "How: warm (the default) or formal."}
+                ]
+            }])
+        )
+    );
+}
+
+#[test]
+fn resources_read_prints_the_text_of_the_resource() {
+    let srv = catalog_server();
+    let url = srv.url();
+    let o = client(&["--url", &url, "resources", "read", mcp_server::GREETING_URI]);
+    assert_eq!(ok(&o), format!("{}\n", mcp_server::GREETING_TEXT));
+    // An instance of the template, and the URI travels as given.
+    let o = client(&[
+        "--url",
+        &url,
+        "resources",
+        "read",
+        "mcpwire-dev://greeting/Ada",
+    ]);
+    assert_eq!(ok(&o), "Hello, Ada!\n");
+    assert_eq!(calls(&srv, "resources/read"), 2);
+}
+
+#[test]
+fn resources_read_json_prints_the_exact_result() {
+    let srv = catalog_server();
+    let o = client(&[
+        "resources",
+        "read",
+        "mcpwire-dev://greeting/Ada",
+        "--json",
+        "--url",
+        &srv.url(),
+    ]);
+    assert_eq!(
+        one_json_line(&ok(&o)),
+        json!({
+            "contents": [{
+                "uri": "mcpwire-dev://greeting/Ada",
+                "mimeType": "text/plain",
+                "text": "Hello, Ada!"
+            }],
+            "ttlMs": 0,
+            "cacheScope": "public",
+            "resultType": "complete",
+            "_meta": server_meta()
+        })
+    );
+}
+
+#[test]
+fn resources_read_of_an_unknown_uri_reports_the_server_error_and_prints_nothing() {
+    let srv = catalog_server();
+    let o = client(&[
+        "--url",
+        &srv.url(),
+        "resources",
+        "read",
+        "mcpwire-dev://nope",
+    ]);
+    let err = failed(&o);
+    assert!(
+        last_line(&err).contains("-32602") && last_line(&err).contains("Resource not found"),
+        "{err}"
+    );
+    assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+}
+
+#[test]
+fn prompts_get_prints_the_description_then_each_message_with_its_role() {
+    let srv = catalog_server();
+    let o = client(&[
+        "--url",
+        &srv.url(),
+        "prompts",
+        "get",
+        "greet",
+        "--args",
+        r#"{"name":"Ada","style":"formal"}"#,
+    ]);
+    assert_eq!(
+        ok(&o),
+        "# A formal greeting for Ada\nuser: Please greet Ada in a formal way.\n"
+    );
+    // --arg adds to (and overrides) --args, as for tools.
+    let o = client(&[
+        "--url",
+        &srv.url(),
+        "prompts",
+        "get",
+        "greet",
+        "--args",
+        r#"{"name":"Ada","style":"formal"}"#,
+        "--arg",
+        "style=warm",
+    ]);
+    assert_eq!(
+        ok(&o),
+        "# A warm greeting for Ada\nuser: Please greet Ada in a warm way.\n"
+    );
+}
+
+#[test]
+fn prompts_get_json_prints_the_exact_result() {
+    let srv = catalog_server();
+    let o = client(&[
+        "--url",
+        &srv.url(),
+        "--json",
+        "prompts",
+        "get",
+        "greet",
+        "--args",
+        r#"{"name":"Ada"}"#,
+    ]);
+    assert_eq!(
+        one_json_line(&ok(&o)),
+        json!({
+            "description": "A warm greeting for Ada",
+            "messages": [{
+                "role": "user",
+                "content": {"type": "text", "text": "Please greet Ada in a warm way."}
+            }],
+            "resultType": "complete",
+            "_meta": server_meta()
+        })
+    );
+}
+
+#[test]
+fn prompts_get_with_bad_arguments_is_refused_before_or_by_the_server() {
+    let srv = catalog_server();
+    let url = srv.url();
+    // Not a JSON object: refused by the CLI, nothing sent.
+    let o = client(&["--url", &url, "prompts", "get", "greet", "--args", "[1]"]);
+    assert!(last_line(&failed(&o)).contains("--args must be a JSON object"));
+    assert_eq!(calls(&srv, "prompts/get"), 0);
+    // The required argument missing: the server's error.
+    let o = client(&["--url", &url, "prompts", "get", "greet"]);
+    let err = failed(&o);
+    assert!(
+        last_line(&err).contains("-32602") && last_line(&err).contains("argument name"),
+        "{err}"
+    );
+    assert!(stdout(&o).is_empty());
+}
+
+#[test]
+fn prompts_and_resources_over_stdio_in_both_eras() {
+    for era in ["modern", "legacy"] {
+        let srv = stdio_catalog_server(era);
+        let o = client(&[
+            "--stdio", &srv, "prompts", "get", "greet", "--arg", "name=Bo",
+        ]);
+        assert_eq!(
+            ok(&o),
+            "# A warm greeting for Bo\nuser: Please greet Bo in a warm way.\n",
+            "{era}"
+        );
+        let o = client(&[
+            "--stdio",
+            &srv,
+            "resources",
+            "read",
+            "mcpwire-dev://greeting/Bo",
+        ]);
+        assert_eq!(ok(&o), "Hello, Bo!\n", "{era}");
+        let o = client(&["--stdio", &srv, "resources", "templates"]);
+        assert!(ok(&o).contains("mcpwire-dev://greeting/{name}"), "{era}");
+        let want = if era == "legacy" {
+            "legacy era"
+        } else {
+            "modern era"
+        };
+        assert!(stderr(&o).contains(want), "{era}: {}", stderr(&o));
+    }
+}
+
+/// `mcpwire client ... subscribe ...` running, its stdout and stderr read line by line.
+#[cfg(unix)]
+struct Subscriber {
+    child: std::process::Child,
+    out: std::sync::mpsc::Receiver<String>,
+    err: std::sync::mpsc::Receiver<String>,
+}
+
+#[cfg(unix)]
+impl Subscriber {
+    fn start(args: &[&str]) -> Subscriber {
+        let mut child = Command::new(BIN)
+            .arg("client")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .env_remove("COLUMNS")
+            .spawn()
+            .unwrap();
+        let out = lines_of(child.stdout.take().unwrap());
+        let err = lines_of(child.stderr.take().unwrap());
+        Subscriber { child, out, err }
+    }
+
+    /// The next stdout line (waiting at most a bounded time).
+    fn next_out(&mut self, what: &str) -> String {
+        next_line(&self.out, what)
+    }
+
+    /// Reads stderr until a line containing `needle` (at most a few lines).
+    fn err_until(&mut self, needle: &str) -> String {
+        let mut seen = String::new();
+        for _ in 0..10 {
+            let line = next_line(&self.err, needle);
+            if line.contains(needle) {
+                return line;
+            }
+            seen.push_str(&line);
+            seen.push('\n');
+        }
+        panic!("no stderr line with {needle:?}: {seen}");
+    }
+
+    /// The exit status, waiting at most 10 s (`after` names what should have ended it).
+    fn wait_exit(&mut self, after: &str) -> std::process::ExitStatus {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            if std::time::Instant::now() >= until {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("still running 10 s after {after}");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// SIGINT, then the exit status (bounded wait) and the rest of stdout and stderr.
+    fn interrupt(self) -> (std::process::ExitStatus, String, String) {
+        let status = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        self.finish("SIGINT")
+    }
+
+    /// The exit status (bounded wait, see [`Subscriber::wait_exit`]) and the rest of stdout
+    /// and stderr.
+    fn finish(mut self, after: &str) -> (std::process::ExitStatus, String, String) {
+        let status = self.wait_exit(after);
+        let rest = |rx: &std::sync::mpsc::Receiver<String>| {
+            rx.iter().map(|l| format!("{l}\n")).collect::<String>()
+        };
+        (status, rest(&self.out), rest(&self.err))
+    }
+}
+
+#[cfg(unix)]
+impl Drop for Subscriber {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+#[cfg(unix)]
+fn lines_of(r: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(r).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+#[cfg(unix)]
+fn next_line(rx: &std::sync::mpsc::Receiver<String>, what: &str) -> String {
+    rx.recv_timeout(std::time::Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("waiting for {what}: {e}"))
+}
+
+/// Calls the reference server's `touch` tool through a second client; the text it answers
+/// ("notified N subscription(s)").
+#[cfg(unix)]
+fn touch(url: &str, arg: &str) -> String {
+    ok(&client(&[
+        "--url", url, "--yes", "tools", "call", "touch", "--arg", arg,
+    ]))
+}
+
+#[cfg(unix)]
+#[test]
+fn subscribe_prints_each_change_asked_for_until_sigint_then_closes_and_exits_zero() {
+    let srv = catalog_server();
+    let url = srv.url();
+    let mut sub = Subscriber::start(&[
+        "--url",
+        &url,
+        "subscribe",
+        "--tools",
+        "--resource",
+        mcp_server::GREETING_URI,
+        "--resource",
+        "mcpwire-dev://elsewhere",
+    ]);
+    // The acknowledgment, on stderr: what is delivered, and what the server dropped.
+    assert_eq!(
+        sub.err_until("subscribed:"),
+        "mcpwire: subscribed: tools list, resource mcpwire-dev://greeting"
+    );
+    assert_eq!(
+        next_line(&sub.err, "the dropped kinds"),
+        "mcpwire: the server does not deliver: resource mcpwire-dev://elsewhere"
+    );
+    assert_eq!(touch(&url, "list=tools"), "notified 1 subscription(s)\n");
+    assert_eq!(
+        sub.next_out("the tools change"),
+        "notifications/tools/list_changed"
+    );
+    assert_eq!(
+        touch(&url, &format!("uri={}", mcp_server::GREETING_URI)),
+        "notified 1 subscription(s)\n"
+    );
+    assert_eq!(
+        sub.next_out("the resource update"),
+        "notifications/resources/updated mcpwire-dev://greeting"
+    );
+    // Not asked for: the server sends nothing, and nothing is printed (the next line is the
+    // next change asked for).
+    assert_eq!(touch(&url, "list=prompts"), "notified 0 subscription(s)\n");
+    touch(&url, "list=tools");
+    assert_eq!(
+        sub.next_out("the second tools change"),
+        "notifications/tools/list_changed"
+    );
+    let (status, out, err) = sub.interrupt();
+    assert_eq!(status.code(), Some(0), "stdout: {out}\nstderr: {err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains("mcpwire: interrupted; subscription closed"),
+        "{err}"
+    );
+    // The stream is closed: the server drops the subscription (it looks every 50 ms).
+    let mut left = String::new();
+    for _ in 0..200 {
+        left = touch(&url, "list=tools");
+        if left == "notified 0 subscription(s)\n" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(left, "notified 0 subscription(s)\n");
+    assert_eq!(calls(&srv, "subscriptions/listen"), 1);
+}
+
+#[cfg(unix)]
+#[test]
+fn subscribe_json_prints_the_acknowledgment_and_each_change_as_one_object_per_line() {
+    let srv = catalog_server();
+    let url = srv.url();
+    let mut sub = Subscriber::start(&[
+        "--url",
+        &url,
+        "--json",
+        "subscribe",
+        "--prompts",
+        "--resources",
+        "--resource",
+        "mcpwire-dev://greeting/Ada",
+        "--resource",
+        "mcpwire-dev://elsewhere",
+    ]);
+    let ack: Value = serde_json::from_str(&sub.next_out("the acknowledgment")).unwrap();
+    assert_eq!(
+        ack,
+        json!({
+            "event": "acknowledged",
+            "accepted": {
+                "promptsListChanged": true,
+                "resourcesListChanged": true,
+                "resourceSubscriptions": ["mcpwire-dev://greeting/Ada"]
+            },
+            "dropped": {"resourceSubscriptions": ["mcpwire-dev://elsewhere"]}
+        })
+    );
+    let expect = [
+        (
+            "list=prompts",
+            json!({"method": "notifications/prompts/list_changed"}),
+        ),
+        (
+            "list=resources",
+            json!({"method": "notifications/resources/list_changed"}),
+        ),
+        (
+            "uri=mcpwire-dev://greeting/Ada",
+            json!({"method": "notifications/resources/updated", "uri": "mcpwire-dev://greeting/Ada"}),
+        ),
+    ];
+    for (arg, want) in expect {
+        assert_eq!(touch(&url, arg), "notified 1 subscription(s)\n", "{arg}");
+        let line = sub.next_out(arg);
+        assert_eq!(
+            serde_json::from_str::<Value>(&line).unwrap(),
+            want,
+            "{line}"
+        );
+    }
+    let (status, out, err) = sub.interrupt();
+    assert_eq!(status.code(), Some(0), "stdout: {out}\nstderr: {err}");
+    assert!(out.is_empty(), "nothing more on stdout: {out}");
+}
+
+#[cfg(unix)]
+#[test]
+fn subscribe_over_stdio_is_acknowledged_and_sigint_ends_it_with_status_zero() {
+    let server = stdio_catalog_server("dual");
+    let mut sub = Subscriber::start(&["--stdio", &server, "subscribe", "--resources"]);
+    assert_eq!(
+        sub.err_until("subscribed:"),
+        "mcpwire: subscribed: resources list"
+    );
+    let (status, out, err) = sub.interrupt();
+    assert_eq!(status.code(), Some(0), "stdout: {out}\nstderr: {err}");
+    assert!(
+        err.contains("mcpwire: interrupted; subscription closed"),
+        "{err}"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn subscribe_ended_by_the_server_says_so_and_exits_zero() {
+    let srv = catalog_server();
+    let mut sub = Subscriber::start(&["--url", &srv.url(), "subscribe", "--tools"]);
+    sub.err_until("subscribed:");
+    assert_eq!(srv.server().end_subscriptions(), 1);
+    assert_eq!(
+        next_line(&sub.err, "the end"),
+        "mcpwire: the server ended the subscription"
+    );
+    assert_eq!(sub.wait_exit("the server's end").code(), Some(0));
+}
+
+#[test]
+fn subscribe_on_a_server_without_subscriptions_is_one_readable_line_and_status_one() {
+    let o = client(&["--stdio", &stdio_server("dual"), "subscribe", "--tools"]);
+    let err = failed(&o);
+    assert_eq!(
+        last_line(&err),
+        "mcpwire client: the server refused the subscription: Method not found: subscriptions/listen (JSON-RPC error -32601)"
+    );
+    assert!(stdout(&o).is_empty());
+}
+
+/// A legacy server without list-changed or subscribe capabilities delivers nothing: the
+/// command says so and ends instead of waiting for ever.
+#[cfg(unix)]
+#[test]
+fn subscribe_when_the_server_delivers_none_of_it_fails_instead_of_waiting() {
+    let sub = Subscriber::start(&[
+        "--stdio",
+        &stdio_catalog_server("legacy"),
+        "subscribe",
+        "--tools",
+        "--resource",
+        "mcpwire-dev://greeting",
+    ]);
+    let (status, out, err) = sub.finish("the acknowledgment");
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert_eq!(
+        last_line(&err),
+        "mcpwire client: the server delivers none of what was asked (tools list, resource mcpwire-dev://greeting)",
+        "{err}"
+    );
+    assert!(!err.contains("subscribed:"), "{err}");
+    assert!(out.is_empty(), "{out}");
+}
+
+#[test]
+fn subscribe_to_nothing_is_refused_and_no_listen_is_sent() {
+    let srv = catalog_server();
+    let o = client(&["--url", &srv.url(), "subscribe"]);
+    assert!(
+        last_line(&failed(&o)).contains("subscribe to something: --tools"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(calls(&srv, "subscriptions/listen"), 0);
 }
 
 /// The README's "The MCP client CLI" transcript is what the binary prints: each command of its

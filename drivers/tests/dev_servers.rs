@@ -912,6 +912,247 @@ fn stdio_legacy_initialize_makes_the_process_legacy() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Prompts, resources and subscriptions (Config::resources_and_prompts)
+// ---------------------------------------------------------------------------------------------
+
+fn catalog_mcp() -> McpServerHandle {
+    McpServer::start_http(
+        mcp_server::Config {
+            resources_and_prompts: true,
+            ..mcp_server::Config::default()
+        },
+        "127.0.0.1:0",
+    )
+    .unwrap()
+}
+
+#[test]
+fn without_resources_and_prompts_their_methods_are_unknown_and_there_is_no_touch_tool() {
+    let s = mcp(EraMode::Dual);
+    for method in [
+        "prompts/list",
+        "prompts/get",
+        "resources/read",
+        "resources/templates/list",
+        "subscriptions/listen",
+    ] {
+        // With the members their Mcp-Name header is built from.
+        let params = json!({"name": "greet", "uri": "mcpwire-dev://greeting"});
+        let r = modern_call(&s.url(), &modern_body(1, method, params, caps()), None);
+        assert_eq!(
+            (r.status, r.json()["error"]["code"].clone()),
+            (404, json!(-32601)),
+            "{method}"
+        );
+    }
+    assert!(list_tools(&s.url()).iter().all(|t| t["name"] != "touch"));
+    let r = modern_call(
+        &s.url(),
+        &modern_body(2, "server/discover", json!({}), caps()),
+        None,
+    );
+    assert_eq!(r.json()["result"]["capabilities"], json!({"tools": {}}));
+}
+
+#[test]
+fn with_resources_and_prompts_discover_names_them_and_their_change_notifications() {
+    let s = catalog_mcp();
+    let r = modern_call(
+        &s.url(),
+        &modern_body(1, "server/discover", json!({}), caps()),
+        None,
+    );
+    assert_eq!(
+        r.json()["result"]["capabilities"],
+        json!({
+            "tools": {"listChanged": true},
+            "prompts": {"listChanged": true},
+            "resources": {"subscribe": true, "listChanged": true}
+        })
+    );
+    assert!(list_tools(&s.url()).iter().any(|t| t["name"] == "touch"));
+}
+
+/// `touch` until it reports `want` deliveries (a subscription is registered, or dropped, by
+/// another thread); the last answer.
+fn touch_until(url: &str, list: &str, want: u64) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..500 {
+        let r = modern_call(url, &call_body(9, "touch", json!({"list": list})), None);
+        last = r.json();
+        if last["result"]["structuredContent"]["delivered"] == want {
+            return last;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("touch never delivered {want}: {last}");
+}
+
+#[test]
+fn listen_is_acknowledged_carries_only_the_changes_asked_for_and_ends_with_a_result() {
+    let s = catalog_mcp();
+    let url = s.url();
+    let body = modern_body(
+        7,
+        "subscriptions/listen",
+        json!({"notifications": {
+            "toolsListChanged": true,
+            "resourceSubscriptions": ["mcpwire-dev://greeting", "file:///elsewhere"]
+        }}),
+        caps(),
+    );
+    let stream = std::thread::spawn(move || modern_call(&url, &body, None));
+    touch_until(&s.url(), "tools", 1);
+    // Not asked for: not delivered.
+    touch_until(&s.url(), "prompts", 0);
+    let r = modern_call(
+        &s.url(),
+        &call_body(10, "touch", json!({"uri": "mcpwire-dev://greeting"})),
+        None,
+    );
+    assert_eq!(r.json()["result"]["structuredContent"]["delivered"], 1);
+    assert_eq!(s.server().end_subscriptions(), 1);
+    let r = stream.join().unwrap();
+    assert_eq!(r.status, 200);
+    assert!(
+        r.header("Content-Type")
+            .unwrap()
+            .starts_with("text/event-stream"),
+        "{:?}",
+        r.headers
+    );
+    let m = r.sse_messages();
+    let sid = json!({"io.modelcontextprotocol/subscriptionId": 7});
+    assert_eq!(
+        m[0],
+        json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/subscriptions/acknowledged",
+            "params": {"_meta": sid, "notifications": {
+                "toolsListChanged": true,
+                "resourceSubscriptions": ["mcpwire-dev://greeting"]
+            }}
+        })
+    );
+    assert_eq!(
+        m[1],
+        json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {"_meta": sid}})
+    );
+    assert_eq!(
+        m[2],
+        json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+               "params": {"_meta": sid, "uri": "mcpwire-dev://greeting"}})
+    );
+    // The graceful closure: a complete result for the listen request, with its id in _meta.
+    assert_eq!(m[3]["id"], 7);
+    assert_eq!(m[3]["result"]["resultType"], "complete");
+    assert_eq!(
+        m[3]["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        7
+    );
+    assert_eq!(m.len(), 4, "{m:?}");
+}
+
+#[test]
+fn listen_ends_without_an_answer_when_its_client_goes_away() {
+    let s = catalog_mcp();
+    let body = modern_body(
+        3,
+        "subscriptions/listen",
+        json!({"notifications": {"promptsListChanged": true}}),
+        caps(),
+    );
+    let headers = request_headers(&body, None).unwrap();
+    let mut conn = TcpStream::connect(s.local_addr()).unwrap();
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+        s.local_addr(),
+        body.len()
+    );
+    for (n, v) in headers.iter() {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    conn.write_all(head.as_bytes()).unwrap();
+    conn.write_all(body.as_bytes()).unwrap();
+    touch_until(&s.url(), "prompts", 1);
+    drop(conn);
+    touch_until(&s.url(), "prompts", 0);
+}
+
+#[test]
+fn stdio_listen_ends_on_notifications_cancelled_without_an_answer() {
+    let (tx, rx) = mpsc::channel();
+    let out = Shared::default();
+    let server = McpServer::new(mcp_server::Config {
+        resources_and_prompts: true,
+        ..mcp_server::Config::default()
+    });
+    let out2 = out.clone();
+    let t = std::thread::spawn(move || {
+        server
+            .serve_stdio(BufReader::new(Feed(rx, Vec::new())), out2)
+            .unwrap();
+    });
+    let mut listen: Value = serde_json::from_str(&modern_body(
+        1,
+        "subscriptions/listen",
+        json!({"notifications": {"resourcesListChanged": true}}),
+        caps(),
+    ))
+    .unwrap();
+    listen["id"] = json!("sub-1");
+    line(&tx, &listen.to_string());
+    let lines = out.wait_lines(1);
+    assert_eq!(
+        lines[0]["method"],
+        "notifications/subscriptions/acknowledged"
+    );
+    assert_eq!(
+        lines[0]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "sub-1"
+    );
+    line(&tx, &call_body(2, "touch", json!({"list": "resources"})));
+    let lines = out.wait_lines(3);
+    let change = lines
+        .iter()
+        .find(|l| l["method"] == "notifications/resources/list_changed")
+        .unwrap();
+    assert_eq!(
+        change["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "sub-1"
+    );
+    line(
+        &tx,
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"sub-1"}}"#,
+    );
+    // Touched until the subscription is gone (each answer is one more line).
+    let mut n = 3;
+    loop {
+        line(&tx, &call_body(3, "touch", json!({"list": "resources"})));
+        n += 1;
+        let lines = out.wait_lines(n);
+        let last = lines.last().unwrap();
+        if last["result"]["structuredContent"]["delivered"] == 0 {
+            break;
+        }
+        assert!(n < 200, "the subscription never ended: {last}");
+    }
+    drop(tx);
+    t.join().unwrap();
+    let lines = out.lines();
+    assert!(
+        lines.iter().all(|l| l["id"] != "sub-1"),
+        "a cancelled subscription gets no answer"
+    );
+    let changes = lines
+        .iter()
+        .filter(|l| l["method"] == "notifications/resources/list_changed")
+        .count();
+    assert_eq!(changes, 1, "nothing after the cancel: {lines:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
 // The control plane
 // ---------------------------------------------------------------------------------------------
 

@@ -64,5 +64,6 @@ mod pipe_threads {
         stdio_server_that_never_reads_its_stdin_does_not_stop_the_timeout,
         stdio_crashed_child_is_reported_with_its_exit_status_and_stderr_tail,
         stdio_missing_program_is_a_spawn_error,
+        stdio_child_is_stopped_when_the_client_is_dropped,
     );
 }

@@ -9,6 +9,8 @@
 //! terminal ([`terminal`]) or answered with `--input KEY=JSON` / `--decline-input`.
 //!
 //! Failures end with one line on stderr a person can act on and a non-zero exit status.
+//! `subscribe` runs until SIGINT or SIGTERM, then closes the subscription and exits 0; when
+//! the server ends the subscription it exits 0 too, and 1 when the server refuses or breaks it.
 
 mod output;
 mod terminal;
@@ -17,6 +19,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -24,8 +27,9 @@ use clap::{Args, Subcommand, ValueEnum};
 use mcpwire_core::mcp::client::{OpError, ProtocolChoice};
 use mcpwire_core::mcp::era::{CapabilityError, Era};
 use mcpwire_core::mcp::meta::ClientCapabilities;
-use mcpwire_core::mcp::subscription::{self, Change, SubscriptionFilter};
+use mcpwire_core::mcp::subscription::{self, Change, EndReason, SubscriptionFilter};
 use serde_json::{Map, Value};
+use signal_hook::consts::{SIGINT, SIGTERM};
 
 use crate::dev::ApiKey;
 use crate::mcp_client::blocking::McpClient;
@@ -35,6 +39,8 @@ use terminal::{CliHost, Shared};
 
 /// The most pages of a list fetched by one command.
 const MAX_PAGES: usize = 100;
+/// How long `subscribe` waits for an event before it checks for an interruption again.
+const INTERRUPT_CHECK: Duration = Duration::from_millis(100);
 
 /// `mcpwire client [OPTIONS] <COMMAND>`.
 #[derive(Args, Debug)]
@@ -123,7 +129,9 @@ enum ClientCommand {
         #[command(subcommand)]
         command: PromptsCommand,
     },
-    /// Print change notifications as they come, until interrupted.
+    /// Print change notifications as they come, until interrupted (SIGINT or SIGTERM: the
+    /// subscription is closed and the exit status is 0) or the server ends the subscription
+    /// (status 0; 1 when it refuses or fails it).
     Subscribe(SubscribeArgs),
     /// ping (legacy servers only: the 2026-07-28 era has none).
     Ping,
@@ -561,9 +569,28 @@ impl Ctx {
                 "subscribe to something: --tools, --prompts, --resources or --resource URI",
             ));
         }
-        self.op(|c| c.subscribe(filter).map(drop))?;
+        // SIGINT or SIGTERM ends the command normally (a second one exits at once, status 1):
+        // the subscription is closed and, on stdio, the server child stopped as the client is
+        // dropped. Without this the signal's default action would leave both to chance.
+        let interrupted = Arc::new(AtomicBool::new(false));
+        for signal in [SIGINT, SIGTERM] {
+            signal_hook::flag::register_conditional_shutdown(signal, 1, Arc::clone(&interrupted))
+                .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&interrupted)))
+                .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+        }
+        let handle = self.op(|c| c.subscribe(filter))?;
         loop {
-            let event = self.op(|c| c.next_subscription_event(Duration::from_secs(1)))?;
+            if interrupted.load(Ordering::SeqCst) {
+                let _ = self.client.unsubscribe(handle);
+                eprintln!("mcpwire: interrupted; subscription closed");
+                return Ok(ExitCode::SUCCESS);
+            }
+            let event = match self.op(|c| c.next_subscription_event(INTERRUPT_CHECK)) {
+                Ok(e) => e,
+                // On a terminal, ^C reaches a stdio server too, which may end first.
+                Err(_) if interrupted.load(Ordering::SeqCst) => continue,
+                Err(e) => return Err(e),
+            };
             let Some(event) = event else { continue };
             match event {
                 subscription::Event::Acknowledged {
@@ -574,7 +601,7 @@ impl Ctx {
                             "{}",
                             serde_json::json!({"event": "acknowledged", "accepted": accepted, "dropped": dropped})
                         );
-                    } else {
+                    } else if !accepted.is_empty() {
                         eprintln!("mcpwire: subscribed: {}", output::filter_words(&accepted));
                         if !dropped.is_empty() {
                             eprintln!(
@@ -582,6 +609,15 @@ impl Ctx {
                                 output::filter_words(&dropped)
                             );
                         }
+                    }
+                    if accepted.is_empty() {
+                        // Nothing can ever be printed: waiting would only hang.
+                        let _ = self.client.unsubscribe(handle);
+                        return Err(format!(
+                            "the server delivers none of what was asked ({})",
+                            output::filter_words(&dropped)
+                        )
+                        .into());
                     }
                 }
                 subscription::Event::Changed { change, .. } => {
@@ -620,7 +656,15 @@ impl Ctx {
                     eprintln!("mcpwire: subscription stream lost ({cause:?}); reconnecting (attempt {attempt})");
                 }
                 subscription::Event::Ended { reason, .. } => {
-                    return Err(reason.to_string().into());
+                    let line = reason.to_string();
+                    return match reason {
+                        // The server ended it on purpose: the command is over, not failed.
+                        EndReason::ServerCompleted | EndReason::ServerCancelled { .. } => {
+                            eprintln!("mcpwire: {line}");
+                            Ok(ExitCode::SUCCESS)
+                        }
+                        _ => Err(line.into()),
+                    };
                 }
                 _ => {}
             }
@@ -644,6 +688,7 @@ impl Ctx {
     }
 }
 
+/// Why a subscription ended, for a person.
 fn unanswered_line(keys: &[String]) -> String {
     format!(
         "the server asked for input {} and nobody can answer on this terminal: pass --input KEY=JSON or --decline-input",

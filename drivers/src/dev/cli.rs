@@ -44,6 +44,12 @@ input_required with an elicitation, completes on the retry with inputResponses; 
 for a password) or url (a URL-mode elicitation of /elicit/consent on this server));
 headers (returns the HTTP headers received).
 
+With --resources-and-prompts it also serves the prompt greet {name, style}, the resources
+mcpwire-dev://greeting and mcpwire-dev://motto (resources/list has two pages), the resource
+template mcpwire-dev://greeting/{name}, subscriptions/listen (2026-07-28: acknowledged at once,
+then the changes asked for) and the tool touch {list | uri}, which announces a change (tools,
+prompts or resources list; a resource updated) to every subscription that asked for it.
+
 The address is printed on stdout as 'listening on http://ADDR/mcp'. Loopback addresses only.";
 
 const CONTROL_PLANE_ABOUT: &str = "\
@@ -101,6 +107,10 @@ pub struct McpServerArgs {
     /// The longest sleep the slow tool accepts, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 60_000)]
     pub max_slow_ms: u64,
+    /// Also serve a prompt, a resource, a resource template, subscriptions/listen and the
+    /// touch tool (without it: tools only).
+    #[arg(long)]
+    pub resources_and_prompts: bool,
 }
 
 /// Flags of `mcpwire dev control-plane`.
@@ -175,6 +185,7 @@ fn run_mcp_server(args: McpServerArgs) -> ExitCode {
     let config = mcp_server::Config {
         era,
         max_slow: Duration::from_millis(args.max_slow_ms),
+        resources_and_prompts: args.resources_and_prompts,
         ..mcp_server::Config::default()
     };
     match args.listen {

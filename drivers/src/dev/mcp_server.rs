@@ -40,6 +40,12 @@
 //! `profile` (integer, enum, boolean and number fields with defaults), `login` (a password
 //! field) or `url` (a URL-mode elicitation of [`ELICIT_URL_PATH`] on this server, whose fetches
 //! are counted); the answers it receives are recorded in [`Stats::elicitation_answers`].
+//!
+//! **Prompts, resources and subscriptions** are served only with
+//! [`Config::resources_and_prompts`] (otherwise their methods are unknown, `-32601`): the
+//! prompt [`PROMPT_NAME`], the resource [`GREETING_URI`], the template [`GREETING_TEMPLATE`],
+//! `subscriptions/listen` (modern era) and the `touch` tool that announces changes to the
+//! subscriptions (see the `catalog` module).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{self, BufRead, Read, Write};
@@ -51,7 +57,7 @@ use std::time::Duration;
 use mcpwire_core::http::Headers;
 use mcpwire_core::jsonrpc::{self, code, ErrorObject, Id, Message};
 use mcpwire_core::mcp::discover::{
-    CacheScopeHint, DiscoverResult, ListCapability, ServerCapabilities,
+    CacheScopeHint, DiscoverResult, ListCapability, ResourcesCapability, ServerCapabilities,
 };
 use mcpwire_core::mcp::era::Era;
 use mcpwire_core::mcp::headers::{
@@ -68,6 +74,12 @@ use serde_json::{json, Map, Value};
 
 use super::http::{headers, lock, Handler, HttpServer, Limits, Request, Responder, Shutdown};
 use super::random_token;
+
+mod catalog;
+
+pub use catalog::{
+    GREETING_TEMPLATE, GREETING_TEXT, GREETING_URI, MOTTO_TEXT, MOTTO_URI, PROMPT_NAME,
+};
 
 /// The server's name in `serverInfo`.
 pub const SERVER_NAME: &str = "mcpwire-dev-mcp-server";
@@ -118,6 +130,11 @@ pub struct Config {
     /// The `ttlMs` put on modern `tools/list` results (default `None`: `ttlMs: 0`, so a client
     /// treats the list as immediately stale). Lets client tests see caching.
     pub tools_list_ttl_ms: Option<u64>,
+    /// Also serve the prompt [`PROMPT_NAME`], the resource [`GREETING_URI`], the resource
+    /// template [`GREETING_TEMPLATE`], `subscriptions/listen` (2026-07-28) and the `touch` tool
+    /// that announces a change to the subscriptions (default `false`: tools only, and those
+    /// methods are unknown).
+    pub resources_and_prompts: bool,
 }
 
 impl Default for Config {
@@ -127,6 +144,7 @@ impl Default for Config {
             max_slow: Duration::from_secs(60),
             limits: Limits::default(),
             tools_list_ttl_ms: None,
+            resources_and_prompts: false,
         }
     }
 }
@@ -177,6 +195,7 @@ pub struct McpServer {
     sessions: Mutex<HashMap<String, Session>>,
     stats: Mutex<Stats>,
     log: Mutex<VecDeque<LoggedRequest>>,
+    subscribers: Mutex<catalog::Subscribers>,
 }
 
 /// A running HTTP reference server.
@@ -278,6 +297,7 @@ impl McpServer {
             sessions: Mutex::new(HashMap::new()),
             stats: Mutex::new(Stats::default()),
             log: Mutex::new(VecDeque::new()),
+            subscribers: Mutex::new(catalog::Subscribers::default()),
         })
     }
 
@@ -407,6 +427,7 @@ impl McpServer {
     fn dispatch(
         &self,
         era: Era,
+        id: &Id,
         method: &str,
         params: &Value,
         caps: Option<&ClientCapabilities>,
@@ -426,14 +447,8 @@ impl McpServer {
                 meta.insert(SERVER_INFO_KEY.to_owned(), McpServer::server_info());
                 let result = DiscoverResult {
                     supported_versions: self.supported_versions(),
-                    capabilities: ServerCapabilities {
-                        tools: Some(ListCapability::default()),
-                        ..ServerCapabilities::default()
-                    },
-                    instructions: Some(
-                        "mcpwire's reference server: tools echo, slow, progress, fail, tenant, ask, headers."
-                            .to_owned(),
-                    ),
+                    capabilities: self.capabilities(),
+                    instructions: Some(self.instructions()),
                     // Both are required members of a modern `DiscoverResult` (schema.json);
                     // 0: a client re-discovers whenever it needs to.
                     ttl_ms: Some(0),
@@ -445,7 +460,7 @@ impl McpServer {
             }
             (Era::Legacy, "ping") => Answer::Result(json!({})),
             (_, "tools/list") => {
-                let mut result = json!({"tools": tool_definitions(era)});
+                let mut result = json!({"tools": self.tools(era)});
                 if era == Era::Modern {
                     // Required members of a modern `ListToolsResult` (schema.json); the list
                     // is the same for every caller.
@@ -455,6 +470,20 @@ impl McpServer {
                 Answer::Result(result)
             }
             (_, "tools/call") => self.call_tool(era, params, caps, sink),
+            (_, "prompts/list") if self.config.resources_and_prompts => catalog::list_prompts(era),
+            (_, "prompts/get") if self.config.resources_and_prompts => catalog::get_prompt(params),
+            (_, "resources/list") if self.config.resources_and_prompts => {
+                catalog::list_resources(era, params)
+            }
+            (_, "resources/templates/list") if self.config.resources_and_prompts => {
+                catalog::list_templates(era)
+            }
+            (_, "resources/read") if self.config.resources_and_prompts => {
+                catalog::read_resource(era, params)
+            }
+            (Era::Modern, "subscriptions/listen") if self.config.resources_and_prompts => {
+                self.listen(id, params, sink)
+            }
             (_, m) => not_found(m),
         };
         match (era, answer) {
@@ -488,7 +517,8 @@ impl McpServer {
             Some(Value::Object(m)) => m,
             Some(_) => return invalid_params("Invalid params: arguments must be an object"),
         };
-        let known = tool_definitions(era)
+        let known = self
+            .tools(era)
             .iter()
             .any(|t| t.get("name").and_then(Value::as_str) == Some(name));
         if !known {
@@ -539,6 +569,7 @@ impl McpServer {
                 None => invalid_params("Invalid params: tenant needs a string argument region"),
             },
             "ask" => self.ask(params, args, caps, sink),
+            "touch" => self.touch(args),
             "headers" => {
                 let list: Vec<Value> = sink
                     .request_headers()
@@ -771,6 +802,7 @@ impl McpServer {
         let mut sink = HttpSink::new(res, &req.headers, Headers::new());
         let answer = self.dispatch(
             Era::Modern,
+            &id,
             method,
             params,
             Some(&meta.capabilities),
@@ -825,7 +857,7 @@ impl McpServer {
             return send_answer(
                 res,
                 Some(&id),
-                Answer::Result(initialize_result(&version)),
+                Answer::Result(self.initialize_result(&version)),
                 &extra,
             );
         }
@@ -862,7 +894,7 @@ impl McpServer {
             return send_status(res, 202);
         };
         let mut sink = HttpSink::new(res, &req.headers, Headers::new());
-        let answer = self.dispatch(Era::Legacy, method, params, None, &mut sink);
+        let answer = self.dispatch(Era::Legacy, &id, method, params, None, &mut sink);
         sink.finish(Some(&id), answer);
     }
 
@@ -1101,7 +1133,7 @@ impl McpServer {
                     Ok(v) => {
                         *lock(&stdio.legacy) = Some(v.clone());
                         lock(&self.stats).sessions_opened += 1;
-                        Answer::Result(initialize_result(&v))
+                        Answer::Result(self.initialize_result(&v))
                     }
                     Err(a) => a,
                 }
@@ -1122,12 +1154,13 @@ impl McpServer {
                     "Invalid request: the server is not initialized (send initialize first)",
                 )
             } else {
-                self.dispatch(Era::Legacy, &method, &params, None, &mut sink)
+                self.dispatch(Era::Legacy, &id, &method, &params, None, &mut sink)
             }
         } else {
             match self.modern_meta(&params, None) {
                 Ok(meta) => self.dispatch(
                     Era::Modern,
+                    &id,
                     &method,
                     &params,
                     Some(&meta.capabilities),
@@ -1220,14 +1253,75 @@ fn negotiate_legacy(params: &Value) -> Result<String, Answer> {
     })
 }
 
-fn initialize_result(version: &str) -> Value {
-    json!({
-        "protocolVersion": version,
-        "capabilities": {"tools": {}},
-        "serverInfo": McpServer::server_info(),
-        "instructions": "mcpwire's reference server (legacy session): tools echo, slow, progress, fail, tenant, headers."
-    })
+impl McpServer {
+    fn initialize_result(&self, version: &str) -> Value {
+        let mut capabilities = json!({"tools": {}});
+        let mut instructions =
+            "mcpwire's reference server (legacy session): tools echo, slow, progress, fail, tenant, headers."
+                .to_owned();
+        if self.config.resources_and_prompts {
+            // No list-changed notifications nor resources/subscribe in a legacy session.
+            capabilities["prompts"] = json!({});
+            capabilities["resources"] = json!({});
+            instructions.push_str(LEGACY_CATALOG_NOTE);
+        }
+        json!({
+            "protocolVersion": version,
+            "capabilities": capabilities,
+            "serverInfo": McpServer::server_info(),
+            "instructions": instructions
+        })
+    }
+
+    /// The modern capabilities: tools, and with [`Config::resources_and_prompts`] prompts and
+    /// resources whose changes `subscriptions/listen` delivers.
+    fn capabilities(&self) -> ServerCapabilities {
+        if !self.config.resources_and_prompts {
+            return ServerCapabilities {
+                tools: Some(ListCapability::default()),
+                ..ServerCapabilities::default()
+            };
+        }
+        let changes = ListCapability {
+            list_changed: Some(true),
+            ..ListCapability::default()
+        };
+        ServerCapabilities {
+            tools: Some(changes.clone()),
+            prompts: Some(changes),
+            resources: Some(ResourcesCapability {
+                subscribe: Some(true),
+                list_changed: Some(true),
+                ..ResourcesCapability::default()
+            }),
+            ..ServerCapabilities::default()
+        }
+    }
+
+    fn instructions(&self) -> String {
+        let mut s =
+            "mcpwire's reference server: tools echo, slow, progress, fail, tenant, ask, headers."
+                .to_owned();
+        if self.config.resources_and_prompts {
+            s.push_str(MODERN_CATALOG_NOTE);
+        }
+        s
+    }
+
+    /// The tools of `era`: [`tool_definitions`], and `touch` with
+    /// [`Config::resources_and_prompts`].
+    fn tools(&self, era: Era) -> Vec<Value> {
+        let mut tools = tool_definitions(era);
+        if self.config.resources_and_prompts {
+            tools.push(catalog::touch_definition());
+        }
+        tools
+    }
 }
+
+const LEGACY_CATALOG_NOTE: &str =
+    " Also: prompt greet, resource mcpwire-dev://greeting, template mcpwire-dev://greeting/{name}, tool touch.";
+const MODERN_CATALOG_NOTE: &str = " Also: prompt greet, resource mcpwire-dev://greeting, template mcpwire-dev://greeting/{name}, subscriptions/listen, tool touch.";
 
 /// Checks `Mcp-Method`, `Mcp-Name` and `Mcp-Param-*` against the headers the core builds from
 /// the body.
