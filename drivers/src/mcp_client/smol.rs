@@ -604,16 +604,14 @@ impl McpClient {
         let woke = async move {
             match link {
                 Link::Stdio(s) => Woke::Pipe(poll_fn(|cx| s.poll_pipes(cx)).await),
-                Link::Http(_) => smol::future::pending().await,
+                // The exchange tasks report over the channel (nothing does on stdio). The
+                // client holds a sender of each channel, so neither closes while it waits.
+                Link::Http(_) => match rx.recv().await {
+                    Ok(input) => Woke::Input(input),
+                    Err(_) => smol::future::pending().await,
+                },
             }
         }
-        .or(async move {
-            // The client holds a sender of each channel, so neither closes while it waits.
-            match rx.recv().await {
-                Ok(input) => Woke::Input(input),
-                Err(_) => smol::future::pending().await,
-            }
-        })
         .or(async move {
             match cancel_rx.recv().await {
                 Ok(op) => Woke::Cancel(op),
