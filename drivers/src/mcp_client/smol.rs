@@ -20,7 +20,7 @@
 //!   as far as the pipe takes it; the rest is written while the loop waits, so a child that
 //!   stops reading never holds up timeouts or cancellation. While waiting, the loop reads
 //!   stdout into a buffer of its own and splits the lines itself (a line longer than
-//!   [`MAX_STDIO_LINE`] is skipped). One task keeps the tail of its stderr. If the child exits,
+//!   16 MiB is skipped). One task keeps the tail of its stderr. If the child exits,
 //!   the waiting operation fails with [`Error::ServerExited`], its exit status and stderr tail.
 //!
 //! HTTP exchange tasks run on smol's global executor, so they progress while no method is
