@@ -88,3 +88,44 @@ fn the_client_and_its_operation_futures_can_move_to_another_thread() {
     let result = std::thread::scope(|s| s.spawn(|| smol::block_on(call)).join().unwrap());
     assert_eq!(text_of(&result.unwrap()), "sent");
 }
+
+/// Calls over stdio whose futures are dropped at many points (while their long request line
+/// waits to be written, while their long answer is being read) leave the client usable: the
+/// next long call is answered whole.
+#[test]
+fn stdio_operation_futures_dropped_at_any_point_leave_the_client_usable() {
+    let options = ClientOptions::default().with_request_timeout(Duration::from_secs(20));
+    let mut c = McpClient::connect_stdio(
+        env!("CARGO_BIN_EXE_mcpwire"),
+        &["dev", "mcp-server", "--stdio", "--era", "modern"],
+        options,
+    )
+    .unwrap();
+    let text = "y".repeat(300_000);
+    smol::block_on(async {
+        c.discover().await.unwrap();
+        let mut dropped = 0;
+        for polls in [0, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89] {
+            let was_dropped = async {
+                let _ = c.call_tool("echo", json!({ "text": &text })).await;
+                false
+            }
+            .or(async {
+                for _ in 0..polls {
+                    smol::future::yield_now().await;
+                }
+                true
+            })
+            .await;
+            dropped += usize::from(was_dropped);
+        }
+        // With no yield at all the call cannot have been answered first.
+        assert!(dropped > 0);
+        let answer = c.call_tool("echo", json!({ "text": &text })).await.unwrap();
+        assert_eq!(text_of(&answer), text);
+        assert_eq!(
+            text_of(&c.call_tool("echo", json!({"text": "z"})).await.unwrap()),
+            "z"
+        );
+    });
+}

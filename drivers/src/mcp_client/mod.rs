@@ -12,7 +12,7 @@
 
 #[cfg(feature = "blocking")]
 pub mod blocking;
-#[cfg(feature = "blocking")]
+#[cfg(any(feature = "blocking", feature = "smol"))]
 mod lines;
 #[cfg(feature = "smol")]
 pub mod smol;

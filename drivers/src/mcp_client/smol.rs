@@ -14,11 +14,18 @@
 //!   next exchange. At most [`ClientOptions::max_exchanges`] exchanges run at once (more wait
 //!   for one to end), and as many idle connections are kept. [`Output::CloseStream`] drops the
 //!   task, which drops its connection at once.
-//! - **stdio**: the child is started without a shell (`kill_on_drop`); one task writes its
-//!   stdin, one reads its stdout line by line, one keeps the tail of its stderr. If it exits,
+//! - **stdio**: the child is started without a shell (`kill_on_drop`). The loop itself owns
+//!   its stdin and stdout (async-io registered pipes) and uses them on the caller's task, with
+//!   no thread hand-off per message: a request line is written as soon as the core emits it,
+//!   as far as the pipe takes it; the rest is written while the loop waits, so a child that
+//!   stops reading never holds up timeouts or cancellation. While waiting, the loop reads
+//!   stdout into a buffer of its own and splits the lines itself (a line longer than
+//!   16 MiB is skipped). One task keeps the tail of its stderr. If the child exits,
 //!   the waiting operation fails with [`Error::ServerExited`], its exit status and stderr tail.
 //!
-//! Tasks run on smol's global executor, so the exchanges progress while no method is awaited.
+//! HTTP exchange tasks run on smol's global executor, so they progress while no method is
+//! awaited. The stdio pipes are served while a method runs (between methods the child's output
+//! waits in the pipe, and request lines the pipe did not take wait in the client).
 //! Dropping the client ends it like [`McpClient::close`], except that the goodbye requests (a
 //! legacy `DELETE`) are left to a detached task bounded to a couple of seconds.
 //!
@@ -35,8 +42,11 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::future::poll_fn;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant, SystemTime};
 
 use futures_rustls::rustls::ClientConfig as TlsConfig;
@@ -49,11 +59,12 @@ use mcpwire_core::mcp::subscription::{self, SubscriptionFilter, SubscriptionHand
 use serde_json::Value;
 use smol::channel::{self, Receiver, Sender};
 use smol::future::FutureExt as _;
-use smol::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use smol::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, BufReader};
 use smol::lock::Semaphore;
-use smol::process::{Child, Command, Stdio};
+use smol::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use smol::{Task, Timer};
 
+use super::lines::LineBuffer;
 use super::{
     arguments_object, check_http_url, explain_http_failure, http_request, jitter_seed,
     server_exited, ClientOptions, Error, Host, Outcomes, StderrTail,
@@ -66,6 +77,10 @@ const CHANNEL_DEPTH: usize = 256;
 const MAX_SLEEP: Duration = Duration::from_secs(1);
 /// The longest stdout line of a stdio server (a longer one is skipped).
 const MAX_STDIO_LINE: usize = 16 * 1024 * 1024;
+/// How much one read of a stdio server's stdout takes at most.
+const READ_CHUNK: usize = 64 * 1024;
+/// A buffer of request lines that grew beyond this (a long line) is freed once written.
+const KEEP_BUFFER: usize = 1024 * 1024;
 /// How long ending the client waits for its goodbye requests (a legacy `DELETE`).
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
 /// How long a child whose stdout closed may take to exit before it is killed, and how long
@@ -89,8 +104,6 @@ enum Input {
         stream: StreamId,
         cause: String,
     },
-    Line(String),
-    StdioClosed,
 }
 
 /// Cancels the operation an [`McpClient`] is running, from another task or thread. The
@@ -129,14 +142,82 @@ struct HttpLink {
 struct StdioLink {
     program: String,
     child: Child,
-    stdin: Option<Sender<String>>,
+    /// The child's stdin; `None` once closed (by the client, or a write failed: the child is
+    /// gone, which its stdout's end reports).
+    stdin: Option<ChildStdin>,
+    /// Request lines (each with its newline) not written yet, from `written` on.
+    pending: Vec<u8>,
+    written: usize,
+    /// The child's stdout; `None` once it ended.
+    stdout: Option<ChildStdout>,
+    /// What one read of stdout fills ([`READ_CHUNK`] bytes, allocated once).
+    read_buf: Vec<u8>,
+    lines: LineBuffer,
     stderr: Arc<Mutex<StderrTail>>,
     /// Closed by the stderr reader when the child's stderr ends.
     stderr_done: Receiver<()>,
     /// How the child ended, once it did.
     exit: Option<String>,
-    /// The pipe tasks (dropped with the client).
-    _tasks: Vec<Task<()>>,
+    /// The stderr reader (dropped with the client).
+    _stderr_task: Task<()>,
+}
+
+/// What the stdio pipes gave the loop.
+enum Pipe {
+    /// This many bytes of stdout are in `read_buf`.
+    Read(usize),
+    /// stdout ended (or failed).
+    Closed,
+}
+
+impl StdioLink {
+    /// Queues one request line for the child's stdin (dropped if stdin is closed).
+    fn queue(&mut self, line: &str) {
+        if self.stdin.is_some() {
+            self.pending.extend_from_slice(line.as_bytes());
+            self.pending.push(b'\n');
+        }
+    }
+
+    /// Writes what the pipe takes of the pending lines, without waiting; a full pipe
+    /// registers `cx` to be woken when it has room.
+    fn poll_write_pending(&mut self, cx: &mut Context<'_>) {
+        while self.written < self.pending.len() {
+            let Some(stdin) = &mut self.stdin else { break };
+            let rest = self.pending.get(self.written..).unwrap_or_default();
+            match Pin::new(stdin).poll_write(cx, rest) {
+                Poll::Ready(Ok(n)) if n > 0 => self.written += n,
+                Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                // The child is gone (its stdout's end reports it) or it closed its stdin.
+                Poll::Ready(_) => self.stdin = None,
+                Poll::Pending => return,
+            }
+        }
+        self.pending.clear();
+        if self.pending.capacity() > KEEP_BUFFER {
+            self.pending = Vec::new();
+        }
+        self.written = 0;
+    }
+
+    /// Writes pending lines while the pipe has room, then waits for stdout to give bytes
+    /// (or end). Cancel-safe: what was read is in `read_buf` once this returns, and nothing
+    /// is read by a poll that returns `Pending`.
+    fn poll_pipes(&mut self, cx: &mut Context<'_>) -> Poll<Pipe> {
+        self.poll_write_pending(cx);
+        let Some(stdout) = &mut self.stdout else {
+            // Its end was reported; nothing more comes.
+            return Poll::Pending;
+        };
+        match Pin::new(stdout).poll_read(cx, &mut self.read_buf) {
+            Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => {
+                self.stdout = None;
+                Poll::Ready(Pipe::Closed)
+            }
+            Poll::Ready(Ok(n)) => Poll::Ready(Pipe::Read(n)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
 }
 
 enum Link {
@@ -229,30 +310,34 @@ impl McpClient {
                 "the child's pipes are missing",
             )));
         };
-        let (tx, rx) = channel::bounded(CHANNEL_DEPTH);
-        let (stdin_tx, stdin_rx) = channel::unbounded::<String>();
         let stderr = Arc::new(Mutex::new(StderrTail::default()));
         let (done_tx, stderr_done) = channel::bounded::<()>(1);
         let tail = Arc::clone(&stderr);
-        let tasks = vec![
-            smol::spawn(write_lines(stdin, stdin_rx)),
-            smol::spawn(read_lines(stdout, tx.clone())),
-            smol::spawn(async move {
-                keep_stderr(err, &tail).await;
-                drop(done_tx);
-            }),
-        ];
+        let stderr_task = smol::spawn(async move {
+            keep_stderr(err, &tail).await;
+            drop(done_tx);
+        });
         let core = Client::new(options.core_config(Transport::Stdio, jitter_seed()));
         let link = Link::Stdio(StdioLink {
             program: program.to_owned(),
             child,
-            stdin: Some(stdin_tx),
+            stdin: Some(stdin),
+            pending: Vec::new(),
+            written: 0,
+            stdout: Some(stdout),
+            read_buf: vec![0; READ_CHUNK],
+            lines: LineBuffer::new(MAX_STDIO_LINE),
             stderr,
             stderr_done,
             exit: None,
-            _tasks: tasks,
+            _stderr_task: stderr_task,
         });
-        Ok(McpClient::with_link(core, link, (tx, rx)))
+        // Nothing reports over the channel on stdio; the loop holds its sender.
+        Ok(McpClient::with_link(
+            core,
+            link,
+            channel::bounded(CHANNEL_DEPTH),
+        ))
     }
 
     fn with_link(core: Client, link: Link, (tx, rx): (Sender<Input>, Receiver<Input>)) -> Self {
@@ -509,17 +594,22 @@ impl McpClient {
             self.timer_at = Some(wake);
         }
         enum Woke {
+            Pipe(Pipe),
             Input(Input),
             Cancel(OpId),
             Timer,
         }
-        let rx = self.rx.clone();
-        let cancel_rx = self.cancel_rx.clone();
+        let (rx, cancel_rx, timer) = (&self.rx, &self.cancel_rx, &mut self.timer);
+        let link = &mut self.link;
         let woke = async move {
-            // The client holds a sender of each channel, so neither closes while it waits.
-            match rx.recv().await {
-                Ok(input) => Woke::Input(input),
-                Err(_) => smol::future::pending().await,
+            match link {
+                Link::Stdio(s) => Woke::Pipe(poll_fn(|cx| s.poll_pipes(cx)).await),
+                // The exchange tasks report over the channel (nothing does on stdio). The
+                // client holds a sender of each channel, so neither closes while it waits.
+                Link::Http(_) => match rx.recv().await {
+                    Ok(input) => Woke::Input(input),
+                    Err(_) => smol::future::pending().await,
+                },
             }
         }
         .or(async move {
@@ -528,18 +618,31 @@ impl McpClient {
                 Err(_) => smol::future::pending().await,
             }
         })
-        .or(async {
-            (&mut self.timer).await;
+        .or(async move {
+            timer.await;
             Woke::Timer
         })
         .await;
         match woke {
+            Woke::Pipe(Pipe::Read(n)) => self.feed_stdout(n),
+            Woke::Pipe(Pipe::Closed) => {
+                let last = match &mut self.link {
+                    Link::Stdio(s) => s.lines.finish(),
+                    Link::Http(_) => None,
+                };
+                if let Some(line) = last {
+                    self.feed_line(&line);
+                }
+                self.reap().await;
+                let _ = self.core.handle_stdio_closed(Instant::now());
+                self.drain();
+            }
             Woke::Input(input) => {
-                self.feed(input).await;
+                self.feed(input);
                 // Take what else is waiting, a bounded batch, before looking at the clock.
                 for _ in 0..CHANNEL_DEPTH {
                     match self.rx.try_recv() {
-                        Ok(input) => self.feed(input).await,
+                        Ok(input) => self.feed(input),
                         Err(_) => break,
                     }
                 }
@@ -558,9 +661,33 @@ impl McpClient {
         }
     }
 
+    /// Feeds the lines completed by `n` bytes read from stdout to the core, each followed by
+    /// the outputs it caused.
+    fn feed_stdout(&mut self, n: usize) {
+        let Link::Stdio(s) = &mut self.link else {
+            return;
+        };
+        // Taken out for the time the lines are fed (feeding writes to the link).
+        let buf = std::mem::take(&mut s.read_buf);
+        let mut lines = std::mem::replace(&mut s.lines, LineBuffer::new(0));
+        lines.push(buf.get(..n).unwrap_or_default(), |line| {
+            self.feed_line(&line)
+        });
+        if let Link::Stdio(s) = &mut self.link {
+            s.read_buf = buf;
+            s.lines = lines;
+        }
+    }
+
+    /// Feeds one stdout line to the core.
+    fn feed_line(&mut self, line: &str) {
+        let _ = self.core.handle_stdio_line(Instant::now(), line);
+        self.drain();
+    }
+
     /// Feeds one report to the core. The core refuses only inputs of the other transport,
     /// which this driver never mixes, so its `UsageError`s are not expected here.
-    async fn feed(&mut self, input: Input) {
+    fn feed(&mut self, input: Input) {
         let now = Instant::now();
         let _ = match input {
             Input::Head { stream, head } => {
@@ -577,16 +704,12 @@ impl McpClient {
                 self.last_cause = Some(cause);
                 self.core.handle_transport_failed(now, stream)
             }
-            Input::Line(line) => self.core.handle_stdio_line(now, &line),
-            Input::StdioClosed => {
-                self.reap().await;
-                self.core.handle_stdio_closed(Instant::now())
-            }
         };
         self.drain();
     }
 
-    /// Performs every output of the core.
+    /// Performs every output of the core. Request lines for a stdio child are written at
+    /// once, as far as its stdin pipe takes them (the rest while the loop waits).
     fn drain(&mut self) {
         while let Some(out) = self.core.poll_output() {
             match out {
@@ -603,14 +726,18 @@ impl McpClient {
                     }
                 }
                 Output::Stdio(line) => {
-                    if let Link::Stdio(s) = &self.link {
-                        if let Some(stdin) = &s.stdin {
-                            // A closed pipe shows up as the stdout reader's end.
-                            let _ = stdin.try_send(line);
-                        }
+                    if let Link::Stdio(s) = &mut self.link {
+                        s.queue(&line);
                     }
                 }
                 Output::Event(event) => self.outcomes.on_event(&mut self.core, event),
+            }
+        }
+        if let Link::Stdio(s) = &mut self.link {
+            if s.written < s.pending.len() {
+                // No waker: what the pipe does not take now is written while the loop waits
+                // (which polls the pipe again with its own waker).
+                s.poll_write_pending(&mut Context::from_waker(Waker::noop()));
             }
         }
     }
@@ -721,6 +848,8 @@ impl McpClient {
             Link::Http(h) => h.jobs.clear(),
             Link::Stdio(s) => {
                 s.stdin = None; // closes the child's stdin
+                s.pending = Vec::new();
+                s.written = 0;
                 if s.exit.is_none() {
                     let _ = s.child.kill();
                     s.exit = Some("stopped by the client".into());
@@ -819,40 +948,6 @@ async fn exchange(route: Route, request: Request, stream: StreamId, tx: Sender<I
             }
         }
     }
-}
-
-async fn write_lines(mut stdin: smol::process::ChildStdin, lines: Receiver<String>) {
-    while let Ok(mut line) = lines.recv().await {
-        line.push('\n');
-        if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
-            return; // the child is gone; the stdout reader reports it
-        }
-    }
-}
-
-async fn read_lines(stdout: smol::process::ChildStdout, tx: Sender<Input>) {
-    let mut reader = BufReader::with_capacity(64 * 1024, stdout);
-    let mut line = Vec::new();
-    'lines: loop {
-        line.clear();
-        let limit = u64::try_from(MAX_STDIO_LINE).unwrap_or(u64::MAX);
-        match (&mut reader).take(limit).read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        if !line.ends_with(b"\n") && line.len() >= MAX_STDIO_LINE {
-            // Over-long: skip the rest of it (the core never sees a cut message).
-            if !skip_line(&mut reader).await {
-                break 'lines;
-            }
-            continue;
-        }
-        let text = String::from_utf8_lossy(&line).into_owned();
-        if tx.send(Input::Line(text)).await.is_err() {
-            return;
-        }
-    }
-    let _ = tx.send(Input::StdioClosed).await;
 }
 
 /// Reads up to the next newline, discarding; false at the end of the stream.

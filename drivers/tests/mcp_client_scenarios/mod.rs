@@ -173,7 +173,7 @@ macro_rules! impl_api {
 #[macro_export]
 macro_rules! scenario_tests {
     ($c:ty) => {
-        $crate::scenario_tests!(@each $c; http_modern_server_lists_and_calls_tools_in_the_modern_era, http_legacy_server_is_detected_and_served_through_a_session_ended_by_delete, http_pinned_modern_client_reports_a_legacy_server_as_an_error, http_tool_with_x_mcp_header_is_called_with_its_mcp_param_header, http_tool_with_x_mcp_header_works_before_any_tools_list, http_mrtr_elicitation_accepted_by_the_host_completes_the_call, http_mrtr_elicitation_declined_by_the_default_host_completes_without_a_name, http_mrtr_answer_that_breaks_the_schema_is_refused_with_the_key, http_progress_notifications_reach_the_host_before_the_result, http_slow_call_times_out_and_the_server_sees_the_client_go_away, http_cancel_from_another_thread_ends_the_call_and_closes_its_exchange, http_per_call_timeout_overrides_the_default, http_tools_list_within_its_ttl_is_served_from_the_cache, http_tools_list_without_ttl_is_fetched_again, http_tool_error_is_the_servers_error_object, http_methods_the_server_lacks_fail_with_method_not_found, http_ping_is_unsupported_in_the_modern_era, http_first_ping_learns_the_era_and_pings_a_legacy_server, http_first_ping_on_a_modern_server_is_unsupported_after_learning_the_era, http_bearer_token_is_sent_on_every_request, http_unreachable_server_names_the_url_and_the_transport_error, http_answer_cut_short_is_a_transport_error_about_the_body, http_request_too_large_for_the_server_is_a_clear_413_or_431, http_request_head_too_large_to_send_names_the_limit, http_redirect_is_not_followed_and_the_token_stays_home, http_connection_close_answer_is_not_reused, http_bad_inputs_are_typed_errors, http_subscription_the_server_lacks_ends_with_its_refusal_instead_of_hanging, stdio_modern_server_is_probed_and_serves_calls, stdio_long_request_lines_arrive_whole_and_in_order, stdio_legacy_server_falls_back_to_initialize, stdio_mrtr_elicitation_round_trip, stdio_slow_call_times_out_and_the_client_stays_usable, stdio_cancel_from_another_thread_ends_the_call_and_the_client_stays_usable, stdio_server_that_never_reads_its_stdin_does_not_stop_the_timeout, stdio_crashed_child_is_reported_with_its_exit_status_and_stderr_tail, stdio_missing_program_is_a_spawn_error, stdio_child_is_stopped_when_the_client_is_dropped, pinned_era_event_reaches_a_host_set_after_connecting);
+        $crate::scenario_tests!(@each $c; http_modern_server_lists_and_calls_tools_in_the_modern_era, http_legacy_server_is_detected_and_served_through_a_session_ended_by_delete, http_pinned_modern_client_reports_a_legacy_server_as_an_error, http_tool_with_x_mcp_header_is_called_with_its_mcp_param_header, http_tool_with_x_mcp_header_works_before_any_tools_list, http_mrtr_elicitation_accepted_by_the_host_completes_the_call, http_mrtr_elicitation_declined_by_the_default_host_completes_without_a_name, http_mrtr_answer_that_breaks_the_schema_is_refused_with_the_key, http_progress_notifications_reach_the_host_before_the_result, http_slow_call_times_out_and_the_server_sees_the_client_go_away, http_cancel_from_another_thread_ends_the_call_and_closes_its_exchange, http_per_call_timeout_overrides_the_default, http_tools_list_within_its_ttl_is_served_from_the_cache, http_tools_list_without_ttl_is_fetched_again, http_tool_error_is_the_servers_error_object, http_methods_the_server_lacks_fail_with_method_not_found, http_ping_is_unsupported_in_the_modern_era, http_first_ping_learns_the_era_and_pings_a_legacy_server, http_first_ping_on_a_modern_server_is_unsupported_after_learning_the_era, http_bearer_token_is_sent_on_every_request, http_unreachable_server_names_the_url_and_the_transport_error, http_answer_cut_short_is_a_transport_error_about_the_body, http_request_too_large_for_the_server_is_a_clear_413_or_431, http_request_head_too_large_to_send_names_the_limit, http_redirect_is_not_followed_and_the_token_stays_home, http_connection_close_answer_is_not_reused, http_bad_inputs_are_typed_errors, http_subscription_the_server_lacks_ends_with_its_refusal_instead_of_hanging, stdio_modern_server_is_probed_and_serves_calls, stdio_long_request_lines_arrive_whole_and_in_order, stdio_legacy_server_falls_back_to_initialize, stdio_mrtr_elicitation_round_trip, stdio_slow_call_times_out_and_the_client_stays_usable, stdio_cancel_from_another_thread_ends_the_call_and_the_client_stays_usable, stdio_server_that_never_reads_its_stdin_does_not_stop_the_timeout, stdio_server_that_never_reads_its_stdin_does_not_stop_a_cancel, stdio_crashed_child_is_reported_with_its_exit_status_and_stderr_tail, stdio_missing_program_is_a_spawn_error, stdio_child_is_stopped_when_the_client_is_dropped, pinned_era_event_reaches_a_host_set_after_connecting);
     };
     (@each $c:ty; $($name:ident),* $(,)?) => {
         $(
@@ -933,8 +933,8 @@ pub fn stdio_modern_server_is_probed_and_serves_calls<C: Api>() {
 }
 
 /// Request lines longer than a pipe holds (64 KiB on Linux) and short ones right after them
-/// reach the server whole and in order (the smol client writes part of a line itself and
-/// hands the rest to its writer task).
+/// reach the server whole and in order (the smol client writes what the pipe takes at once
+/// and the rest while it waits); their echoes come back in many reads of stdout.
 pub fn stdio_long_request_lines_arrive_whole_and_in_order<C: Api>() {
     let mut c = stdio::<C>("modern", ClientOptions::default());
     for (i, len) in [300_000, 10, 70_000, 5].into_iter().enumerate() {
@@ -1020,6 +1020,21 @@ pub fn stdio_server_that_never_reads_its_stdin_does_not_stop_the_timeout<C: Api>
         "{:?}",
         started.elapsed()
     );
+    c.close();
+}
+
+/// The same server, and a cancel from another thread: the write waiting for room in the pipe
+/// does not hold it up either.
+pub fn stdio_server_that_never_reads_its_stdin_does_not_stop_a_cancel<C: Api>() {
+    let options = ClientOptions::default().with_protocol(ProtocolChoice::Modern);
+    let mut c = C::connect_stdio("sleep", &["30"], options).unwrap();
+    let (stop, t) = keep_cancelling(&c);
+    let e = c
+        .call_tool("echo", json!({"text": "x".repeat(1 << 20)}))
+        .unwrap_err();
+    stop.store(true, Ordering::SeqCst);
+    t.join().unwrap();
+    assert!(matches!(e, Error::Cancelled), "{e:?}");
     c.close();
 }
 
