@@ -329,6 +329,57 @@ pub(crate) fn server_exited(
     }
 }
 
+/// What a driver's link adds to an operation's error (one place for both drivers).
+pub(crate) enum LinkView<'a> {
+    Http {
+        url: &'a str,
+    },
+    Stdio {
+        program: &'a str,
+        /// How the child ended, once it did.
+        exit: Option<&'a str>,
+        stderr: &'a std::sync::Mutex<StderrTail>,
+    },
+}
+
+impl LinkView<'_> {
+    /// Adds what the transport said to a core error: on HTTP the last transport failure's
+    /// cause; on stdio, once the child has ended, its exit status and stderr tail instead of a
+    /// transport failure.
+    pub(crate) fn explain(&self, e: Error, last_cause: Option<String>) -> Error {
+        match (e, self) {
+            (Error::Op(error), LinkView::Http { url }) => {
+                explain_http_failure(error, url, last_cause)
+            }
+            (Error::Op(error), LinkView::Stdio { exit: Some(_), .. })
+                if matches!(*error, OpError::Transport(_)) =>
+            {
+                self.exited()
+            }
+            (e, _) => e,
+        }
+    }
+
+    /// stdio: an error once the child has ended (it is not restarted).
+    pub(crate) fn check_alive(&self) -> Result<(), Error> {
+        match self {
+            LinkView::Stdio { exit: Some(_), .. } => Err(self.exited()),
+            _ => Ok(()),
+        }
+    }
+
+    fn exited(&self) -> Error {
+        match self {
+            LinkView::Stdio {
+                program,
+                exit,
+                stderr,
+            } => server_exited(program, *exit, stderr),
+            LinkView::Http { .. } => Error::Cancelled,
+        }
+    }
+}
+
 /// The last lines a child wrote to stderr, bounded in count and length.
 #[derive(Debug, Default)]
 pub struct StderrTail {

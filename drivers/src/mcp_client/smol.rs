@@ -52,7 +52,7 @@ use std::time::{Duration, Instant, SystemTime};
 use futures_rustls::rustls::ClientConfig as TlsConfig;
 use mcpwire_core::http::{Headers, Method, Request, ResponseHead};
 use mcpwire_core::mcp::cache::ListKind;
-use mcpwire_core::mcp::client::{Client, OpError, OpId, OpOptions, Operation, Output, StreamId};
+use mcpwire_core::mcp::client::{Client, OpId, OpOptions, Operation, Output, StreamId};
 use mcpwire_core::mcp::era::CachedEra;
 use mcpwire_core::mcp::request::Transport;
 use mcpwire_core::mcp::subscription::{self, SubscriptionFilter, SubscriptionHandle};
@@ -66,8 +66,8 @@ use smol::{Task, Timer};
 
 use super::lines::LineBuffer;
 use super::{
-    arguments_object, check_http_url, explain_http_failure, http_request, jitter_seed,
-    server_exited, ClientOptions, Error, Host, Outcomes, StderrTail,
+    arguments_object, check_http_url, http_request, jitter_seed, ClientOptions, Error, Host,
+    LinkView, Outcomes, StderrTail,
 };
 use crate::smol::http::{self, HttpError};
 
@@ -778,33 +778,25 @@ impl McpClient {
         }
     }
 
-    /// Adds what the transport said to a transport failure of the core.
+    /// Adds what the transport said to an operation's error (see [`LinkView::explain`]).
     fn explain(&mut self, e: Error) -> Error {
-        match (e, &self.link) {
-            (Error::Op(error), Link::Http(h)) => {
-                explain_http_failure(error, &h.url, self.last_cause.take())
-            }
-            (Error::Op(error), Link::Stdio(s))
-                if s.exit.is_some() && matches!(*error, OpError::Transport(_)) =>
-            {
-                self.exited_error()
-            }
-            (e, _) => e,
-        }
+        let cause = self.last_cause.take();
+        self.view().explain(e, cause)
     }
 
     /// stdio: fails once the child has ended (it is not restarted).
     fn check_alive(&self) -> Result<(), Error> {
-        match &self.link {
-            Link::Stdio(s) if s.exit.is_some() => Err(self.exited_error()),
-            _ => Ok(()),
-        }
+        self.view().check_alive()
     }
 
-    fn exited_error(&self) -> Error {
+    fn view(&self) -> LinkView<'_> {
         match &self.link {
-            Link::Stdio(s) => server_exited(&s.program, s.exit.as_deref(), &s.stderr),
-            Link::Http(_) => Error::Cancelled,
+            Link::Http(h) => LinkView::Http { url: &h.url },
+            Link::Stdio(s) => LinkView::Stdio {
+                program: &s.program,
+                exit: s.exit.as_deref(),
+                stderr: &s.stderr,
+            },
         }
     }
 
