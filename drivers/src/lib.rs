@@ -32,3 +32,10 @@ pub mod mcp_client;
 #[cfg(feature = "smol")]
 pub mod smol;
 pub mod tunnel_run;
+
+/// How long an idle kept-alive connection may wait and still be reused; an older one is closed
+/// and a new one opened. It stays under the 5 s after which common servers (Node's `http`,
+/// uvicorn) close idle connections: reusing one just as the server closes it loses a request
+/// that may not be sent again (a `tools/call`).
+#[cfg_attr(not(any(feature = "blocking", feature = "smol")), allow(dead_code))]
+pub(crate) const KEEP_ALIVE_REUSE: std::time::Duration = std::time::Duration::from_secs(4);

@@ -722,6 +722,7 @@ fn mcp_client_agent(connect_timeout: Duration) -> ureq::Agent {
         .output_buffer_size(HEAD_BYTES)
         .max_idle_connections(2)
         .max_idle_connections_per_host(2)
+        .max_idle_age(crate::KEEP_ALIVE_REUSE)
         .user_agent(concat!("mcpwire/", env!("CARGO_PKG_VERSION")))
         .build()
         .into()

@@ -14,7 +14,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_rustls::rustls::pki_types::ServerName;
 use futures_rustls::rustls::{self, ClientConfig, RootCertStore};
@@ -133,10 +133,13 @@ struct Origin {
 }
 
 /// Idle keep-alive connections for [`send_pooled`], at most `max_idle` of them (the most
-/// recently used is reused first). Dropping the pool closes them.
+/// recently used is reused first), none idle longer than [`crate::KEEP_ALIVE_REUSE`].
+/// Dropping the pool closes them.
 pub struct Pool {
-    idle: Mutex<Vec<(Origin, Conn)>>,
+    /// Each with the instant it went idle.
+    idle: Mutex<Vec<(Origin, Conn, Instant)>>,
     max_idle: usize,
+    max_idle_age: Duration,
 }
 
 impl std::fmt::Debug for Pool {
@@ -151,9 +154,14 @@ impl std::fmt::Debug for Pool {
 impl Pool {
     /// A pool keeping at most `max_idle` idle connections (0: none is kept).
     pub fn new(max_idle: usize) -> Arc<Pool> {
+        Pool::with_max_idle_age(max_idle, crate::KEEP_ALIVE_REUSE)
+    }
+
+    fn with_max_idle_age(max_idle: usize, max_idle_age: Duration) -> Arc<Pool> {
         Arc::new(Pool {
             idle: Mutex::new(Vec::new()),
             max_idle,
+            max_idle_age,
         })
     }
 
@@ -162,15 +170,19 @@ impl Pool {
         self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Origin, Conn)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Origin, Conn, Instant)>> {
         self.idle.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The most recently returned idle connection to `origin` (closed ones are dropped).
+    /// The most recently returned idle connection to `origin` (closed ones, and ones idle for
+    /// longer than the pool's limit, are dropped).
     fn take(&self, origin: &Origin) -> Option<Conn> {
+        let now = Instant::now();
         let mut idle = self.lock();
-        idle.retain(|(_, c)| !c.sender.is_closed());
-        let i = idle.iter().rposition(|(o, _)| o == origin)?;
+        idle.retain(|(_, c, since)| {
+            !c.sender.is_closed() && now.saturating_duration_since(*since) < self.max_idle_age
+        });
+        let i = idle.iter().rposition(|(o, _, _)| o == origin)?;
         Some(idle.remove(i).1)
     }
 
@@ -178,7 +190,7 @@ impl Pool {
     fn put(&self, origin: Origin, conn: Conn) {
         let mut idle = self.lock();
         if !conn.sender.is_closed() && idle.len() < self.max_idle {
-            idle.push((origin, conn));
+            idle.push((origin, conn, Instant::now()));
         }
     }
 }
@@ -589,6 +601,26 @@ mod tests {
         // At once, not only after hyper's connection task saw the close.
         assert_eq!(pool.idle_count(), 0);
         drop((ex, pool));
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn a_connection_idle_past_the_limit_is_not_reused() {
+        use std::sync::atomic::Ordering;
+        let (url, accepted, server) = ok_server(false, 2);
+        let tls = tls_config().unwrap();
+        let pool = Pool::with_max_idle_age(4, Duration::from_millis(50));
+        for _ in 0..2 {
+            let mut ex =
+                smol::block_on(send_pooled(&pool, &tls, &request(&url), CONNECT_TIMEOUT)).unwrap();
+            assert_eq!(read_all(&mut ex), b"ok");
+            drop(ex);
+            assert_eq!(pool.idle_count(), 1);
+            // Longer than the limit: the next request opens a new connection.
+            std::thread::sleep(Duration::from_millis(120));
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+        drop(pool);
         server.join().unwrap();
     }
 
