@@ -287,6 +287,35 @@ fn readiness_follows_successful_polls_and_failing_forwards() {
     });
 }
 
+/// A redirect from the MCP server is not followed by either driver: the forwarded request (its
+/// mirrored headers may carry credentials) never reaches the redirect's target, and the command
+/// is answered.
+#[test]
+fn a_redirect_from_the_mcp_server_is_not_followed() {
+    each_driver(|| {
+        let (cp, mcp, elsewhere) = (
+            ControlPlane::start(),
+            McpServer::start(),
+            McpServer::start(),
+        );
+        let t = http_tunnel(&cp, &mcp);
+        // 302 (a client may resend it as a GET) and 307 (resent as it was).
+        for (i, status) in [302, 307].into_iter().enumerate() {
+            let id = format!("req_redirect_{status}");
+            let args = json!({"to": elsewhere.url(), "status": status});
+            cp.enqueue(vec![command(&id, Some("30s"), call(1, "redirect", args))]);
+            let post = cp.terminal(&id);
+            assert!(
+                elsewhere.requests().is_empty(),
+                "followed a {status}: {post}"
+            );
+            assert_eq!(mcp.requests().len(), i + 1, "{post}");
+        }
+        let (code, log) = t.terminate();
+        assert_eq!(code, Some(0), "{log}");
+    });
+}
+
 #[test]
 fn an_http_500_with_a_non_json_body_is_a_target_http_failure() {
     each_driver(|| {

@@ -33,10 +33,13 @@ pub fn control_agent() -> Agent {
         .into()
 }
 
-/// The agent for MCP servers: statuses are answers, not errors.
+/// The agent for MCP servers: statuses are answers, not errors, a redirect included (it is
+/// not followed: the forwarded request's headers may carry credentials, and the smol driver's
+/// hyper client does not follow one either).
 pub fn mcp_agent() -> Agent {
     Agent::config_builder()
         .http_status_as_error(false)
+        .max_redirects(0)
         .timeout_connect(Some(CONNECT_TIMEOUT))
         .input_buffer_size(BUFFER_BYTES)
         .output_buffer_size(BUFFER_BYTES)

@@ -401,6 +401,13 @@ impl McpServer {
                     s.lock().unwrap().sleeping -= 1;
                     respond(conn, 200, &json_ct, result(json!({"slept": ms})).as_bytes());
                 }
+                ("tools/call", Some("redirect")) => {
+                    let to = body["params"]["arguments"]["to"].as_str().unwrap_or("/");
+                    let status = body["params"]["arguments"]["status"]
+                        .as_u64()
+                        .unwrap_or(307);
+                    respond(conn, status as u16, &[("Location", to)], b"");
+                }
                 ("tools/call", Some("broken")) => {
                     respond(
                         conn,
