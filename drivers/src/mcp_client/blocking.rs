@@ -497,6 +497,18 @@ impl McpClient {
         for d in [deadline, until].into_iter().flatten() {
             sleep = sleep.min(d.saturating_duration_since(now));
         }
+        if !self.wait_polled(sleep) {
+            self.wait_channel(sleep);
+        }
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            self.core.handle_timeout(now);
+        }
+    }
+
+    /// stdio on unix: waits up to `sleep` on the pipes (or a canceller) and feeds what came;
+    /// `false` on any other link, which reports over the channel.
+    fn wait_polled(&mut self, sleep: Duration) -> bool {
         #[cfg(unix)]
         if let Link::Stdio(StdioLink {
             pipes: Pipes::Polled(pipes),
@@ -516,16 +528,18 @@ impl McpClient {
                 self.feed(input);
             }
             self.inbox = inbox;
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                self.core.handle_timeout(now);
-            }
-            return;
+            return true;
         }
+        let _ = sleep;
+        false
+    }
+
+    /// Waits up to `sleep` for a report on the channel and feeds it, with a bounded batch of
+    /// what else is waiting.
+    fn wait_channel(&mut self, sleep: Duration) {
         match self.rx.recv_timeout(sleep) {
             Ok(input) => {
                 self.feed(input);
-                // Take what else is waiting, a bounded batch, before looking at the clock.
                 for _ in 0..CHANNEL_DEPTH {
                     match self.rx.try_recv() {
                         Ok(input) => self.feed(input),
@@ -534,10 +548,6 @@ impl McpClient {
                 }
             }
             Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
-        }
-        let now = Instant::now();
-        if deadline.is_some_and(|d| now >= d) {
-            self.core.handle_timeout(now);
         }
     }
 

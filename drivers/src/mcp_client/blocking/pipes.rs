@@ -253,25 +253,25 @@ mod polled {
             let (woke, readable, writable) = {
                 let mut fds = Vec::with_capacity(3);
                 fds.push(PollFd::new(&self.wake, PollFlags::IN));
-                if let Some(stdout) = &self.stdout {
+                // Where each pipe sits in `fds`, when it is polled at all.
+                let out_at = self.stdout.as_ref().map(|stdout| {
                     fds.push(PollFd::new(stdout, PollFlags::IN));
-                }
-                if let (true, Some(stdin)) = (pending, &self.stdin) {
+                    fds.len() - 1
+                });
+                let in_at = self.stdin.as_ref().filter(|_| pending).map(|stdin| {
                     fds.push(PollFd::new(stdin, PollFlags::OUT));
-                }
+                    fds.len() - 1
+                });
                 // `timeout` is at most the loop's longest sleep; a bigger one waits until woken.
                 let limit = Timespec::try_from(timeout).ok();
                 if poll(&mut fds, limit.as_ref()).is_err() {
                     return; // interrupted: the loop looks at the clock and comes back
                 }
-                let ready = |i: usize| fds.get(i).is_some_and(|fd| !fd.revents().is_empty());
-                let out_at = 1;
-                let in_at = if self.stdout.is_some() { 2 } else { 1 };
-                (
-                    ready(0),
-                    self.stdout.is_some() && ready(out_at),
-                    pending && ready(in_at),
-                )
+                let ready = |at: Option<usize>| {
+                    at.and_then(|i| fds.get(i))
+                        .is_some_and(|fd| !fd.revents().is_empty())
+                };
+                (ready(Some(0)), ready(out_at), ready(in_at))
             };
             if woke {
                 let mut sink = [0u8; 64];
