@@ -61,7 +61,7 @@
 //! `Retry-After` is a singleton field; [`retry_after_from_headers`] ignores a response that
 //! carries it more than once, since there is no telling which value the server meant.
 
-use std::time::{Duration, Instant, SystemTime};
+use crate::time::{Duration, Instant, SystemTime};
 
 use crate::http::Headers;
 
@@ -200,7 +200,7 @@ pub fn parse_retry_after(value: &str, now_wall: SystemTime, cap: Duration) -> Op
     if !value.bytes().all(|b| (b' '..=b'~').contains(&b)) {
         return None;
     }
-    let date = httpdate::parse_http_date(value).ok()?;
+    let date = crate::time::from_std(httpdate::parse_http_date(value).ok()?)?;
     let ahead = date.duration_since(now_wall).ok()?;
     if ahead.is_zero() {
         return None;
@@ -288,8 +288,8 @@ pub fn saturating_add(at: Instant, d: Duration) -> Instant {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::time::UNIX_EPOCH;
     use proptest::prelude::*;
-    use std::time::UNIX_EPOCH;
 
     const MS: fn(u64) -> Duration = Duration::from_millis;
     const SECS: fn(u64) -> Duration = Duration::from_secs;

@@ -2,7 +2,7 @@
 //!
 //! The sans-IO protocol core of mcpwire. Every decision a Model Context Protocol client and a
 //! Secure MCP Tunnel client make lives here, as state machines driven by step functions:
-//! inputs go in through `handle_*` with the current [`std::time::Instant`] passed by the caller,
+//! inputs go in through `handle_*` with the current [`time::Instant`] passed by the caller,
 //! outputs (requests to send, events, the next deadline) come out through `poll_*`. No module
 //! reads a clock, draws a random number, touches the network, the file system or a process.
 //!
@@ -12,6 +12,8 @@
 //! - [`sse`]: a push parser for `text/event-stream`;
 //! - [`backoff`]: exponential backoff with injected jitter, and `Retry-After`;
 //! - [`mcp`]: the MCP client's pieces (request building, eras, MRTR, caching, subscriptions);
+//! - [`time`]: the `Instant`/`SystemTime` types every input takes (`std`'s, or `web-time`'s on
+//!   `wasm32-unknown-unknown`);
 //! - [`tunnel`]: the Secure MCP Tunnel client (wire types, `response_timeout`, server info,
 //!   failure provenance, the [`tunnel::Engine`] and the shared stdio binding).
 #![forbid(unsafe_code)]
@@ -22,4 +24,5 @@ pub mod http;
 pub mod jsonrpc;
 pub mod mcp;
 pub mod sse;
+pub mod time;
 pub mod tunnel;

@@ -94,10 +94,10 @@
 //! fallback or stale-on-error call that returned the entry, ordered by an internal counter (not by
 //! time). An entry that alone exceeds `max_bytes` is refused ([`CacheError::TooLarge`]).
 
+use crate::time::{Duration, Instant};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::Value;

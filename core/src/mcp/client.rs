@@ -73,9 +73,9 @@
 //! assert!(result.unwrap().contains("echo"));
 //! ```
 
+use crate::time::{Duration, Instant, SystemTime};
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::value::RawValue;
 use serde_json::Value;

@@ -34,10 +34,10 @@
 //! Every started request ends with exactly one final event: [`Event::Response`],
 //! [`Event::TimedOut`], [`Event::Cancelled`] or [`Event::Failed`].
 
+use crate::time::{Duration, Instant};
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::ops::Range;
-use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;

@@ -33,9 +33,9 @@
 //!   start can be missed; [`Event::Disconnected`] tells the host at once that its data may be
 //!   stale.
 
+use crate::time::{Duration, Instant};
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

@@ -15,8 +15,8 @@
 //!
 //! Nothing here reads a clock, the network or the environment; the driver does.
 
+use crate::time::{Duration, SystemTime};
 use std::fmt;
-use std::time::{Duration, SystemTime};
 
 use super::engine::{
     common_headers, tunnel_base_url, Config, ConfigError, NotReady, Readiness, Secret,
@@ -401,7 +401,7 @@ pub fn combine_readiness(engine: Readiness, companion: Option<CompanionState>) -
 mod tests {
     use super::*;
     use crate::http::Headers;
-    use std::time::UNIX_EPOCH;
+    use crate::time::UNIX_EPOCH;
 
     const TOKEN: &str = "eyJhIjoiYWNjdCIsInQiOiJ0dW4iLCJzIjoic2VjcmV0In0=";
 

@@ -28,9 +28,9 @@
 //!   ends the command without replay; `401`/`403` surface an operator-action state and back off at
 //!   the longest delay instead of spinning.
 
+use crate::time::{Duration, Instant, SystemTime};
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::value::RawValue;
 
