@@ -9,7 +9,7 @@ use mcpwire_core::http::{Headers, ResponseHead};
 use mcpwire_core::mcp::cache::ListKind;
 use mcpwire_core::mcp::client::{
     Client, ClientConfig, Event, OpId, OpOptions, Output, ProtocolChoice, ResultSource,
-    RetryReason, StreamId,
+    RetryReason, StreamId, UsageError,
 };
 use mcpwire_core::mcp::elicitation::ElicitAnswer;
 use mcpwire_core::mcp::meta::{ClientCapabilities, Implementation};
@@ -644,4 +644,121 @@ fn shutdown_ends_every_subscription_on_both_transports() {
             .collect::<Vec<_>>()
     );
     assert_eq!(h.c.poll_timeout(), None, "no timer after shutdown");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The step-function contract (`DESIGN.md`).
+
+/// The late-input convention (client module docs, "Late inputs"): an HTTP input for a stream
+/// this client issued whose exchange ended (answered, or closed by the client) is dropped with
+/// `Ok` and nothing comes out; one for a stream it never issued is refused, naming the input.
+#[test]
+fn a_late_stream_input_is_dropped_and_a_never_issued_one_refused() {
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.protocol = ProtocolChoice::Modern;
+    let mut h = H::new(config);
+    let op = h.c.list(h.now, ListKind::Tools, None);
+    let sent = h.next_sent();
+    h.reply_json(&sent, 200, tools_result(&sent.body["id"]));
+    assert!(result_of(&h.take_events(), op).is_some());
+    // A stream closed by the client: the cancelled operation's.
+    let cancelled = h.c.list(h.now, ListKind::Prompts, None);
+    let closed = h.next_sent();
+    h.c.cancel(h.now, cancelled).unwrap();
+    h.drain();
+    assert!(h.closed.contains(&closed.stream));
+    h.drain();
+    h.events.clear();
+    h.sent.clear();
+    h.closed.clear();
+    let wall = SystemTime::now();
+    let head = || ResponseHead {
+        status: 200,
+        headers: Headers::new(),
+    };
+    for stream in [sent.stream, closed.stream] {
+        assert_eq!(
+            h.c.handle_response_head(h.now, wall, stream, head()),
+            Ok(())
+        );
+        assert_eq!(h.c.handle_response_data(h.now, stream, b"{}"), Ok(()));
+        assert_eq!(h.c.handle_response_end(h.now, stream), Ok(()));
+        assert_eq!(h.c.handle_transport_failed(h.now, stream), Ok(()));
+    }
+    assert_eq!(h.c.poll_output(), None, "a late input makes no output");
+
+    let never = StreamId(closed.stream.0 + 1);
+    let refused = |input| {
+        Err(UsageError::UnknownStream {
+            input,
+            stream: never,
+        })
+    };
+    assert_eq!(
+        h.c.handle_response_head(h.now, wall, never, head()),
+        refused("handle_response_head")
+    );
+    assert_eq!(
+        h.c.handle_response_data(h.now, never, b"{}"),
+        refused("handle_response_data")
+    );
+    assert_eq!(
+        h.c.handle_response_end(h.now, never),
+        refused("handle_response_end")
+    );
+    assert_eq!(
+        h.c.handle_transport_failed(h.now, never),
+        refused("handle_transport_failed")
+    );
+    assert_eq!(
+        refused("handle_response_end").unwrap_err().to_string(),
+        format!(
+            "handle_response_end: stream {} was never issued by this client",
+            never.0
+        )
+    );
+    assert_eq!(h.c.poll_output(), None);
+}
+
+/// The late-input convention for the host's calls: cancelling or answering an operation that
+/// ended, or ending a subscription that ended, is dropped with `Ok` and nothing comes out; an
+/// operation or subscription the client never issued is refused.
+#[test]
+fn a_late_cancel_answer_or_unsubscribe_is_dropped_and_a_never_issued_handle_refused() {
+    let mut config = ClientConfig::new(Transport::Stdio, info());
+    config.protocol = ProtocolChoice::Modern;
+    let mut h = H::new(config);
+    let op = h.c.list(h.now, ListKind::Tools, None);
+    let line = h.next_line();
+    h.line(tools_result(&line["id"]));
+    assert!(result_of(&h.take_events(), op).is_some());
+    let filter = SubscriptionFilter {
+        tools_list_changed: true,
+        ..SubscriptionFilter::default()
+    };
+    let sub = h.c.subscribe(h.now, filter).unwrap();
+    h.c.unsubscribe(h.now, sub).unwrap();
+    h.drain();
+    h.events.clear();
+    h.lines.clear();
+
+    assert_eq!(h.c.cancel(h.now, op), Ok(()));
+    let answer = InputAnswer::Elicitation(ElicitAnswer::Decline);
+    assert_eq!(h.c.answer_input(h.now, op, "k", answer.clone()), Ok(()));
+    assert_eq!(h.c.unsubscribe(h.now, sub), Ok(()));
+    assert_eq!(h.c.poll_output(), None, "a late call makes no output");
+
+    let never = OpId(op.0 + 100);
+    assert_eq!(h.c.cancel(h.now, never), Err(UsageError::UnknownOp));
+    assert_eq!(
+        h.c.answer_input(h.now, never, "k", answer),
+        Err(UsageError::UnknownOp)
+    );
+    assert_eq!(
+        h.c.unsubscribe(h.now, subscription::SubscriptionHandle(sub.0 + 100)),
+        Err(UsageError::Subscription(
+            subscription::UsageError::UnknownHandle
+        ))
+    );
+    assert_eq!(h.c.poll_output(), None);
 }

@@ -9,6 +9,8 @@ use crate::mcp::request::{self, FailReason};
 use crate::mcp::subscription;
 use crate::mcp::{LATEST_PROTOCOL_VERSION, LEGACY_PROTOCOL_VERSION};
 
+use super::StreamId;
+
 /// Why an operation failed. Split by blame: the server's answer, the transport, the protocol.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[non_exhaustive]
@@ -86,7 +88,8 @@ pub enum OpError {
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum UsageError {
-    /// The operation is unknown or finished.
+    /// The operation was never issued to the host (an operation that ended is not an error:
+    /// see the module docs, "Late inputs").
     #[error("no active operation with this id")]
     UnknownOp,
     /// The operation is not waiting for input.
@@ -108,6 +111,16 @@ pub enum UsageError {
     /// The request was refused by the request tracker.
     #[error("{0}")]
     Request(request::UsageError),
+    /// An HTTP input names a stream this client never issued (a stream that ended is not an
+    /// error: see the module docs, "Late inputs").
+    #[error("{input}: stream {} was never issued by this client", stream.0)]
+    UnknownStream {
+        /// The input (`handle_response_head`, `handle_response_data`, `handle_response_end`,
+        /// `handle_transport_failed`).
+        input: &'static str,
+        /// The stream it named.
+        stream: StreamId,
+    },
     /// An HTTP input on a stdio client or the reverse.
     #[error("this input does not belong to the configured transport")]
     WrongTransport,

@@ -34,6 +34,18 @@
 //! feeds each stream's response head, body bytes and end back. stdio outputs are lines to write;
 //! the driver feeds each line the server writes.
 //!
+//! # Late inputs
+//!
+//! An input that names a handle this client issued but whose operation has since ended (an
+//! operation that finished, was cancelled or timed out; a stream the client closed or that was
+//! answered; a subscription that ended) is a race the caller cannot avoid: it is dropped,
+//! nothing comes out, and the call returns `Ok(())`. An input that names a handle the client
+//! never issued (streams, operations and subscriptions are numbered in order, so a number at or
+//! past the next one), or one of the other transport, is the caller's mistake: the call returns
+//! a [`UsageError`] naming it ([`UsageError::UnknownStream`], [`UsageError::UnknownOp`],
+//! [`UsageError::WrongTransport`]). What the server says about a request that ended (a late
+//! response) is the server's doing, reported as [`Event::Ignored`].
+//!
 //! # Where things are
 //!
 //! Each part of the client keeps its own state beside the logic that uses it:
@@ -338,8 +350,11 @@ impl Client {
     }
 
     /// The host cancels `op`. Emits [`Event::Cancelled`] (and the cancellation on the wire).
+    /// An operation that has ended already is left as it is (see "Late inputs" above).
     pub fn cancel(&mut self, now: Instant, op_id: OpId) -> Result<(), UsageError> {
-        let op = self.ops.get(&op_id).ok_or(UsageError::UnknownOp)?;
+        let Some(op) = self.ops.get(&op_id) else {
+            return self.ended_op(op_id);
+        };
         if op.internal.is_some() {
             return Err(UsageError::UnknownOp);
         }
@@ -365,7 +380,9 @@ impl Client {
             self.pump(now);
             return Ok(());
         }
-        let op = self.ops.get_mut(&op_id).ok_or(UsageError::UnknownOp)?;
+        let Some(op) = self.ops.get_mut(&op_id) else {
+            return self.ended_op(op_id);
+        };
         if !matches!(op.state, OpState::AwaitingInput) {
             return Err(UsageError::NotAwaitingInput);
         }
@@ -426,11 +443,38 @@ impl Client {
         if self.legacy_unsubscribe(sub) {
             return Ok(());
         }
-        self.subs
-            .close(now, sub)
-            .map_err(UsageError::Subscription)?;
+        match self.subs.close(now, sub) {
+            Ok(()) => {}
+            // It ended already (late): nothing to do.
+            Err(subscription::UsageError::UnknownHandle)
+                if self.subs.issued(sub) || self.session.issued(sub) => {}
+            Err(e) => return Err(UsageError::Subscription(e)),
+        }
         self.pump(now);
         Ok(())
+    }
+
+    /// A call names `op_id`, which is not running: `Ok` when it ended (a late input),
+    /// [`UsageError::UnknownOp`] when this client never issued it.
+    fn ended_op(&self, op_id: OpId) -> Result<(), UsageError> {
+        if op_id.0 < self.next_op {
+            Ok(())
+        } else {
+            Err(UsageError::UnknownOp)
+        }
+    }
+
+    /// An HTTP input names `stream`: `Ok(true)` when it is open, `Ok(false)` when it ended
+    /// (closed by the client or already answered: the input is dropped), an error naming the
+    /// input when the client never issued it.
+    fn live_stream(&self, input: &'static str, stream: StreamId) -> Result<bool, UsageError> {
+        if self.config.transport != Transport::Http {
+            return Err(UsageError::WrongTransport);
+        }
+        if !self.streams.issued(stream) {
+            return Err(UsageError::UnknownStream { input, stream });
+        }
+        Ok(self.streams.map.contains_key(&stream))
     }
 
     /// The next output, or `None` when there is nothing to do until the next input or timeout.
@@ -459,8 +503,8 @@ impl Client {
         stream: StreamId,
         head: ResponseHead,
     ) -> Result<(), UsageError> {
-        if self.config.transport != Transport::Http {
-            return Err(UsageError::WrongTransport);
+        if !self.live_stream("handle_response_head", stream)? {
+            return Ok(());
         }
         self.on_response_head(now, wall, stream, head);
         self.pump(now);
@@ -474,8 +518,8 @@ impl Client {
         stream: StreamId,
         data: &[u8],
     ) -> Result<(), UsageError> {
-        if self.config.transport != Transport::Http {
-            return Err(UsageError::WrongTransport);
+        if !self.live_stream("handle_response_data", stream)? {
+            return Ok(());
         }
         self.on_response_data(now, stream, data);
         self.pump(now);
@@ -488,8 +532,8 @@ impl Client {
         now: Instant,
         stream: StreamId,
     ) -> Result<(), UsageError> {
-        if self.config.transport != Transport::Http {
-            return Err(UsageError::WrongTransport);
+        if !self.live_stream("handle_response_end", stream)? {
+            return Ok(());
         }
         self.on_response_end(now, stream);
         self.pump(now);
@@ -502,8 +546,8 @@ impl Client {
         now: Instant,
         stream: StreamId,
     ) -> Result<(), UsageError> {
-        if self.config.transport != Transport::Http {
-            return Err(UsageError::WrongTransport);
+        if !self.live_stream("handle_transport_failed", stream)? {
+            return Ok(());
         }
         self.stream_failed(now, stream, None);
         self.pump(now);

@@ -113,6 +113,14 @@ impl Session {
         SubscriptionHandle(LEGACY_SUB_BASE + self.next_sub - 1)
     }
 
+    /// Whether `sub` is a legacy subscription handle this session handed out (it may have
+    /// ended since).
+    pub(super) fn issued(&self, sub: SubscriptionHandle) -> bool {
+        sub.0
+            .checked_sub(LEGACY_SUB_BASE)
+            .is_some_and(|n| n < self.next_sub)
+    }
+
     /// The legacy subscriptions a change notification is for.
     fn subs_for(&self, change: &Change) -> Vec<SubscriptionHandle> {
         self.subs

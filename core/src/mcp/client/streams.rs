@@ -35,6 +35,11 @@ pub(super) struct HttpStreams {
 }
 
 impl HttpStreams {
+    /// Whether `stream` was ever handed to the driver (it may have ended since).
+    pub(super) fn issued(&self, stream: StreamId) -> bool {
+        stream.0 < self.next
+    }
+
     /// A new stream for `owner`, sent with `sent`.
     pub(super) fn open(&mut self, owner: Owner, sent: Headers) -> StreamId {
         let stream = StreamId(self.next);
