@@ -9,12 +9,12 @@ use mcpwire_core::http::{Headers, ResponseHead};
 use mcpwire_core::mcp::cache::ListKind;
 use mcpwire_core::mcp::client::{
     Client, ClientConfig, Event, OpId, OpOptions, Output, ProtocolChoice, ResultSource,
-    RetryReason, StreamId, UsageError,
+    RetryReason, StreamId, TimeoutReason, UsageError, SESSION_OPEN_WAIT,
 };
 use mcpwire_core::mcp::elicitation::ElicitAnswer;
 use mcpwire_core::mcp::meta::{ClientCapabilities, Implementation};
 use mcpwire_core::mcp::mrtr::InputAnswer;
-use mcpwire_core::mcp::request::{CallOptions, Transport};
+use mcpwire_core::mcp::request::{self, CallOptions, Transport};
 use mcpwire_core::mcp::subscription::{self, SubscriptionFilter};
 use serde_json::{json, Map, Value};
 
@@ -648,6 +648,79 @@ fn shutdown_ends_every_subscription_on_both_transports() {
 
 // ---------------------------------------------------------------------------------------------
 // The step-function contract (`DESIGN.md`).
+
+/// `DESIGN.md`, "The step-function contract": `poll_timeout` is the next deadline labelled with
+/// its reason. Each part's deadline comes out under its own reason when it is the earliest: a
+/// request's, a subscription's acknowledgment, the legacy session's opening wait and a legacy
+/// SSE stream's resume.
+#[test]
+fn poll_timeout_labels_the_deadline_with_the_part_it_is_for() {
+    // A request: its deadline.
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.protocol = ProtocolChoice::Modern;
+    let mut h = H::new(config.clone());
+    h.c.list(h.now, ListKind::Tools, None);
+    let t = h.c.poll_timeout().unwrap();
+    assert_eq!(t.at, h.now + CallOptions::default().timeout);
+    assert!(
+        matches!(
+            t.reason,
+            TimeoutReason::Request(request::TimeoutReason::Deadline { .. })
+        ),
+        "{t:?}"
+    );
+
+    // A subscription: its acknowledgment.
+    let mut h = H::new(config);
+    let filter = SubscriptionFilter {
+        tools_list_changed: true,
+        ..SubscriptionFilter::default()
+    };
+    let sub = h.c.subscribe(h.now, filter).unwrap();
+    let t = h.c.poll_timeout().unwrap();
+    assert_eq!(
+        t.reason,
+        TimeoutReason::Subscription(subscription::TimeoutReason::Ack { sub })
+    );
+
+    // Legacy HTTP: the session's requests wait (at most SESSION_OPEN_WAIT) for the server to
+    // answer `notifications/initialized`.
+    let mut config = http_without_session_stream();
+    config.protocol = ProtocolChoice::Legacy;
+    let mut h = H::new(config);
+    h.c.list(h.now, ListKind::Tools, None);
+    let init = h.next_sent();
+    h.reply(
+        init.stream,
+        200,
+        &[
+            ("content-type", "application/json"),
+            ("mcp-session-id", "sess-1"),
+        ],
+        &initialize_result(&init.body["id"]).to_string(),
+    );
+    let t = h.c.poll_timeout().unwrap();
+    assert_eq!(t.reason, TimeoutReason::SessionOpenWait);
+    assert_eq!(t.at, h.now + SESSION_OPEN_WAIT);
+
+    // Legacy HTTP: an SSE stream that ended after an event id, before its response, is
+    // resumed after the default retry (1 s), before the request's own deadline.
+    let initialized = h.next_sent();
+    h.reply(initialized.stream, 202, &[], "");
+    let list = h.next_sent();
+    assert_eq!(list.body["method"], "tools/list");
+    let note = json!({"jsonrpc":"2.0","method":"notifications/message",
+        "params":{"level":"info","data":"x"}});
+    h.reply(
+        list.stream,
+        200,
+        &[("content-type", "text/event-stream")],
+        &format!("id: e1\ndata: {note}\n\n"),
+    );
+    let t = h.c.poll_timeout().unwrap();
+    assert_eq!(t.reason, TimeoutReason::SseResume);
+    assert_eq!(t.at, h.now + Duration::from_secs(1));
+}
 
 /// The late-input convention (client module docs, "Late inputs"): an HTTP input for a stream
 /// this client issued whose exchange ended (answered, or closed by the client) is dropped with

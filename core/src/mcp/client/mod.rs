@@ -482,9 +482,10 @@ impl Client {
         self.outputs.pop_front()
     }
 
-    /// The next instant [`Client::handle_timeout`] must be called.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        self.next_timeout().map(|t| t.at)
+    /// The next instant [`Client::handle_timeout`] must be called, and why (the earliest
+    /// deadline of the request tracker, the subscriptions and the legacy session).
+    pub fn poll_timeout(&self) -> Option<Timeout> {
+        self.next_timeout()
     }
 
     /// Time passed. Calling it early or twice is harmless.
