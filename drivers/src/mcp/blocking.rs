@@ -395,7 +395,7 @@ impl McpClient {
     }
 
     /// `ping` (the legacy era only; the modern era has none and answers
-    /// [`OpError::Unsupported`]).
+    /// [`IncompatibleError::Unsupported`](mcpwire_core::mcp::client::IncompatibleError::Unsupported)).
     pub fn ping(&mut self) -> Result<Value, Error> {
         self.run(Operation::Ping, OpOptions::default())
     }

@@ -458,7 +458,7 @@ impl McpClient {
     }
 
     /// `ping` (the legacy era only; the modern era has none and answers
-    /// [`OpError::Unsupported`]).
+    /// [`IncompatibleError::Unsupported`](mcpwire_core::mcp::client::IncompatibleError::Unsupported)).
     pub async fn ping(&mut self) -> Result<Value, Error> {
         self.run(Operation::Ping, OpOptions::default()).await
     }

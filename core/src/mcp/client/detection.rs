@@ -3,9 +3,10 @@
 //! means legacy) or from the stdio `server/discover` probe, the version negotiated, and the
 //! fallback to the legacy session.
 
+use super::error::IncompatibleError;
 use super::operation::{op_ticket, Internal, OpState};
 use super::responses::result_text;
-use super::{Client, EraEvidence, Event, OpError, OpId, Operation, ProtocolChoice, RetryReason};
+use super::{Client, EraEvidence, Event, OpId, Operation, ProtocolChoice, RetryReason};
 use crate::jsonrpc::Message;
 use crate::mcp::era::{self, classify_probe, Era, ModernError, ProbeOutcome, ProbeVerdict};
 use crate::mcp::legacy;
@@ -36,7 +37,7 @@ impl Client {
     /// `ping` exists only in the legacy era. With the era unknown on Streamable HTTP (where
     /// operations otherwise go out in the modern era, which has no ping), the era is learned
     /// first with a `server/discover` probe and the ping waits for its verdict: sent in the
-    /// legacy session, or refused as [`OpError::Unsupported`] by a modern server. (stdio
+    /// legacy session, or refused as [`IncompatibleError::Unsupported`](super::IncompatibleError::Unsupported) by a modern server. (stdio
     /// probes before anything anyway.)
     pub(super) fn learn_era_first(&mut self, now: Instant, op_id: OpId) -> bool {
         if self.config.transport != Transport::Http || !matches!(self.era, EraState::Unknown) {
@@ -242,7 +243,7 @@ impl Client {
                     return self.go_legacy(now, EraEvidence::ModernAnswer);
                 }
                 self.modern(latest);
-                self.fail_queued(&OpError::Version(e));
+                self.fail_queued(&IncompatibleError::Version(e).into());
             }
         }
     }

@@ -121,7 +121,9 @@ pub use config::{
     ClientConfig, ProtocolChoice, DEFAULT_MAX_BODY_BYTES, DEFAULT_PROBE_TIMEOUT, DEFAULT_SSE_RETRY,
     MAX_SSE_RESUMES, MAX_SSE_RETRY, MAX_STALLED_SSE_RESUMES, SESSION_OPEN_WAIT,
 };
-pub use error::{OpError, UsageError};
+pub use error::{
+    IncompatibleError, LocalError, OpError, ProtocolError, TransportError, UsageError,
+};
 pub use event::{EraEvidence, Event, Output, RetryReason};
 pub use operation::{CachePolicy, OpId, OpOptions, Operation, ResultSource};
 pub use streams::StreamId;

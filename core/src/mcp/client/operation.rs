@@ -8,6 +8,7 @@ use std::fmt;
 
 use serde_json::Value;
 
+use super::error::IncompatibleError;
 use super::{Client, EraState, Event, OpError, RetryReason};
 use crate::http::Headers;
 use crate::jsonrpc::Id;
@@ -309,7 +310,7 @@ impl Client {
                     OpError::Server(e) => e.message,
                     other => other.to_string(),
                 };
-                self.fail(waiter, OpError::HeaderMismatch { message });
+                self.fail(waiter, IncompatibleError::HeaderMismatch { message }.into());
             }
             Some(Internal::ToolsPrefetch { waiter, .. }) => {
                 // Nothing learned: the call goes out without the listing (at the next pump).
@@ -360,6 +361,11 @@ impl Client {
             source: ResultSource::Cache,
         });
         true
+    }
+
+    /// The method of `op_id` (empty when it ended).
+    pub(super) fn method_of(&self, op_id: OpId) -> &'static str {
+        self.ops.get(&op_id).map_or("", |o| o.operation.method())
     }
 
     /// The host operations waiting to be sent.

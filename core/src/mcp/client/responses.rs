@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use super::error::{IncompatibleError, ProtocolError, TransportError};
 use super::operation::{cache_key, Internal, OpState};
 use super::{
     Client, EraEvidence, EraState, Event, OpError, OpId, Operation, ProtocolChoice, ResultSource,
@@ -63,13 +64,18 @@ impl Client {
             R::TimedOut { req, max_total, .. } => {
                 self.by_req.remove(&req);
                 if let Some(op_id) = op_id {
-                    self.on_lost(now, op_id, OpError::TimedOut { max_total }, true);
+                    self.on_lost(
+                        now,
+                        op_id,
+                        TransportError::TimedOut { max_total }.into(),
+                        true,
+                    );
                 }
             }
             R::Failed { req, reason } => {
                 self.by_req.remove(&req);
                 if let Some(op_id) = op_id {
-                    self.on_lost(now, op_id, OpError::Transport(reason), false);
+                    self.on_lost(now, op_id, TransportError::Failed(reason).into(), false);
                 }
             }
             R::Cancelled { req, .. } => {
@@ -212,7 +218,8 @@ impl Client {
         is_error: bool,
     ) {
         let Some(mut result) = result.map(str::to_owned).or_else(|| result_text(message)) else {
-            return self.fail(op_id, OpError::Protocol("no result member".to_owned()));
+            let method = self.method_of(op_id);
+            return self.fail(op_id, ProtocolError::NoResult { method }.into());
         };
         let Some(mut op) = self.ops.remove(&op_id) else {
             return;
@@ -255,14 +262,15 @@ impl Client {
         message: &str,
         result: Option<&str>,
     ) {
-        let parsed = result
-            .map(str::to_owned)
-            .or_else(|| result_text(message))
-            .ok_or_else(|| "no result member".to_owned())
-            .and_then(|r| InputRequiredResult::parse(&r).map_err(|e| e.to_string()));
+        let method = self.method_of(op_id);
+        let parsed = match result.map(str::to_owned).or_else(|| result_text(message)) {
+            None => Err(ProtocolError::NoResult { method }),
+            Some(r) => InputRequiredResult::parse(&r)
+                .map_err(|error| ProtocolError::InputRequired { method, error }),
+        };
         let result = match parsed {
             Ok(r) => r,
-            Err(e) => return self.fail(op_id, OpError::Protocol(e)),
+            Err(e) => return self.fail(op_id, e.into()),
         };
         let Some(op) = self.ops.get_mut(&op_id) else {
             return;
@@ -271,7 +279,7 @@ impl Client {
         let Some(round) = op.mrtr.as_mut() else {
             return self.fail(
                 op_id,
-                OpError::Protocol("input_required for a request without MRTR".to_owned()),
+                ProtocolError::InputRequiredWithoutMrtr { method }.into(),
             );
         };
         match round.handle_input_required(result) {
@@ -289,7 +297,7 @@ impl Client {
                     });
                 }
             }
-            Err(e) => self.fail(op_id, OpError::Mrtr(e)),
+            Err(e) => self.fail(op_id, ProtocolError::Mrtr(e).into()),
         }
     }
 
@@ -359,7 +367,7 @@ impl Client {
                         {
                             self.fall_back(now, op_id, EraEvidence::ModernAnswer);
                         } else {
-                            self.fail(op_id, OpError::Version(e));
+                            self.fail(op_id, IncompatibleError::Version(e).into());
                         }
                     }
                 }
@@ -376,7 +384,7 @@ impl Client {
                         op.declared = declared;
                         self.restart(now, op_id, RetryReason::Capabilities);
                     }
-                    Err(e) => self.fail(op_id, OpError::Capability(e)),
+                    Err(e) => self.fail(op_id, IncompatibleError::Capability(e).into()),
                 }
             }
             ModernError::HeaderMismatch { message } => {
@@ -389,7 +397,7 @@ impl Client {
                 } else if op.internal.is_some() {
                     self.fail(op_id, OpError::Server(error));
                 } else {
-                    self.fail(op_id, OpError::HeaderMismatch { message });
+                    self.fail(op_id, IncompatibleError::HeaderMismatch { message }.into());
                 }
             }
         }

@@ -6,6 +6,7 @@
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::error::{IncompatibleError, LocalError};
 use super::operation::{Internal, Op, OpState};
 use super::streams::Owner;
 use super::{Client, EraState, Event, OpError, OpId, OpOptions, Operation, Output, ResultSource};
@@ -253,9 +254,7 @@ pub(super) fn fresh_params(
 pub(super) fn checked_params(text: String) -> Result<String, OpError> {
     match serde_json::from_str::<&RawValue>(&text) {
         Ok(raw) if raw.get().starts_with('{') => Ok(text),
-        _ => Err(OpError::Protocol(
-            request::UsageError::ParamsNotObject.to_string(),
-        )),
+        _ => Err(LocalError::Request(request::UsageError::ParamsNotObject).into()),
     }
 }
 
@@ -361,10 +360,11 @@ impl Client {
         if op.operation == Operation::Ping {
             self.fail(
                 op_id,
-                OpError::Unsupported {
+                IncompatibleError::Unsupported {
                     operation: "ping",
                     era: Era::Modern,
-                },
+                }
+                .into(),
             );
             return;
         }
@@ -372,11 +372,11 @@ impl Client {
         // A tool excluded from the listing is not called.
         if let Operation::CallTool { name, .. } = &op.operation {
             if let Some(reason) = self.tools.excluded.get(name) {
-                let error = OpError::ToolExcluded {
+                let error = IncompatibleError::ToolExcluded {
                     tool: name.clone(),
                     reason: reason.clone(),
                 };
-                self.fail(op_id, error);
+                self.fail(op_id, error.into());
                 return;
             }
         }
@@ -385,12 +385,12 @@ impl Client {
             Some(retry) => {
                 let meta = match self.meta_texts.request_meta_text(op, version) {
                     Ok(m) => m,
-                    Err(e) => return self.fail(op_id, OpError::Protocol(e.to_string())),
+                    Err(e) => return self.fail(op_id, LocalError::Serialize(e.to_string()).into()),
                 };
                 match mrtr::splice_meta(retry, &meta) {
                     Ok(p) => (Err(p), None),
                     Err(e) => {
-                        self.fail(op_id, OpError::Mrtr(e));
+                        self.fail(op_id, LocalError::Mrtr(e).into());
                         return;
                     }
                 }
@@ -399,7 +399,7 @@ impl Client {
             None => match fresh_params(&mut self.meta_texts, op, version, eligible) {
                 Ok((text, members)) => (Ok(text), members),
                 Err(e) => {
-                    self.fail(op_id, OpError::Protocol(e.to_string()));
+                    self.fail(op_id, LocalError::Serialize(e.to_string()).into());
                     return;
                 }
             },
@@ -504,7 +504,7 @@ impl Client {
             match built {
                 Ok(h) => headers = Some(h),
                 Err(e) => {
-                    self.fail(op_id, OpError::Headers(e));
+                    self.fail(op_id, LocalError::Headers(e).into());
                     return;
                 }
             }
@@ -550,7 +550,7 @@ impl Client {
                     }
                 }
             }
-            Err(e) => self.fail(op_id, OpError::Protocol(e.to_string())),
+            Err(e) => self.fail(op_id, LocalError::Request(e).into()),
         }
     }
 
@@ -598,7 +598,7 @@ impl Client {
         };
         let meta = match self.meta_texts.request_meta_text(op, &version) {
             Ok(m) => m,
-            Err(e) => return self.fail(op_id, OpError::Protocol(e.to_string())),
+            Err(e) => return self.fail(op_id, LocalError::Serialize(e.to_string()).into()),
         };
         let id = self.ids.next_id();
         let Some(op) = self.ops.get_mut(&op_id) else {
@@ -618,7 +618,7 @@ impl Client {
                     Err(e) => self.fail(op_id, e),
                 }
             }
-            Err(e) => self.fail(op_id, OpError::Mrtr(e)),
+            Err(e) => self.fail(op_id, LocalError::Mrtr(e).into()),
         }
     }
 

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::error::LocalError;
 use super::operation::{Internal, OpState};
 use super::send::Preset;
 use super::streams::{Owner, StreamId};
@@ -313,7 +314,7 @@ impl Client {
             Err(e) => {
                 self.ops.remove(&op_id);
                 self.session.handshake = None;
-                self.fail_queued(&OpError::Protocol(e.to_string()));
+                self.fail_queued(&LocalError::Request(e).into());
             }
         }
     }
@@ -418,7 +419,7 @@ impl Client {
                     }
                     return;
                 }
-                let error = OpError::Legacy(e);
+                let error = OpError::handshake(e);
                 self.fail_held(now, &error);
                 self.fail_queued(&error);
             }

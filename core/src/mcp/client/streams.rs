@@ -4,8 +4,9 @@
 
 use std::collections::BTreeMap;
 
+use super::error::IncompatibleError;
 use super::operation::OpState;
-use super::{Client, EraEvidence, EraState, OpError, Output, ProtocolChoice, RetryReason};
+use super::{Client, EraEvidence, EraState, Output, ProtocolChoice, RetryReason};
 use crate::backoff;
 use crate::http::{Headers, Method, ResponseHead};
 use crate::jsonrpc::{ErrorObject, Message};
@@ -449,7 +450,10 @@ impl Client {
                         op.state = OpState::Queued;
                     }
                     let error = jsonrpc_error_object(body);
-                    self.fail(op_id, OpError::LegacyServer { status, error });
+                    self.fail(
+                        op_id,
+                        IncompatibleError::LegacyServer { status, error }.into(),
+                    );
                 } else {
                     self.feed_or_fail(now, req, s, status, body);
                 }
