@@ -119,6 +119,19 @@ impl H {
         );
     }
 
+    /// Answers the `initialize` request `init` with a result and the session `sess-1`.
+    fn accept_initialize(&mut self, init: &Sent) {
+        self.reply(
+            init.stream,
+            200,
+            &[
+                ("content-type", "application/json"),
+                ("mcp-session-id", "sess-1"),
+            ],
+            &initialize_result(&init.body["id"]).to_string(),
+        );
+    }
+
     fn line(&mut self, v: Value) {
         self.c.handle_stdio_line(self.now, &v.to_string()).unwrap();
         self.drain();
@@ -197,15 +210,7 @@ fn every_modern_request_in_flight_at_fallback_is_resent_in_the_legacy_session() 
         op: b,
         reason: RetryReason::LegacyFallback
     }));
-    h.reply(
-        init.stream,
-        200,
-        &[
-            ("content-type", "application/json"),
-            ("mcp-session-id", "sess-1"),
-        ],
-        &initialize_result(&init.body["id"]).to_string(),
-    );
+    h.accept_initialize(&init);
     let initialized = h.next_sent();
     assert_eq!(initialized.body["method"], "notifications/initialized");
     h.reply(initialized.stream, 202, &[], "");
@@ -313,15 +318,7 @@ fn a_modern_request_rejected_after_the_session_is_up_is_resent_without_a_new_han
     let sb = h.next_sent();
     h.reply_json(&sa, 400, not_initialized());
     let init = h.next_sent();
-    h.reply(
-        init.stream,
-        200,
-        &[
-            ("content-type", "application/json"),
-            ("mcp-session-id", "sess-1"),
-        ],
-        &initialize_result(&init.body["id"]).to_string(),
-    );
+    h.accept_initialize(&init);
     let initialized = h.next_sent();
     assert_eq!(initialized.body["method"], "notifications/initialized");
     h.reply(initialized.stream, 202, &[], "");
@@ -690,15 +687,7 @@ fn poll_timeout_labels_the_deadline_with_the_part_it_is_for() {
     let mut h = H::new(config);
     h.c.list(h.now, ListKind::Tools, None);
     let init = h.next_sent();
-    h.reply(
-        init.stream,
-        200,
-        &[
-            ("content-type", "application/json"),
-            ("mcp-session-id", "sess-1"),
-        ],
-        &initialize_result(&init.body["id"]).to_string(),
-    );
+    h.accept_initialize(&init);
     let t = h.c.poll_timeout().unwrap();
     assert_eq!(t.reason, TimeoutReason::SessionOpenWait);
     assert_eq!(t.at, h.now + SESSION_OPEN_WAIT);
