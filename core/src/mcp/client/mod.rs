@@ -56,7 +56,7 @@
 //! - `send`: dispatching an operation in its era, building modern and legacy requests (`_meta`
 //!   texts, mirrored headers), the MRTR retry;
 //! - `responses`: classifying answers (result, tool error, `input_required`, JSON-RPC and
-//!   modern errors) and what each does to its operation;
+//!   modern errors, HTTP error statuses) and what each does to its operation;
 //! - `detection`: era detection, version negotiation and the fallback to the legacy era;
 //! - `session`: the legacy session (handshake, held requests, the GET stream, resumes,
 //!   `DELETE`, legacy subscriptions and the server's requests);

@@ -1,21 +1,27 @@
 //! Responses: the request tracker's events classified (a result, a tool error,
-//! `input_required`, a JSON-RPC error, the modern errors the client fixes and retries), and
-//! what each one does to its operation.
+//! `input_required`, a JSON-RPC error, the modern errors the client fixes and retries), HTTP
+//! error statuses (legacy evidence, an expired legacy session, a JSON-RPC error body), and what
+//! each one does to its operation.
 
 use serde_json::Value;
 
 use super::error::{IncompatibleError, ProtocolError, TransportError};
 use super::operation::{cache_key, Internal, OpState};
+use super::streams::{is_jsonrpc_error, jsonrpc_error_object, Owner, Stream};
 use super::{
     Client, EraEvidence, EraState, Event, OpError, OpId, Operation, ProtocolChoice, ResultSource,
     RetryReason,
 };
 use crate::jsonrpc::{ErrorObject, Message};
 use crate::mcp::cache::ListKind;
-use crate::mcp::era::{self, declare_required, ModernError, ProbeVerdict, VersionError};
-use crate::mcp::legacy;
+use crate::mcp::era::{
+    self, classify_http_error, declare_required, HttpErrorVerdict, ModernError, ProbeVerdict,
+    VersionError,
+};
+use crate::mcp::legacy::{self, SessionStatus};
 use crate::mcp::mrtr::{InputCapabilities, InputRequiredResult};
-use crate::mcp::request::{self, ResponseKind};
+use crate::mcp::request::{self, RequestHandle, ResponseKind};
+use crate::mcp::subscription;
 use crate::time::Instant;
 
 /// The JSON text of a response's `result`.
@@ -414,6 +420,104 @@ impl Client {
             _ => self.event(Event::Ignored {
                 reason: "a message for no known request or subscription",
             }),
+        }
+    }
+
+    /// A non-2xx answer on `s`.
+    pub(super) fn http_error(&mut self, now: Instant, s: &Stream, status: u16, body: &[u8]) {
+        let Owner::Request(req) = s.owner else {
+            // A listen request refused for good with a JSON-RPC error body (e.g. 404 `-32601`
+            // from a server without `subscriptions/listen`): that error is the answer, so the
+            // subscription ends as rejected with the server's code and message. A status that
+            // reconnects keeps doing so.
+            if let Owner::Listen(sub) = s.owner {
+                if !subscription::reconnects_after(Some(status)) && is_jsonrpc_error(body) {
+                    let text = String::from_utf8_lossy(body);
+                    let text = text.trim_start_matches('\u{feff}');
+                    let _ = self.subs.handle_stream_message(now, sub, text);
+                }
+            }
+            return self.owner_failed(now, s.owner, Some(status), s.retry_after);
+        };
+        let Some(op_id) = self.by_req.get(&req).copied() else {
+            return;
+        };
+        let Some(op) = self.ops.get(&op_id) else {
+            return;
+        };
+        let is_handshake = Some(op_id) == self.session.handshake;
+        if op.sent_legacy {
+            if status == 404 && !is_handshake {
+                let expired = self.session.state.handle_status(404, &s.sent);
+                if expired != SessionStatus::Unaffected {
+                    self.supersede(now, req);
+                    if expired == SessionStatus::Expired && self.session.handshake.is_none() {
+                        self.start_handshake(now);
+                    }
+                    return self.restart(now, op_id, RetryReason::SessionExpired);
+                }
+            }
+            return self.feed_or_fail(now, req, s, status, body);
+        }
+        match classify_http_error(status, body) {
+            Some(HttpErrorVerdict::Legacy) => {
+                let jsonrpc_error = is_jsonrpc_error(body);
+                let may_fall_back = self.config.protocol == ProtocolChoice::Auto
+                    && match &self.era {
+                        EraState::Unknown => true,
+                        EraState::Modern { confirmed, .. } => !*confirmed || !jsonrpc_error,
+                        // A modern request sent before another one's answer made the server
+                        // legacy: it goes out again in the legacy session too.
+                        EraState::Legacy => true,
+                    };
+                if may_fall_back {
+                    self.fall_back(now, op_id, EraEvidence::HttpStatus(status));
+                } else if self.config.protocol == ProtocolChoice::Modern
+                    && (!jsonrpc_error
+                        || matches!(
+                            self.era,
+                            EraState::Modern {
+                                confirmed: false,
+                                ..
+                            }
+                        ))
+                {
+                    // Pinned to modern, with the evidence automatic detection would have taken
+                    // as legacy (a JSON-RPC error counts only before any modern answer).
+                    self.supersede(now, req);
+                    if let Some(op) = self.ops.get_mut(&op_id) {
+                        op.state = OpState::Queued;
+                    }
+                    let error = jsonrpc_error_object(body);
+                    self.fail(
+                        op_id,
+                        IncompatibleError::LegacyServer { status, error }.into(),
+                    );
+                } else {
+                    self.feed_or_fail(now, req, s, status, body);
+                }
+            }
+            _ => self.feed_or_fail(now, req, s, status, body),
+        }
+    }
+
+    /// A JSON-RPC error body is the request's answer; anything else is an HTTP failure.
+    pub(super) fn feed_or_fail(
+        &mut self,
+        now: Instant,
+        req: RequestHandle,
+        s: &Stream,
+        status: u16,
+        body: &[u8],
+    ) {
+        if is_jsonrpc_error(body) {
+            let text = String::from_utf8_lossy(body);
+            let text = text.trim_start_matches('\u{feff}');
+            let _ = self.requests.handle_stream_message(now, req, text);
+            self.streams.by_req.remove(&req);
+            let _ = self.requests.handle_stream_end(now, req);
+        } else {
+            self.owner_failed(now, Owner::Request(req), Some(status), s.retry_after);
         }
     }
 }

@@ -4,16 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use super::error::IncompatibleError;
-use super::operation::OpState;
-use super::{Client, EraEvidence, EraState, Output, ProtocolChoice, RetryReason};
+use super::{Client, Output};
 use crate::backoff;
 use crate::http::{Headers, Method, ResponseHead};
 use crate::jsonrpc::{ErrorObject, Message};
-use crate::mcp::era::{classify_http_error, HttpErrorVerdict};
-use crate::mcp::legacy::SessionStatus;
 use crate::mcp::request::{RequestHandle, Routed, StreamFailure};
-use crate::mcp::subscription::{self, SubscriptionHandle};
+use crate::mcp::subscription::SubscriptionHandle;
 use crate::sse::SseParser;
 use crate::time::{Duration, Instant, SystemTime};
 
@@ -90,7 +86,7 @@ pub(super) struct Stream {
     /// POST, not only the closed stream).
     pub(super) in_session: bool,
     head: Option<ResponseHead>,
-    retry_after: Option<Duration>,
+    pub(super) retry_after: Option<Duration>,
     body: Body,
 }
 
@@ -381,104 +377,6 @@ impl Client {
                 }
             }
             self.owner_failed(now, s.owner, status, s.retry_after);
-        }
-    }
-
-    /// A non-2xx answer on `s`.
-    pub(super) fn http_error(&mut self, now: Instant, s: &Stream, status: u16, body: &[u8]) {
-        let Owner::Request(req) = s.owner else {
-            // A listen request refused for good with a JSON-RPC error body (e.g. 404 `-32601`
-            // from a server without `subscriptions/listen`): that error is the answer, so the
-            // subscription ends as rejected with the server's code and message. A status that
-            // reconnects keeps doing so.
-            if let Owner::Listen(sub) = s.owner {
-                if !subscription::reconnects_after(Some(status)) && is_jsonrpc_error(body) {
-                    let text = String::from_utf8_lossy(body);
-                    let text = text.trim_start_matches('\u{feff}');
-                    let _ = self.subs.handle_stream_message(now, sub, text);
-                }
-            }
-            return self.owner_failed(now, s.owner, Some(status), s.retry_after);
-        };
-        let Some(op_id) = self.by_req.get(&req).copied() else {
-            return;
-        };
-        let Some(op) = self.ops.get(&op_id) else {
-            return;
-        };
-        let is_handshake = Some(op_id) == self.session.handshake;
-        if op.sent_legacy {
-            if status == 404 && !is_handshake {
-                let expired = self.session.state.handle_status(404, &s.sent);
-                if expired != SessionStatus::Unaffected {
-                    self.supersede(now, req);
-                    if expired == SessionStatus::Expired && self.session.handshake.is_none() {
-                        self.start_handshake(now);
-                    }
-                    return self.restart(now, op_id, RetryReason::SessionExpired);
-                }
-            }
-            return self.feed_or_fail(now, req, s, status, body);
-        }
-        match classify_http_error(status, body) {
-            Some(HttpErrorVerdict::Legacy) => {
-                let jsonrpc_error = is_jsonrpc_error(body);
-                let may_fall_back = self.config.protocol == ProtocolChoice::Auto
-                    && match &self.era {
-                        EraState::Unknown => true,
-                        EraState::Modern { confirmed, .. } => !*confirmed || !jsonrpc_error,
-                        // A modern request sent before another one's answer made the server
-                        // legacy: it goes out again in the legacy session too.
-                        EraState::Legacy => true,
-                    };
-                if may_fall_back {
-                    self.fall_back(now, op_id, EraEvidence::HttpStatus(status));
-                } else if self.config.protocol == ProtocolChoice::Modern
-                    && (!jsonrpc_error
-                        || matches!(
-                            self.era,
-                            EraState::Modern {
-                                confirmed: false,
-                                ..
-                            }
-                        ))
-                {
-                    // Pinned to modern, with the evidence automatic detection would have taken
-                    // as legacy (a JSON-RPC error counts only before any modern answer).
-                    self.supersede(now, req);
-                    if let Some(op) = self.ops.get_mut(&op_id) {
-                        op.state = OpState::Queued;
-                    }
-                    let error = jsonrpc_error_object(body);
-                    self.fail(
-                        op_id,
-                        IncompatibleError::LegacyServer { status, error }.into(),
-                    );
-                } else {
-                    self.feed_or_fail(now, req, s, status, body);
-                }
-            }
-            _ => self.feed_or_fail(now, req, s, status, body),
-        }
-    }
-
-    /// A JSON-RPC error body is the request's answer; anything else is an HTTP failure.
-    pub(super) fn feed_or_fail(
-        &mut self,
-        now: Instant,
-        req: RequestHandle,
-        s: &Stream,
-        status: u16,
-        body: &[u8],
-    ) {
-        if is_jsonrpc_error(body) {
-            let text = String::from_utf8_lossy(body);
-            let text = text.trim_start_matches('\u{feff}');
-            let _ = self.requests.handle_stream_message(now, req, text);
-            self.streams.by_req.remove(&req);
-            let _ = self.requests.handle_stream_end(now, req);
-        } else {
-            self.owner_failed(now, Owner::Request(req), Some(status), s.retry_after);
         }
     }
 }
