@@ -129,7 +129,6 @@ pub use operation::{CachePolicy, OpId, OpOptions, Operation, ResultSource};
 pub use streams::StreamId;
 pub use timers::{Timeout, TimeoutReason};
 
-use crate::time::Instant;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
@@ -142,7 +141,7 @@ use super::request::{IdSource, RequestHandle, Requests, RequestsConfig, Routed, 
 use super::subscription::{self, SubscriptionFilter, SubscriptionHandle, Subscriptions};
 use crate::http::{Headers, ResponseHead};
 use crate::jsonrpc::Message;
-use crate::time::SystemTime;
+use crate::time::{Instant, SystemTime};
 
 use detection::EraState;
 use operation::{Op, OpState};
