@@ -780,6 +780,28 @@ fn a_late_stream_input_is_dropped_and_a_never_issued_one_refused() {
         )
     );
     assert_eq!(h.c.poll_output(), None);
+
+    // An input of the other transport is refused, naming it.
+    let e = h.c.handle_stdio_line(h.now, "{}").unwrap_err();
+    assert_eq!(
+        e,
+        UsageError::WrongTransport {
+            input: "handle_stdio_line"
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "this input does not belong to the configured transport"
+    );
+    let mut stdio = H::new(ClientConfig::new(Transport::Stdio, info()));
+    assert_eq!(
+        stdio.c.handle_response_end(stdio.now, sent.stream),
+        Err(UsageError::WrongTransport {
+            input: "handle_response_end"
+        })
+    );
+    stdio.drain();
+    assert!(stdio.sent.is_empty() && stdio.lines.is_empty());
 }
 
 /// The late-input convention for the host's calls: cancelling or answering an operation that

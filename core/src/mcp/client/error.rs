@@ -228,7 +228,10 @@ pub enum UsageError {
     },
     /// An HTTP input on a stdio client or the reverse.
     #[error("this input does not belong to the configured transport")]
-    WrongTransport,
+    WrongTransport {
+        /// The input (`handle_response_head`, `handle_stdio_line`, ...).
+        input: &'static str,
+    },
 }
 
 #[cfg(test)]

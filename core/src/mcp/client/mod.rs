@@ -470,7 +470,7 @@ impl Client {
     /// input when the client never issued it.
     fn live_stream(&self, input: &'static str, stream: StreamId) -> Result<bool, UsageError> {
         if self.config.transport != Transport::Http {
-            return Err(UsageError::WrongTransport);
+            return Err(UsageError::WrongTransport { input });
         }
         if !self.streams.issued(stream) {
             return Err(UsageError::UnknownStream { input, stream });
@@ -559,7 +559,9 @@ impl Client {
     /// stdio: one line the server wrote.
     pub fn handle_stdio_line(&mut self, now: Instant, line: &str) -> Result<(), UsageError> {
         if self.config.transport != Transport::Stdio {
-            return Err(UsageError::WrongTransport);
+            return Err(UsageError::WrongTransport {
+                input: "handle_stdio_line",
+            });
         }
         let line = line.trim_end_matches(['\r', '\n']);
         if line.trim().is_empty() {
@@ -590,7 +592,9 @@ impl Client {
     /// stdio: the server's process exited (or its pipes closed).
     pub fn handle_stdio_closed(&mut self, now: Instant) -> Result<(), UsageError> {
         if self.config.transport != Transport::Stdio {
-            return Err(UsageError::WrongTransport);
+            return Err(UsageError::WrongTransport {
+                input: "handle_stdio_closed",
+            });
         }
         self.requests.handle_channel_closed(now);
         self.subs.handle_channel_closed(now);
@@ -605,7 +609,9 @@ impl Client {
     /// stdio: the server's process is running again (restarted by the driver).
     pub fn handle_stdio_open(&mut self, now: Instant) -> Result<(), UsageError> {
         if self.config.transport != Transport::Stdio {
-            return Err(UsageError::WrongTransport);
+            return Err(UsageError::WrongTransport {
+                input: "handle_stdio_open",
+            });
         }
         self.requests.handle_channel_open(now);
         self.subs.handle_channel_open(now);
