@@ -37,7 +37,7 @@ impl Client {
     /// `ping` exists only in the legacy era. With the era unknown on Streamable HTTP (where
     /// operations otherwise go out in the modern era, which has no ping), the era is learned
     /// first with a `server/discover` probe and the ping waits for its verdict: sent in the
-    /// legacy session, or refused as [`IncompatibleError::Unsupported`](super::IncompatibleError::Unsupported) by a modern server. (stdio
+    /// legacy session, or refused as [`IncompatibleError::Unsupported`] by a modern server. (stdio
     /// probes before anything anyway.)
     pub(super) fn learn_era_first(&mut self, now: Instant, op_id: OpId) -> bool {
         if self.config.transport != Transport::Http || !matches!(self.era, EraState::Unknown) {
