@@ -532,13 +532,16 @@ pub struct Health {
     pub readiness: Readiness,
 }
 
-/// Why a `handle_*` input was refused (the caller broke the API contract).
+/// Why a `handle_*` input was refused: the caller broke the API contract.
+///
+/// A *late* input (naming a handle this engine issued whose operation has since ended: finished,
+/// cancelled, timed out) is not an error: it is dropped and the call returns `Ok(())` (see the
+/// [module documentation](super#late-inputs)).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum UsageError {
-    /// The handle is unknown, finished or canceled (a late report after a cancellation is
-    /// harmless: ignore this error for it).
-    #[error("no active {0} with this handle (unknown, finished or canceled)")]
+    /// The handle was never issued by this machine (a caller's bug, not a race).
+    #[error("no {0} with this handle was ever issued")]
     UnknownHandle(&'static str),
     /// The input does not fit the handle's state (e.g. body bytes before a response head).
     #[error("out-of-order input: {0}")]
@@ -849,9 +852,25 @@ impl Engine {
         Readiness::Ready
     }
 
-    /// Stops polling; commands already admitted are finished. See [`Engine::is_idle`].
-    pub fn shutdown(&mut self) {
+    /// Stops polling; commands already admitted are finished. See [`Engine::is_idle`]. A poll
+    /// in flight is not cancelled here: its report (or [`Engine::handle_poll_failed`] once the
+    /// caller abandoned it) ends it, and no other poll follows. `now` is taken as by every
+    /// machine's `shutdown`; stopping starts no timer and emits nothing by itself.
+    pub fn shutdown(&mut self, _now: Instant) {
         self.stopped = true;
+    }
+
+    /// The poll in flight, if any (a caller abandoning it at shutdown reports it failed).
+    pub fn poll_in_flight(&self) -> Option<PollId> {
+        match self.poll {
+            PollState::InFlight(id) => Some(id),
+            PollState::Due(_) => None,
+        }
+    }
+
+    /// Whether this engine issued `handle` (handles of every kind come from one sequence).
+    fn issued(&self, handle: u64) -> bool {
+        handle < self.next_id
     }
 
     /// Whether nothing is in flight (no poll, no command).
@@ -912,7 +931,9 @@ impl Engine {
         head: &ResponseHead,
         body: &[u8],
     ) -> Result<(), UsageError> {
-        self.take_poll(id)?;
+        if !self.take_poll(id)? {
+            return Ok(());
+        }
         self.expire(now);
         match head.status {
             204 => self.poll_succeeded(received_at, 0),
@@ -944,16 +965,21 @@ impl Engine {
 
     /// A poll failed before a response arrived (connect, TLS, reset, timeout...).
     pub fn handle_poll_failed(&mut self, now: Instant, id: PollId) -> Result<(), UsageError> {
-        self.take_poll(id)?;
+        if !self.take_poll(id)? {
+            return Ok(());
+        }
         self.expire(now);
         self.poll_failed(now, None, None, None);
         self.drive(now);
         Ok(())
     }
 
-    fn take_poll(&mut self, id: PollId) -> Result<(), UsageError> {
+    /// `Ok(true)` for the poll in flight, `Ok(false)` for a late report (a poll that already
+    /// ended: drop the input), `Err` for a handle never issued.
+    fn take_poll(&mut self, id: PollId) -> Result<bool, UsageError> {
         match self.poll {
-            PollState::InFlight(current) if current == id => Ok(()),
+            PollState::InFlight(current) if current == id => Ok(true),
+            _ if self.issued(id.0) => Ok(false),
             _ => Err(UsageError::UnknownHandle("poll")),
         }
     }
@@ -1201,9 +1227,16 @@ impl Engine {
     // -----------------------------------------------------------------------------------------
     // Forward outcomes.
 
-    fn forwarding(&mut self, cmd: CommandId) -> Result<&mut Command, UsageError> {
+    /// The command whose forward runs; `Ok(None)` for a late report (the forward already ended:
+    /// drop the input); `Err` for a command never issued, or one whose forward has not started.
+    fn forwarding(&mut self, cmd: CommandId) -> Result<Option<&mut Command>, UsageError> {
+        let issued = self.issued(cmd.0);
         match self.commands.get_mut(&cmd) {
-            Some(c) if c.forward.is_some() => Ok(c),
+            Some(c) if c.forward.is_some() => Ok(Some(c)),
+            Some(c) if c.to_forward.is_some() => Err(UsageError::OutOfOrder(
+                "a forward outcome before the forward was emitted",
+            )),
+            _ if issued => Ok(None),
             _ => Err(UsageError::UnknownHandle("forward")),
         }
     }
@@ -1217,9 +1250,11 @@ impl Engine {
     ) -> Result<(), UsageError> {
         self.expire(now);
         let max = self.config.max_response_body;
-        let c = self.forwarding(cmd)?;
+        let Some(c) = self.forwarding(cmd)? else {
+            return Ok(());
+        };
         let Some(state) = c.forward.as_mut() else {
-            return Err(UsageError::UnknownHandle("forward"));
+            return Ok(());
         };
         if state.head.is_some() {
             return Err(UsageError::OutOfOrder("a second response head"));
@@ -1248,9 +1283,11 @@ impl Engine {
     ) -> Result<(), UsageError> {
         self.expire(now);
         let max = self.config.max_response_body;
-        let c = self.forwarding(cmd)?;
+        let Some(c) = self.forwarding(cmd)? else {
+            return Ok(());
+        };
         let Some(state) = c.forward.as_mut() else {
-            return Err(UsageError::UnknownHandle("forward"));
+            return Ok(());
         };
         let mut messages = Vec::new();
         let mut failure = None;
@@ -1308,9 +1345,11 @@ impl Engine {
     /// The MCP server's response body ended.
     pub fn handle_forward_end(&mut self, now: Instant, cmd: CommandId) -> Result<(), UsageError> {
         self.expire(now);
-        let c = self.forwarding(cmd)?;
+        let Some(c) = self.forwarding(cmd)? else {
+            return Ok(());
+        };
         let Some(state) = c.forward.take() else {
-            return Err(UsageError::UnknownHandle("forward"));
+            return Ok(());
         };
         let Some(head) = state.head else {
             c.forward = Some(state);
@@ -1409,7 +1448,9 @@ impl Engine {
         json: &str,
     ) -> Result<(), UsageError> {
         self.expire(now);
-        self.forwarding(cmd)?;
+        if self.forwarding(cmd)?.is_none() {
+            return Ok(());
+        }
         self.forward_message(cmd, json);
         self.drive(now);
         Ok(())
@@ -1424,7 +1465,10 @@ impl Engine {
         cmd: CommandId,
     ) -> Result<(), UsageError> {
         self.expire(now);
-        let (resp_type, code) = match self.forwarding(cmd)?.expect {
+        let Some(c) = self.forwarding(cmd)? else {
+            return Ok(());
+        };
+        let (resp_type, code) = match c.expect {
             Expect::Ack => (RespType::NotifyAck, 202),
             Expect::SessionClosed => (RespType::SessionTerminationResponse, 204),
             Expect::Reply(_) => {
@@ -1446,7 +1490,9 @@ impl Engine {
         failure: TunnelFailure,
     ) -> Result<(), UsageError> {
         self.expire(now);
-        self.forwarding(cmd)?;
+        if self.forwarding(cmd)?.is_none() {
+            return Ok(());
+        }
         self.fail_command(cmd, failure);
         self.drive(now);
         Ok(())
@@ -1695,17 +1741,21 @@ impl Engine {
         });
     }
 
-    fn take_post(&mut self, id: PostId) -> Result<(CommandId, PendingPost), UsageError> {
-        let cmd = self
-            .posts
-            .remove(&id)
-            .ok_or(UsageError::UnknownHandle("post"))?;
-        let post = self
+    /// The POST in flight; `Ok(None)` for a late report (the attempt already ended or was
+    /// cancelled: drop the input); `Err` for a handle never issued.
+    fn take_post(&mut self, id: PostId) -> Result<Option<(CommandId, PendingPost)>, UsageError> {
+        let Some(cmd) = self.posts.remove(&id) else {
+            return if self.issued(id.0) {
+                Ok(None)
+            } else {
+                Err(UsageError::UnknownHandle("post"))
+            };
+        };
+        Ok(self
             .commands
             .get_mut(&cmd)
             .and_then(|c| c.post_in_flight.take())
-            .ok_or(UsageError::UnknownHandle("post"))?;
-        Ok((cmd, post.post))
+            .map(|p| (cmd, p.post)))
     }
 
     /// A response POST was answered. `wall` is the wall clock (for `Retry-After` HTTP-dates).
@@ -1717,7 +1767,9 @@ impl Engine {
         head: &ResponseHead,
     ) -> Result<(), UsageError> {
         self.expire(now);
-        let (cmd, post) = self.take_post(id)?;
+        let Some((cmd, post)) = self.take_post(id)? else {
+            return Ok(());
+        };
         let status = head.status;
         match PostAnswer::of(status) {
             PostAnswer::Accepted => self.post_delivered(cmd, &post),
@@ -1757,7 +1809,9 @@ impl Engine {
         written: bool,
     ) -> Result<(), UsageError> {
         self.expire(now);
-        let (cmd, post) = self.take_post(id)?;
+        let Some((cmd, post)) = self.take_post(id)? else {
+            return Ok(());
+        };
         let retryable = match post.kind {
             PostKind::Terminal => true,
             PostKind::Notify => !written,

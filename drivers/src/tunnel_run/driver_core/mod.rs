@@ -435,7 +435,7 @@ impl<R: Runtime> DriverCore<R> {
             Output::CancelForward { cmd } => {
                 self.rt.cancel_forward(cmd);
                 for s in &mut self.stdio {
-                    s.binding.handle_deadline(cmd.0);
+                    s.binding.handle_deadline(Instant::now(), cmd);
                 }
             }
             Output::Post {
@@ -462,7 +462,7 @@ impl<R: Runtime> DriverCore<R> {
                 let Some(chan) = self.stdio.get_mut(i) else {
                     return;
                 };
-                if let Err(failure) = chan.binding.handle_forward(f.cmd.0, &f.kind) {
+                if let Err(failure) = chan.binding.handle_forward(now, f.cmd, &f.kind) {
                     self.report.note_failure(&f.request_id, failure);
                     let _ = self.engine.handle_forward_failed(now, f.cmd, failure);
                 }
@@ -494,16 +494,15 @@ impl<R: Runtime> DriverCore<R> {
                 }
                 Ok(())
             }
-            StdioOutput::Message { token, json } | StdioOutput::Response { token, json } => self
-                .engine
-                .handle_forward_message(now, CommandId(token), &json),
-            StdioOutput::NotificationSent { token } => self
-                .engine
-                .handle_forward_acknowledged(now, CommandId(token)),
-            StdioOutput::Failed { token, reason } => {
+            StdioOutput::Message { cmd, json } | StdioOutput::Response { cmd, json } => {
+                self.engine.handle_forward_message(now, cmd, &json)
+            }
+            StdioOutput::NotificationSent { cmd } => {
+                self.engine.handle_forward_acknowledged(now, cmd)
+            }
+            StdioOutput::Failed { cmd, reason } => {
                 let failure = reason.to_tunnel_failure();
-                self.engine
-                    .handle_forward_failed(now, CommandId(token), failure)
+                self.engine.handle_forward_failed(now, cmd, failure)
             }
             StdioOutput::Restart => {
                 let Some(s) = self.stdio.get_mut(i) else {
@@ -555,10 +554,10 @@ impl<R: Runtime> DriverCore<R> {
         );
         // Leave a pending restart (its held commands are admitted and their frames kept), then
         // answer everything admitted now rather than at its deadline, and drop those frames.
-        s.binding.handle_child_exit();
+        s.binding.handle_child_exit(now);
         self.pump();
         if let Some(s) = self.stdio.get_mut(i) {
-            s.binding.handle_child_exit();
+            s.binding.handle_child_exit(now);
             s.schedule_restart(now);
         }
         false
@@ -569,7 +568,7 @@ impl<R: Runtime> DriverCore<R> {
     fn replace_stdio(&mut self, i: usize, now: Instant) {
         if self.start_stdio(i, now) {
             if let Some(s) = self.stdio.get_mut(i) {
-                s.binding.handle_child_exit();
+                s.binding.handle_child_exit(now);
             }
         }
     }
@@ -618,7 +617,7 @@ impl<R: Runtime> DriverCore<R> {
             } => {
                 if let Some(s) = self.stdio.get_mut(chan) {
                     if s.is_current(generation) {
-                        s.binding.handle_stdout(&bytes);
+                        s.binding.handle_stdout(now, &bytes);
                     }
                 }
             }
@@ -668,7 +667,7 @@ impl<R: Runtime> DriverCore<R> {
                 "stdio server exited; its commands fail with transport_closed and it restarts",
                 &[("channel", &s.name)],
             );
-            s.binding.handle_child_exit();
+            s.binding.handle_child_exit(now);
         }
     }
 
@@ -682,7 +681,7 @@ impl<R: Runtime> DriverCore<R> {
                 ("grace_ms", &self.grace.as_millis()),
             ],
         );
-        self.engine.shutdown();
+        self.engine.shutdown(now);
         if self.rt.cancel_poll() {
             // The cancelled poll reports nothing: tell the engine it ended.
             if let Some(id) = self.last_poll.take() {
