@@ -24,7 +24,7 @@
 #   N_HTTP [2000]  N_STDIO [5000]  WARMUP [200]  ROUNDS [3]
 #   TIME_LIMIT_S [120]  per client run (the loop stops there; the process is killed 30 s later)
 #   SKIP_BUILD=1   use target/release and bench/mcp_clients/ts/node_modules as they are
-# Builds: `cargo build --release -p mcpwire-drivers --bin mcpwire` (the server), the bench crate
+# Builds: `cargo build --release -p mcpwire-cli --bin mcpwire` (the server), the bench crate
 # (its own workspace: `--manifest-path bench/mcp_clients/Cargo.toml`, into the same target/),
 # and `npm ci` in bench/mcp_clients/ts when its node_modules is missing. Loopback only.
 # Not part of .ci/run (it takes minutes); .ci/run only checks that the bench crate builds.
@@ -52,8 +52,8 @@ cleanup() {
 trap cleanup EXIT
 
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
-    echo "== cargo build --release -p mcpwire-drivers --bin mcpwire"
-    cargo build --release -q -p mcpwire-drivers --bin mcpwire
+    echo "== cargo build --release -p mcpwire-cli --bin mcpwire"
+    cargo build --release -q -p mcpwire-cli --bin mcpwire
     echo "== cargo build --release --manifest-path bench/mcp_clients/Cargo.toml"
     cargo build --release -q --manifest-path bench/mcp_clients/Cargo.toml --target-dir "$TARGET_DIR"
     if [ ! -d "$TS_DIR/node_modules/@modelcontextprotocol/client" ]; then

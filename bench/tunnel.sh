@@ -8,7 +8,7 @@
 #   a) MCP forwards at the default concurrency (10): a latency run (1 request in flight), then
 #      a load run (LOAD_C in flight);
 #   b) --mcp.max-concurrent-requests LOAD_C: the same load run.
-# Each run alternates direct and tunnel rounds (drivers/examples/tunnel_load.rs). The tunnel
+# Each run alternates direct and tunnel rounds (cli/examples/tunnel_load.rs). The tunnel
 # client's peak RSS is the VmHWM of its /proc status after each run. The stripped size of the
 # release binary is measured on a stripped copy.
 # A driver the binary says is not built is skipped, with its message.
@@ -16,7 +16,7 @@
 # Environment (defaults in brackets):
 #   N_LATENCY [4000]  requests per target at 1 in flight      N_LOAD [20000]  at LOAD_C in flight
 #   LOAD_C [100]      in flight during the load run             ROUNDS [4]      alternations
-#   FEATURES [smol]   cargo features of the release build       TIME_LIMIT_S [300] per run
+#   TIME_LIMIT_S [300] per run
 #   TUNNEL_ARGS       extra `tunnel run` flags (after the bench's own)
 #   SKIP_BUILD=1      use target/release as it is
 set -euo pipefail
@@ -28,7 +28,6 @@ N_LATENCY=${N_LATENCY:-4000}
 N_LOAD=${N_LOAD:-20000}
 LOAD_C=${LOAD_C:-100}
 ROUNDS=${ROUNDS:-4}
-FEATURES=${FEATURES:-smol}
 TIME_LIMIT_S=${TIME_LIMIT_S:-300}
 EXTRA=()
 [ -z "${TUNNEL_ARGS:-}" ] || read -r -a EXTRA <<<"$TUNNEL_ARGS"
@@ -47,8 +46,8 @@ cleanup() {
 trap cleanup EXIT
 
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
-    echo "== cargo build --release -p mcpwire-drivers --features '$FEATURES' --bin mcpwire --example tunnel_load"
-    cargo build --release -q -p mcpwire-drivers --features "$FEATURES" --bin mcpwire --example tunnel_load
+    echo "== cargo build --release -p mcpwire-cli --bin mcpwire --example tunnel_load"
+    cargo build --release -q -p mcpwire-cli --bin mcpwire --example tunnel_load
 fi
 
 echo "== machine"
@@ -60,7 +59,7 @@ cp "$BIN" "$WORK/mcpwire.stripped"
 strip "$WORK/mcpwire.stripped"
 size_of() { stat -c %s "$1"; }
 mib() { awk -v b="$1" 'BEGIN { printf "%.2f MiB (%d bytes)", b / 1048576, b }'; }
-echo "release binary as built (features: ${FEATURES:-default}): $(mib "$(size_of "$BIN")")"
+echo "release binary as built (both drivers): $(mib "$(size_of "$BIN")")"
 echo "stripped copy: $(mib "$(size_of "$WORK/mcpwire.stripped")")"
 
 # Waits until FILE has a line matching PATTERN (or PID dies, or 15 s pass); prints the line.

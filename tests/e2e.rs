@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 use std::net::TcpListener;
 use std::time::Duration;
 
-use mcpwire_drivers::dev::control_plane::{Endpoint, Fault, RESPONSE_TIMEOUT_HEADER};
-use mcpwire_drivers::dev::mcp_server::{fail_data, FAIL_CODE, FAIL_MESSAGE};
+use mcpwire_dev::control_plane::{Endpoint, Fault, RESPONSE_TIMEOUT_HEADER};
+use mcpwire_dev::mcp_server::{fail_data, FAIL_CODE, FAIL_MESSAGE};
 use serde_json::{json, Value};
 use support::*;
 
@@ -49,8 +49,8 @@ fn http_stack(driver: Driver) -> (ControlPlaneHandleAlias, McpHandleAlias, Tunne
     (cp, mcp, t)
 }
 
-type ControlPlaneHandleAlias = mcpwire_drivers::dev::control_plane::ControlPlaneHandle;
-type McpHandleAlias = mcpwire_drivers::dev::mcp_server::McpServerHandle;
+type ControlPlaneHandleAlias = mcpwire_dev::control_plane::ControlPlaneHandle;
+type McpHandleAlias = mcpwire_dev::mcp_server::McpServerHandle;
 
 fn stdio_stack(driver: Driver) -> (ControlPlaneHandleAlias, Tunnel) {
     let cp = plane();

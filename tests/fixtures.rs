@@ -1,5 +1,5 @@
 //! Contract tests: the wire fixtures in `fixtures/tunnel/` against the tunnel OpenAPI contract
-//! (`shared/spec/tunnel/openapi.json`) and against mcpwire-core's decoders and encoders.
+//! (`fixtures/spec/tunnel/openapi.json`, vendored: see `fixtures/spec/README.md`) and against mcpwire-core's decoders and encoders.
 //!
 //! - every `good/` fixture validates against its component schema and decodes with mcpwire-core
 //!   to the values listed here;
@@ -10,7 +10,7 @@
 //!   `x-tunnel-failure-schema`, and `ResponsePayload::to_json` output validates against
 //!   `TunnelResponsePayload`.
 //!
-//! The contract is found through `$MCPWIRE_SHARED_DIR`, else `<repo>/../shared`.
+//! Every file read is in the repository: the contract is the copy in `fixtures/spec/tunnel/`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,7 +33,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 /// The base URI the OpenAPI document is registered under (never fetched).
-const OPENAPI_URI: &str = "https://mcpwire.invalid/shared/spec/tunnel/openapi.json";
+const OPENAPI_URI: &str = "https://mcpwire.invalid/fixtures/spec/tunnel/openapi.json";
 
 /// Where `x-tunnel-failure-schema` sits in the OpenAPI document.
 const FAILURE_SCHEMA_POINTER: &str =
@@ -50,27 +50,9 @@ fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// The `shared/` directory holding `spec/tunnel/openapi.json`.
-fn shared_dir() -> PathBuf {
-    const REL: &str = "spec/tunnel/openapi.json";
-    if let Some(dir) = std::env::var_os("MCPWIRE_SHARED_DIR") {
-        let dir = PathBuf::from(dir);
-        assert!(
-            dir.join(REL).is_file(),
-            "MCPWIRE_SHARED_DIR={} holds no {REL}",
-            dir.display()
-        );
-        return dir;
-    }
-    let beside = repo_root().join("../shared");
-    assert!(
-        beside.join(REL).is_file(),
-        "the tunnel contract was not found: {} does not exist. Set MCPWIRE_SHARED_DIR to the \
-         directory that holds {REL} (e.g. MCPWIRE_SHARED_DIR=/work/shared), or place a copy of \
-         shared/ beside the repository",
-        beside.join(REL).display()
-    );
-    beside
+/// The vendored spec files (`fixtures/spec/`), laid out as the spec folder they come from.
+fn spec_dir() -> PathBuf {
+    repo_root().join("fixtures/spec")
 }
 
 fn fixtures_dir() -> PathBuf {
@@ -91,7 +73,7 @@ struct Contract {
 fn contract() -> &'static Contract {
     static CONTRACT: OnceLock<Contract> = OnceLock::new();
     CONTRACT.get_or_init(|| {
-        let path = shared_dir().join("spec/tunnel/openapi.json");
+        let path = spec_dir().join("tunnel/openapi.json");
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
         let openapi: Value = serde_json::from_str(&text).expect("openapi.json is JSON");
@@ -969,13 +951,13 @@ fn bad_fixtures_are_rejected_or_fail_open_exactly_as_expected() {
 }
 
 #[test]
-fn the_contract_copies_are_identical_to_the_shared_spec() {
+fn the_contract_copies_are_identical_to_the_vendored_spec() {
     for name in ["poll_command_envelope.json", "jsonrpc_notify_response.json"] {
         let ours = std::fs::read(fixtures_dir().join("good").join(name)).unwrap();
-        let theirs = std::fs::read(shared_dir().join("spec/tunnel").join(name)).unwrap();
+        let theirs = std::fs::read(spec_dir().join("tunnel").join(name)).unwrap();
         assert_eq!(
             ours, theirs,
-            "fixtures/tunnel/good/{name} drifted from the shared spec copy"
+            "fixtures/tunnel/good/{name} drifted from the vendored spec copy fixtures/spec/tunnel/{name}"
         );
     }
 }

@@ -12,7 +12,8 @@
 //!   them as known-good requests;
 //! - the era-detection facts the client core relies on hold for the recorded servers.
 //!
-//! The schema is found through `$MCPWIRE_SHARED_DIR`, else `<repo>/../shared`.
+//! Every file read is in the repository: the schema is the copy in `fixtures/spec/` (see
+//! `fixtures/spec/README.md`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,9 +26,9 @@ use mcpwire_core::sse::SseParser;
 use serde_json::{json, Value};
 
 /// The base URI the 2026-07-28 schema is registered under (never fetched).
-const SCHEMA_URI: &str = "https://mcpwire.invalid/shared/spec/mcp-2026-07-28/schema.json";
-/// Where the schema sits inside `shared/`.
-const SCHEMA_REL: &str = "spec/mcp-2026-07-28/schema.json";
+const SCHEMA_URI: &str = "https://mcpwire.invalid/fixtures/spec/mcp-2026-07-28/schema.json";
+/// Where the schema sits inside `fixtures/spec/`.
+const SCHEMA_REL: &str = "mcp-2026-07-28/schema.json";
 /// The protocol revision whose schema the modern exchanges are checked against.
 const LATEST: &str = "2026-07-28";
 
@@ -78,26 +79,9 @@ fn fixtures_dir() -> PathBuf {
     repo_root().join("fixtures/mcp")
 }
 
-/// The `shared/` directory holding the 2026-07-28 `schema.json`.
-fn shared_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("MCPWIRE_SHARED_DIR") {
-        let dir = PathBuf::from(dir);
-        assert!(
-            dir.join(SCHEMA_REL).is_file(),
-            "MCPWIRE_SHARED_DIR={} holds no {SCHEMA_REL}",
-            dir.display()
-        );
-        return dir;
-    }
-    let beside = repo_root().join("../shared");
-    assert!(
-        beside.join(SCHEMA_REL).is_file(),
-        "the MCP schema was not found: {} does not exist. Set MCPWIRE_SHARED_DIR to the \
-         directory that holds {SCHEMA_REL} (e.g. MCPWIRE_SHARED_DIR=/work/shared), or place a \
-         copy of shared/ beside the repository",
-        beside.join(SCHEMA_REL).display()
-    );
-    beside
+/// The vendored spec files (`fixtures/spec/`), laid out as the spec folder they come from.
+fn spec_dir() -> PathBuf {
+    repo_root().join("fixtures/spec")
 }
 
 /// One recorded exchange.
@@ -231,7 +215,7 @@ struct Schema {
 fn schema() -> &'static Schema {
     static SCHEMA: OnceLock<Schema> = OnceLock::new();
     SCHEMA.get_or_init(|| {
-        let path = shared_dir().join(SCHEMA_REL);
+        let path = spec_dir().join(SCHEMA_REL);
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
         let doc: Value = serde_json::from_str(&text).expect("schema.json is JSON");
@@ -800,10 +784,10 @@ fn schema_check_rejects_a_result_without_result_type_and_a_miscoded_error() {
 /// `cacheScope` (rmcp refuses a discover result without them), and an `echo` call validates.
 #[test]
 fn our_reference_server_answers_modern_requests_as_the_schema_says() {
+    use mcpwire::mcp::blocking::McpClient;
+    use mcpwire::mcp::ClientOptions;
     use mcpwire_core::mcp::client::OpOptions;
-    use mcpwire_drivers::dev::mcp_server::{Config, McpServer};
-    use mcpwire_drivers::mcp_client::blocking::McpClient;
-    use mcpwire_drivers::mcp_client::ClientOptions;
+    use mcpwire_dev::mcp_server::{Config, McpServer};
 
     let server = McpServer::start_http(Config::default(), "127.0.0.1:0").expect("server");
     let mut client = McpClient::connect_http(&server.url(), ClientOptions::default()).unwrap();

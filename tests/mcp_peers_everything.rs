@@ -28,13 +28,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use mcpwire::mcp::{ClientOptions, Error};
 use mcpwire_core::mcp::client::{EraEvidence, ResultSource};
 use mcpwire_core::mcp::client::{Event, OpError, OpOptions, ProtocolChoice, RetryReason};
 use mcpwire_core::mcp::era::Era;
 use mcpwire_core::mcp::mrtr::InputRequest;
 use mcpwire_core::mcp::request::CallOptions;
 use mcpwire_core::mcp::subscription::{self, Change, SubscriptionFilter};
-use mcpwire_drivers::mcp_client::{ClientOptions, Error};
 use scenarios::{
     elicitation, http, names, recorder, stdio, text_of, wait_for_subscription_event,
     wait_for_subscription_event_within, Api, Peer, Seen,

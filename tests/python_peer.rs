@@ -118,7 +118,7 @@ fn check_progress(r: &Reply) {
     assert_eq!(messages[3]["result"]["content"][0]["text"], "counted 3");
 }
 
-fn echo_through(cp: &mcpwire_drivers::dev::control_plane::ControlPlaneHandle) {
+fn echo_through(cp: &mcpwire_dev::control_plane::ControlPlaneHandle) {
     let r = mcp_request(
         cp,
         &call_text(11, "echo", json!({"text": "via python"}), None),

@@ -12,13 +12,13 @@
 use std::error::Error;
 use std::io::Write;
 
+use mcpwire::mcp::smol::McpClient;
+use mcpwire::mcp::{ClientOptions, Host};
 use mcpwire_core::mcp::client::OpId;
 use mcpwire_core::mcp::elicitation::{ElicitAnswer, ElicitationRequest};
 use mcpwire_core::mcp::meta::ClientCapabilities;
 use mcpwire_core::mcp::mrtr::{InputAnswer, InputRequest, InputRequestEvent};
-use mcpwire_drivers::dev::mcp_server::{Config, McpServer};
-use mcpwire_drivers::mcp_client::smol::McpClient;
-use mcpwire_drivers::mcp_client::{ClientOptions, Host};
+use mcpwire_dev::mcp_server::{Config, McpServer};
 use serde_json::{json, Value};
 
 /// Answers a form elicitation that requires `name` with this name; declines anything else.

@@ -17,7 +17,7 @@ mod mcp_blocking;
 mod mcp_smol;
 
 use mcpwire_core::mcp::era::Era;
-use mcpwire_drivers::dev::mcp_server::{self, Config, McpServer, McpServerHandle};
+use mcpwire_dev::mcp_server::{self, Config, McpServer, McpServerHandle};
 
 const EXAMPLES: [&str; 2] = [
     include_str!("../examples/mcp_blocking.rs"),

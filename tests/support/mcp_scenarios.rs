@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::support::wait_for;
+use mcpwire::mcp::{ClientOptions, Error, Host};
 use mcpwire_core::mcp::client::ProtocolChoice;
 use mcpwire_core::mcp::client::{Event, OpError, OpId, OpOptions, ResultSource, RetryReason};
 use mcpwire_core::mcp::elicitation::ElicitAnswer;
@@ -32,7 +33,6 @@ use mcpwire_core::mcp::meta::ClientCapabilities;
 use mcpwire_core::mcp::mrtr::{InputAnswer, InputRequestEvent};
 use mcpwire_core::mcp::request::CallOptions;
 use mcpwire_core::mcp::subscription::{self, Change, SubscriptionFilter, SubscriptionHandle};
-use mcpwire_drivers::mcp_client::{ClientOptions, Error, Host};
 use serde_json::{json, Map, Value};
 
 /// A protocol version newer than any server knows (the client lists it first).
@@ -154,12 +154,8 @@ macro_rules! impl_api {
     };
 }
 
-impl_api!(
-    Blocking,
-    mcpwire_drivers::mcp_client::blocking::McpClient,
-    |x| x
-);
-impl_api!(Smol, mcpwire_drivers::mcp_client::smol::McpClient, |x| {
+impl_api!(Blocking, mcpwire::mcp::blocking::McpClient, |x| x);
+impl_api!(Smol, mcpwire::mcp::smol::McpClient, |x| {
     smol::block_on(x)
 });
 
@@ -466,7 +462,7 @@ pub fn mrtr_accepted_and_declined(mut c: impl Api) {
     assert_eq!(text_of(&r), "confirmed: db", "{r}");
     assert_eq!(seen.lock().unwrap().asked.len(), 1);
     // The default host declines; the SDK's resolver then fails the tool (an `isError` result).
-    c.set_host(Box::new(mcpwire_drivers::mcp_client::NoHost));
+    c.set_host(Box::new(mcpwire::mcp::NoHost));
     let r = c
         .call_tool("confirm_action", json!({"target": "db"}))
         .unwrap();

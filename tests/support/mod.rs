@@ -1,6 +1,6 @@
 //! The real stack on 127.0.0.1, in-process: the dev control plane, the tunnel client (a
 //! driver run through the library, as `mcpwire tunnel run` runs it) and the dev reference MCP
-//! server over HTTP or as a stdio child (`mcpwire-dev dev mcp-server --stdio`).
+//! server over HTTP or as a stdio child (`mcpwire dev mcp-server --stdio`).
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::io::{Read, Write};
@@ -9,16 +9,16 @@ use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use mcpwire::tunnel::log::{Level, Logger};
+use mcpwire::tunnel::{Status, Stopper};
+use mcpwire_cli::tunnel_run::config::{self, RunArgs};
+use mcpwire_cli::tunnel_run::health;
 use mcpwire_core::mcp::headers::request_headers;
 use mcpwire_core::mcp::meta::{build_request, ClientCapabilities, Implementation, RequestMeta};
 use mcpwire_core::sse::SseParser;
-use mcpwire_drivers::dev::control_plane::{self, ControlPlane, ControlPlaneHandle};
-use mcpwire_drivers::dev::mcp_server::{self, McpServer, McpServerHandle};
-use mcpwire_drivers::dev::ApiKey;
-use mcpwire_drivers::tunnel_run::config::{self, RunArgs};
-use mcpwire_drivers::tunnel_run::health::{self, Status};
-use mcpwire_drivers::tunnel_run::log::{Level, Logger};
-use mcpwire_drivers::tunnel_run::stop::Stopper;
+use mcpwire_dev::control_plane::{self, ControlPlane, ControlPlaneHandle};
+use mcpwire_dev::mcp_server::{self, McpServer, McpServerHandle};
+use mcpwire_dev::ApiKey;
 use serde_json::{json, Value};
 
 /// The tunnel clients' API key (a test greps the logs for it).
@@ -100,12 +100,10 @@ pub fn reference_server() -> McpServerHandle {
     McpServer::start_http(mcp_server::Config::default(), "127.0.0.1:0").unwrap()
 }
 
-/// The `--mcp.command` that runs the reference server on stdio.
+/// The `--mcp.command` that runs the reference server on stdio (`mcpwire dev mcp-server
+/// --stdio`: these tests are the `mcpwire-cli` crate's, so cargo builds the binary for them).
 pub fn stdio_reference_command() -> String {
-    format!(
-        "'{}' dev mcp-server --stdio",
-        env!("CARGO_BIN_EXE_mcpwire-dev")
-    )
+    format!("'{}' dev mcp-server --stdio", env!("CARGO_BIN_EXE_mcpwire"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -137,7 +135,7 @@ impl Captured {
 /// A running tunnel client: its health listener, status and log. Stopped on drop.
 pub struct Tunnel {
     stop: Stopper,
-    join: Option<thread::JoinHandle<Result<(), String>>>,
+    join: Option<thread::JoinHandle<Result<(), mcpwire::tunnel::Error>>>,
     log: Captured,
     pub health: SocketAddr,
 }
@@ -170,7 +168,7 @@ impl Tunnel {
         let logger = Arc::new(Logger::new(
             Level::Debug,
             false,
-            vec![config.engine.api_key.expose().to_owned()],
+            vec![config.tunnel.engine.api_key.expose().to_owned()],
             Box::new(log.clone()),
         ));
         let listener = TcpListener::bind(config.health_addr).unwrap();
@@ -180,15 +178,16 @@ impl Tunnel {
         let (tx, rx) = mpsc::channel();
         let on_start = move |stopper: Stopper| {
             tx.send(stopper)
-                .map_err(|_| "the test went away".to_owned())
+                .map_err(|_| std::io::Error::other("the test went away"))
         };
+        let tunnel = config.tunnel;
         let join = match driver {
             Driver::Blocking => thread::spawn(move || {
-                mcpwire_drivers::blocking::run_with(config, logger, status, on_start)
+                mcpwire::tunnel::blocking::run(tunnel, logger, status, on_start)
             }),
-            Driver::Smol => thread::spawn(move || {
-                mcpwire_drivers::smol::run_with(config, logger, status, on_start)
-            }),
+            Driver::Smol => {
+                thread::spawn(move || mcpwire::tunnel::smol::run(tunnel, logger, status, on_start))
+            }
         };
         let stop = rx
             .recv_timeout(PATIENCE)

@@ -14,7 +14,7 @@ pub const NODE_ENV: &str = "MCPWIRE_NODE";
 
 /// The directory with `package.json`, `package-lock.json` and the peer scripts.
 pub fn node_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/node")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/peers/node")
 }
 
 /// The `node` program.

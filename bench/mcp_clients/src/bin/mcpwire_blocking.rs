@@ -1,9 +1,9 @@
 //! mcpwire's blocking MCP client in the benchmark (see the crate docs for the command line).
 
+use mcpwire::mcp::blocking::McpClient;
+use mcpwire::mcp::ClientOptions;
 use mcpwire_bench_mcp_clients::{arguments, check_result, fail, report, Args, Target, Timed, TOOL};
 use mcpwire_core::mcp::client::OpOptions;
-use mcpwire_drivers::mcp_client::blocking::McpClient;
-use mcpwire_drivers::mcp_client::ClientOptions;
 
 fn call(client: &mut McpClient) {
     // Plain calls, as rmcp and the TypeScript SDK send them: no progress token.

@@ -1,9 +1,9 @@
 //! mcpwire's smol MCP client in the benchmark (see the crate docs for the command line).
 
+use mcpwire::mcp::smol::McpClient;
+use mcpwire::mcp::ClientOptions;
 use mcpwire_bench_mcp_clients::{arguments, check_result, fail, report, Args, Target, Timed, TOOL};
 use mcpwire_core::mcp::client::OpOptions;
-use mcpwire_drivers::mcp_client::smol::McpClient;
-use mcpwire_drivers::mcp_client::ClientOptions;
 
 async fn call(client: &mut McpClient) {
     // Plain calls, as rmcp and the TypeScript SDK send them: no progress token.

@@ -1,0 +1,1092 @@
+//! `mcpwire tunnel run` flags and environment variables, compatible with the Go tunnel-client.
+//!
+//! Every setting resolves the same way: the flag when given, else its environment variable,
+//! else the default. A bad value stops start-up with one line that names the flag (and the
+//! variable it came from) and says what is allowed; a secret's value is never repeated.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Args;
+use mcpwire_core::tunnel::engine::{Config, Secret};
+use mcpwire_core::tunnel::server_info::{
+    is_canonical_channel_name, ChannelBinding, ChannelDeclaration, ServerInfo,
+};
+use mcpwire_core::tunnel::stdio::StdioConfig;
+use mcpwire_core::tunnel::wire::DEFAULT_CHANNEL;
+
+use mcpwire::tunnel::log::Level;
+use mcpwire::tunnel::{Cloudflared, CloudflaredToken, Target, TargetKind, TunnelConfig};
+
+/// The flags of `mcpwire tunnel run` (each also read from the environment variable named in
+/// its help; flags beat the environment, which beats the default).
+#[derive(Args, Debug, Default, Clone)]
+pub struct RunArgs {
+    /// Control-plane base URL [env: CONTROL_PLANE_BASE_URL] [default: https://api.openai.com]
+    #[arg(long = "control-plane.base-url", value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Tunnel id [env: CONTROL_PLANE_TUNNEL_ID]
+    #[arg(long = "control-plane.tunnel-id", value_name = "ID")]
+    pub tunnel_id: Option<String>,
+    /// Tunnel API key: the key, env:VAR or file:PATH [env: CONTROL_PLANE_API_KEY, then OPENAI_API_KEY]
+    #[arg(long = "control-plane.api-key", value_name = "KEY")]
+    pub api_key: Option<String>,
+    /// Commands admitted and not finished, at most [env: CONTROL_PLANE_MAX_INFLIGHT_REQUESTS] [default: 20]
+    #[arg(long = "control-plane.max-inflight", value_name = "N")]
+    pub max_inflight: Option<String>,
+    /// Requested long-poll wait, e.g. 30s [env: CONTROL_PLANE_POLL_TIMEOUT] [default: 30s]
+    #[arg(long = "control-plane.poll-timeout", value_name = "DURATION")]
+    pub poll_timeout: Option<String>,
+    /// A channel to drain (repeatable) [env: CONTROL_PLANE_POLL_CHANNELS, comma-separated]
+    #[arg(long = "control-plane.poll-channel", value_name = "NAME")]
+    pub poll_channels: Vec<String>,
+    /// Streamable HTTP MCP server: URL (channel main) or channel=NAME,url=URL (repeatable)
+    /// [env: MCP_SERVER_URL, one entry per line]
+    #[arg(long = "mcp.server-url", value_name = "ENTRY")]
+    pub server_urls: Vec<String>,
+    /// stdio MCP server: CMD (channel main) or channel=NAME,command=CMD (repeatable)
+    /// [env: MCP_COMMAND, one entry per line]
+    #[arg(long = "mcp.command", value_name = "ENTRY")]
+    pub commands: Vec<String>,
+    /// Forwards running at once, at most [env: MCP_MAX_CONCURRENT_REQUESTS] [default: 10]
+    #[arg(long = "mcp.max-concurrent-requests", value_name = "N")]
+    pub max_concurrent: Option<String>,
+    /// Write notifications/initialized to stdio servers after initialize succeeds
+    /// [env: MCP_STDIO_SEND_INITIALIZED_NOTIFICATION]
+    #[arg(long = "mcp.stdio-send-initialized-notification", value_name = "BOOL",
+          num_args = 0..=1, default_missing_value = "true")]
+    pub send_initialized: Option<String>,
+    /// Health listener address [env: HEALTH_LISTEN_ADDR] [default: 127.0.0.1:8080]
+    #[arg(long = "health.listen-addr", value_name = "ADDR")]
+    pub health_addr: Option<String>,
+    /// debug, info, warn or error [env: LOG_LEVEL] [default: info]
+    #[arg(long = "log.level", value_name = "LEVEL")]
+    pub log_level: Option<String>,
+    /// text or json [env: LOG_FORMAT] [default: text]
+    #[arg(long = "log.format", value_name = "FORMAT")]
+    pub log_format: Option<String>,
+    /// How long in-flight commands may take to finish after SIGINT/SIGTERM
+    /// [env: SHUTDOWN_GRACE_PERIOD] [default: 10s]
+    #[arg(long = "shutdown.grace-period", value_name = "DURATION")]
+    pub grace: Option<String>,
+    /// blocking or smol [env: MCPWIRE_DRIVER] [default: blocking]
+    #[arg(long = "driver", value_name = "DRIVER")]
+    pub driver: Option<String>,
+    /// Run the cloudflared companion with a token fetched from the control plane
+    /// [env: CLOUDFLARED_MANAGED] [default: false]
+    #[arg(long = "cloudflared.managed", value_name = "BOOL",
+          num_args = 0..=1, default_missing_value = "true")]
+    pub cloudflared_managed: Option<String>,
+    /// Static cloudflared tunnel token: the token, env:VAR or file:PATH; runs the companion
+    /// without the control-plane fetch [env: CLOUDFLARED_TUNNEL_TOKEN]
+    #[arg(long = "cloudflared.token", value_name = "TOKEN")]
+    pub cloudflared_token: Option<String>,
+    /// The cloudflared executable [env: CLOUDFLARED_PATH] [default: cloudflared on PATH]
+    #[arg(long = "cloudflared.path", value_name = "PATH")]
+    pub cloudflared_path: Option<String>,
+    /// How long cloudflared may take to report ready at start-up
+    /// [env: CLOUDFLARED_READY_TIMEOUT] [default: 30s]
+    #[arg(long = "cloudflared.ready-timeout", value_name = "DURATION")]
+    pub cloudflared_ready_timeout: Option<String>,
+}
+
+/// Which driver runs the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Driver {
+    /// ureq, std threads, `std::process`.
+    Blocking,
+    /// smol tasks, hyper 1 on smol sockets, async-process (feature `smol`).
+    Smol,
+}
+
+/// Everything `tunnel run` needs, resolved and checked: the tunnel's own configuration and the
+/// settings only the command has (where health is served, how logs look, which driver runs).
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// What the tunnel driver runs with.
+    pub tunnel: TunnelConfig,
+    /// The health listener's address.
+    pub health_addr: SocketAddr,
+    /// The log level.
+    pub log_level: Level,
+    /// JSON logs instead of text.
+    pub log_json: bool,
+    /// The driver.
+    pub driver: Driver,
+}
+
+/// A setting that cannot be used. Its `Display` is the one line printed at start-up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// A raw value and where it came from, for messages.
+struct Raw {
+    value: String,
+    origin: String,
+}
+
+fn pick(
+    flag: &str,
+    given: Option<&String>,
+    env_var: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<Raw> {
+    if let Some(v) = given {
+        return Some(Raw {
+            value: v.clone(),
+            origin: format!("--{flag}"),
+        });
+    }
+    env(env_var).filter(|v| !v.is_empty()).map(|v| Raw {
+        value: v,
+        origin: format!("--{flag} (from {env_var})"),
+    })
+}
+
+fn bad(origin: &str, value: &str, allowed: &str) -> ConfigError {
+    let shown: String = value.chars().take(80).collect();
+    ConfigError(format!("invalid {origin} {shown:?}: {allowed}"))
+}
+
+fn number(raw: Option<Raw>, default: usize, max: usize) -> Result<usize, ConfigError> {
+    let Some(raw) = raw else { return Ok(default) };
+    match raw.value.trim().parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(bad(
+            &raw.origin,
+            &raw.value,
+            &format!("expected a whole number from 1 to {max}"),
+        )),
+    }
+}
+
+fn duration(raw: Option<Raw>, default: Duration) -> Result<Duration, ConfigError> {
+    let Some(raw) = raw else { return Ok(default) };
+    parse_duration(raw.value.trim()).ok_or_else(|| {
+        bad(
+            &raw.origin,
+            &raw.value,
+            "expected a duration such as 500ms, 30s, 2m or 1m30s (units ns, us, ms, s, m, h)",
+        )
+    })
+}
+
+fn boolean(raw: Option<Raw>) -> Result<bool, ConfigError> {
+    let Some(raw) = raw else { return Ok(false) };
+    match raw.value.trim().to_ascii_lowercase().as_str() {
+        "1" | "t" | "true" | "yes" | "on" => Ok(true),
+        "0" | "f" | "false" | "no" | "off" => Ok(false),
+        _ => Err(bad(&raw.origin, &raw.value, "expected true or false")),
+    }
+}
+
+/// A Go-style duration: one or more `<number><unit>` (`1m30s`, `1.5s`, `250ms`).
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    if s.is_empty() {
+        return None;
+    }
+    if s == "0" {
+        return Some(Duration::ZERO);
+    }
+    let mut total = 0f64;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (num, tail) = rest.split_at(num_len);
+        let value: f64 = num.parse().ok()?;
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let scale = match unit {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        total += value * scale;
+        rest = tail;
+    }
+    Duration::try_from_secs_f64(total).ok()
+}
+
+/// Splits a command line into argv: whitespace separates words; single quotes keep text as is;
+/// double quotes keep text but allow `\` escapes; a backslash outside quotes escapes the next
+/// character. No shell is involved.
+pub fn parse_argv(raw: &str) -> Result<Vec<String>, &'static str> {
+    let mut args = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let (mut single, mut double, mut escaped) = (false, false, false);
+    for ch in raw.trim().chars() {
+        if escaped {
+            cur.push(ch);
+            escaped = false;
+        } else if single {
+            if ch == '\'' {
+                single = false;
+            } else {
+                cur.push(ch);
+            }
+        } else if double {
+            match ch {
+                '\\' => escaped = true,
+                '"' => double = false,
+                _ => cur.push(ch),
+            }
+        } else {
+            match ch {
+                '\\' => {
+                    escaped = true;
+                    in_word = true;
+                }
+                '\'' => {
+                    single = true;
+                    in_word = true;
+                }
+                '"' => {
+                    double = true;
+                    in_word = true;
+                }
+                c if c.is_whitespace() => {
+                    if in_word {
+                        args.push(std::mem::take(&mut cur));
+                        in_word = false;
+                    }
+                }
+                c => {
+                    cur.push(c);
+                    in_word = true;
+                }
+            }
+        }
+    }
+    if escaped {
+        return Err("it ends with an unfinished escape");
+    }
+    if single || double {
+        return Err("it has an unterminated quote");
+    }
+    if in_word {
+        args.push(cur);
+    }
+    if args.is_empty() {
+        return Err("the command is empty");
+    }
+    Ok(args)
+}
+
+fn check_channel(origin: &str, name: &str) -> Result<(), ConfigError> {
+    if is_canonical_channel_name(name) {
+        Ok(())
+    } else {
+        Err(bad(
+            origin,
+            name,
+            "expected a channel name of lowercase letters, digits, '-' or '_'",
+        ))
+    }
+}
+
+fn http_url(origin: &str, url: &str) -> Result<String, ConfigError> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"));
+    match rest {
+        Some(r) if !r.is_empty() && !r.starts_with('/') && !url.contains(char::is_whitespace) => {
+            Ok(url.to_owned())
+        }
+        _ => Err(bad(
+            origin,
+            url,
+            "expected an http:// or https:// URL with a host",
+        )),
+    }
+}
+
+/// Parses one `--mcp.server-url` entry: a URL, or `channel=NAME,url=URL` in either order.
+fn server_entry(origin: &str, entry: &str) -> Result<Target, ConfigError> {
+    let entry = entry.trim();
+    let qualified = entry.starts_with("channel=") || entry.starts_with("url=");
+    if !qualified {
+        return Ok(Target {
+            channel: DEFAULT_CHANNEL.to_owned(),
+            kind: TargetKind::Http {
+                url: http_url(origin, entry)?,
+            },
+        });
+    }
+    let (mut channel, mut url) = (None, None);
+    for part in entry.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('=') {
+            Some(("channel", v)) if !v.is_empty() => channel = Some(v.trim().to_owned()),
+            Some(("url", v)) if !v.is_empty() => url = Some(v.trim().to_owned()),
+            _ => {
+                return Err(bad(
+                    origin,
+                    entry,
+                    "expected a URL or channel=NAME,url=URL (keys channel and url only)",
+                ))
+            }
+        }
+    }
+    let url = url.ok_or_else(|| bad(origin, entry, "the entry has no url=URL"))?;
+    let channel = channel.unwrap_or_else(|| DEFAULT_CHANNEL.to_owned());
+    check_channel(origin, &channel)?;
+    Ok(Target {
+        channel,
+        kind: TargetKind::Http {
+            url: http_url(origin, &url)?,
+        },
+    })
+}
+
+/// Parses one `--mcp.command` entry: a command, `channel=NAME,command=CMD`, or
+/// `command=CMD,channel=NAME` (the command itself may contain commas).
+fn command_entry(origin: &str, entry: &str) -> Result<Target, ConfigError> {
+    let entry = entry.trim();
+    let (channel, command) = if let Some(rest) = entry.strip_prefix("channel=") {
+        let (name, cmd) = rest
+            .split_once(',')
+            .ok_or_else(|| bad(origin, entry, "expected channel=NAME,command=CMD"))?;
+        let cmd = cmd
+            .trim()
+            .strip_prefix("command=")
+            .ok_or_else(|| bad(origin, entry, "expected channel=NAME,command=CMD"))?;
+        (name.trim().to_owned(), cmd.trim().to_owned())
+    } else if let Some(rest) = entry.strip_prefix("command=") {
+        match rest.rfind(",channel=") {
+            Some(i) => (
+                rest.get(i + ",channel=".len()..)
+                    .unwrap_or("")
+                    .trim()
+                    .to_owned(),
+                rest.get(..i).unwrap_or("").trim().to_owned(),
+            ),
+            None => (DEFAULT_CHANNEL.to_owned(), rest.trim().to_owned()),
+        }
+    } else {
+        (DEFAULT_CHANNEL.to_owned(), entry.to_owned())
+    };
+    check_channel(origin, &channel)?;
+    let argv = parse_argv(&command).map_err(|why| {
+        ConfigError(format!(
+            "invalid {origin}: the command cannot be split into words: {why}"
+        ))
+    })?;
+    Ok(Target {
+        channel,
+        kind: TargetKind::Stdio { argv },
+    })
+}
+
+fn entries(
+    flag: &str,
+    given: &[String],
+    env_var: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> (Vec<String>, String) {
+    if !given.is_empty() {
+        return (given.to_vec(), format!("--{flag}"));
+    }
+    let list = env(env_var)
+        .map(|v| {
+            v.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    (list, format!("--{flag} (from {env_var})"))
+}
+
+fn api_key(
+    given: Option<&String>,
+    env: &dyn Fn(&str) -> Option<String>,
+    read_file: &dyn Fn(&str) -> std::io::Result<String>,
+) -> Result<Secret, ConfigError> {
+    let missing = || {
+        ConfigError(
+            "missing --control-plane.api-key: give the key, env:VAR or file:PATH \
+             (or set CONTROL_PLANE_API_KEY)"
+                .to_owned(),
+        )
+    };
+    let (raw, origin) = match given {
+        Some(v) => (v.clone(), "--control-plane.api-key".to_owned()),
+        None => match env("CONTROL_PLANE_API_KEY").filter(|v| !v.is_empty()) {
+            Some(v) => (v, "CONTROL_PLANE_API_KEY".to_owned()),
+            None => match env("OPENAI_API_KEY").filter(|v| !v.is_empty()) {
+                Some(v) => (v, "OPENAI_API_KEY".to_owned()),
+                None => return Err(missing()),
+            },
+        },
+    };
+    let key = if let Some(var) = raw.strip_prefix("env:") {
+        env(var).filter(|v| !v.is_empty()).ok_or_else(|| {
+            ConfigError(format!(
+                "invalid {origin}: environment variable {var:?} is not set or empty"
+            ))
+        })?
+    } else if let Some(path) = raw.strip_prefix("file:") {
+        let text = read_file(path).map_err(|e| {
+            ConfigError(format!("invalid {origin}: cannot read file {path:?}: {e}"))
+        })?;
+        text.trim().to_owned()
+    } else {
+        raw.trim().to_owned()
+    };
+    if key.is_empty() {
+        return Err(ConfigError(format!(
+            "invalid {origin}: the API key is empty"
+        )));
+    }
+    if key.contains(|c: char| c.is_control()) {
+        return Err(ConfigError(format!(
+            "invalid {origin}: the API key contains control characters"
+        )));
+    }
+    Ok(Secret::new(key))
+}
+
+/// Reads a secret given as the value itself, `env:VAR` or `file:PATH`; the value is never
+/// repeated in an error. Returns the secret and the variable it came from, if any.
+fn secret_value(
+    raw: &str,
+    origin: &str,
+    what: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    read_file: &dyn Fn(&str) -> std::io::Result<String>,
+) -> Result<(String, Option<String>), ConfigError> {
+    if let Some(var) = raw.strip_prefix("env:") {
+        let v = env(var).filter(|v| !v.is_empty()).ok_or_else(|| {
+            ConfigError(format!(
+                "invalid {origin}: environment variable {var:?} is not set or empty"
+            ))
+        })?;
+        Ok((v.trim().to_owned(), Some(var.to_owned())))
+    } else if let Some(path) = raw.strip_prefix("file:") {
+        let text = read_file(path).map_err(|e| {
+            ConfigError(format!("invalid {origin}: cannot read file {path:?}: {e}"))
+        })?;
+        Ok((text.trim().to_owned(), None))
+    } else if raw.trim().is_empty() {
+        Err(ConfigError(format!(
+            "invalid {origin}: the {what} is empty"
+        )))
+    } else {
+        Ok((raw.trim().to_owned(), None))
+    }
+}
+
+/// The cloudflared companion: `None` unless `--cloudflared.managed` or a static token is given.
+fn cloudflared(
+    args: &RunArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+    read_file: &dyn Fn(&str) -> std::io::Result<String>,
+) -> Result<Option<Cloudflared>, ConfigError> {
+    let managed = boolean(pick(
+        "cloudflared.managed",
+        args.cloudflared_managed.as_ref(),
+        "CLOUDFLARED_MANAGED",
+        env,
+    ))?;
+    let static_raw = pick(
+        "cloudflared.token",
+        args.cloudflared_token.as_ref(),
+        "CLOUDFLARED_TUNNEL_TOKEN",
+        env,
+    );
+    let mut secret_vars = Vec::new();
+    let token = match static_raw {
+        Some(raw) => {
+            let (token, var) = secret_value(&raw.value, &raw.origin, "token", env, read_file)?;
+            mcpwire_core::tunnel::cloudflare::validate_token(&token)
+                .map_err(|why| ConfigError(format!("invalid {}: {why}", raw.origin)))?;
+            secret_vars.extend(var);
+            CloudflaredToken::Static(Secret::new(token))
+        }
+        None if managed => CloudflaredToken::Managed,
+        None => return Ok(None),
+    };
+    let path = match pick(
+        "cloudflared.path",
+        args.cloudflared_path.as_ref(),
+        "CLOUDFLARED_PATH",
+        env,
+    ) {
+        None => "cloudflared".to_owned(),
+        Some(raw) => {
+            let v = raw.value.trim();
+            if v.is_empty() || v.contains(char::is_control) {
+                return Err(bad(
+                    &raw.origin,
+                    &raw.value,
+                    "expected a path to the cloudflared executable",
+                ));
+            }
+            v.to_owned()
+        }
+    };
+    let ready_raw = pick(
+        "cloudflared.ready-timeout",
+        args.cloudflared_ready_timeout.as_ref(),
+        "CLOUDFLARED_READY_TIMEOUT",
+        env,
+    );
+    let ready_origin = ready_raw
+        .as_ref()
+        .map(|r| (r.origin.clone(), r.value.clone()));
+    let ready_timeout = duration(ready_raw, Duration::from_secs(30))?;
+    if ready_timeout < Duration::from_millis(100) || ready_timeout > Duration::from_secs(3600) {
+        let (origin, value) = ready_origin.unwrap_or_default();
+        return Err(bad(&origin, &value, "expected a duration from 100ms to 1h"));
+    }
+    let key_ref = args
+        .api_key
+        .clone()
+        .or_else(|| env("CONTROL_PLANE_API_KEY"))
+        .or_else(|| env("OPENAI_API_KEY"));
+    if let Some(var) = key_ref.as_deref().and_then(|k| k.strip_prefix("env:")) {
+        secret_vars.push(var.to_owned());
+    }
+    Ok(Some(Cloudflared {
+        token,
+        path,
+        ready_timeout,
+        secret_vars,
+    }))
+}
+
+/// Resolves `args` against the environment (`env`) and files (`read_file`).
+pub fn resolve(
+    args: &RunArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+    read_file: &dyn Fn(&str) -> std::io::Result<String>,
+) -> Result<RunConfig, ConfigError> {
+    let driver = match pick("driver", args.driver.as_ref(), "MCPWIRE_DRIVER", env) {
+        None => Driver::Blocking,
+        Some(raw) => match raw.value.trim() {
+            "blocking" => Driver::Blocking,
+            "smol" => Driver::Smol,
+            _ => return Err(bad(&raw.origin, &raw.value, "expected blocking or smol")),
+        },
+    };
+    let base = pick(
+        "control-plane.base-url",
+        args.base_url.as_ref(),
+        "CONTROL_PLANE_BASE_URL",
+        env,
+    );
+    let base_url = match base {
+        None => "https://api.openai.com".to_owned(),
+        Some(raw) => http_url(&raw.origin, raw.value.trim())?,
+    };
+    let tunnel_id = pick(
+        "control-plane.tunnel-id",
+        args.tunnel_id.as_ref(),
+        "CONTROL_PLANE_TUNNEL_ID",
+        env,
+    )
+    .map(|r| r.value.trim().to_owned())
+    .filter(|v| !v.is_empty())
+    .ok_or_else(|| {
+        ConfigError(
+            "missing --control-plane.tunnel-id: give the tunnel id (or set CONTROL_PLANE_TUNNEL_ID)"
+                .to_owned(),
+        )
+    })?;
+    if tunnel_id.contains(|c: char| c.is_control() || c.is_whitespace()) {
+        return Err(bad(
+            "--control-plane.tunnel-id",
+            &tunnel_id,
+            "expected an id without spaces or control characters",
+        ));
+    }
+    let api_key = api_key(args.api_key.as_ref(), env, read_file)?;
+    let max_inflight = number(
+        pick(
+            "control-plane.max-inflight",
+            args.max_inflight.as_ref(),
+            "CONTROL_PLANE_MAX_INFLIGHT_REQUESTS",
+            env,
+        ),
+        20,
+        10_000,
+    )?;
+    let poll_raw = pick(
+        "control-plane.poll-timeout",
+        args.poll_timeout.as_ref(),
+        "CONTROL_PLANE_POLL_TIMEOUT",
+        env,
+    );
+    let poll_origin = poll_raw
+        .as_ref()
+        .map(|r| (r.origin.clone(), r.value.clone()));
+    let poll_wait = duration(poll_raw, Duration::from_secs(30))?;
+    if poll_wait < Duration::from_millis(1) || poll_wait > Duration::from_secs(3600) {
+        let (origin, value) = poll_origin.unwrap_or_default();
+        return Err(bad(&origin, &value, "expected a duration from 1ms to 1h"));
+    }
+    let max_concurrent = number(
+        pick(
+            "mcp.max-concurrent-requests",
+            args.max_concurrent.as_ref(),
+            "MCP_MAX_CONCURRENT_REQUESTS",
+            env,
+        ),
+        10,
+        1000,
+    )?;
+    let send_initialized = boolean(pick(
+        "mcp.stdio-send-initialized-notification",
+        args.send_initialized.as_ref(),
+        "MCP_STDIO_SEND_INITIALIZED_NOTIFICATION",
+        env,
+    ))?;
+    let health_addr = match pick(
+        "health.listen-addr",
+        args.health_addr.as_ref(),
+        "HEALTH_LISTEN_ADDR",
+        env,
+    ) {
+        None => SocketAddr::from(([127, 0, 0, 1], 8080)),
+        Some(raw) => {
+            let v = raw.value.trim();
+            let v = if v.starts_with(':') {
+                format!("0.0.0.0{v}")
+            } else {
+                v.to_owned()
+            };
+            v.parse().map_err(|_| {
+                bad(
+                    &raw.origin,
+                    &raw.value,
+                    "expected IP:PORT, e.g. 127.0.0.1:8080",
+                )
+            })?
+        }
+    };
+    let log_level = match pick("log.level", args.log_level.as_ref(), "LOG_LEVEL", env) {
+        None => Level::Info,
+        Some(raw) => Level::parse(raw.value.trim()).ok_or_else(|| {
+            bad(
+                &raw.origin,
+                &raw.value,
+                "expected debug, info, warn or error",
+            )
+        })?,
+    };
+    let log_json = match pick("log.format", args.log_format.as_ref(), "LOG_FORMAT", env) {
+        None => false,
+        Some(raw) => match raw.value.trim().to_ascii_lowercase().as_str() {
+            "text" | "struct-text" => false,
+            "json" => true,
+            _ => return Err(bad(&raw.origin, &raw.value, "expected text or json")),
+        },
+    };
+    let grace = duration(
+        pick(
+            "shutdown.grace-period",
+            args.grace.as_ref(),
+            "SHUTDOWN_GRACE_PERIOD",
+            env,
+        ),
+        Duration::from_secs(10),
+    )?;
+
+    let mut targets: Vec<Target> = Vec::new();
+    let (urls, url_origin) = entries("mcp.server-url", &args.server_urls, "MCP_SERVER_URL", env);
+    let (cmds, cmd_origin) = entries("mcp.command", &args.commands, "MCP_COMMAND", env);
+    let parsed = urls
+        .iter()
+        .map(|e| server_entry(&url_origin, e))
+        .chain(cmds.iter().map(|e| command_entry(&cmd_origin, e)));
+    for target in parsed {
+        let target = target?;
+        if targets.iter().any(|t| t.channel == target.channel) {
+            return Err(ConfigError(format!(
+                "invalid --mcp.server-url/--mcp.command: channel {:?} is configured twice; \
+                 each channel has exactly one MCP server",
+                target.channel
+            )));
+        }
+        targets.push(target);
+    }
+
+    let poll_channels = if !args.poll_channels.is_empty() {
+        Some((
+            args.poll_channels.clone(),
+            "--control-plane.poll-channel".to_owned(),
+        ))
+    } else {
+        env("CONTROL_PLANE_POLL_CHANNELS").map(|v| {
+            (
+                v.split(',')
+                    .map(|s| s.trim().to_owned())
+                    .collect::<Vec<_>>(),
+                "--control-plane.poll-channel (from CONTROL_PLANE_POLL_CHANNELS)".to_owned(),
+            )
+        })
+    };
+    if let Some((list, origin)) = &poll_channels {
+        let mut seen: Vec<&String> = Vec::new();
+        for c in list {
+            check_channel(origin, c)?;
+            if seen.contains(&c) {
+                return Err(bad(origin, c, "each channel may be named once"));
+            }
+            if !targets.iter().any(|t| &t.channel == c) {
+                return Err(bad(
+                    origin,
+                    c,
+                    "this channel has no MCP server; add --mcp.server-url or --mcp.command with channel=NAME",
+                ));
+            }
+            seen.push(c);
+        }
+    } else if !targets.iter().any(|t| t.channel == DEFAULT_CHANNEL) {
+        return Err(ConfigError(
+            "missing MCP server for channel main: set --mcp.server-url URL or --mcp.command CMD \
+             (or MCP_SERVER_URL / MCP_COMMAND)"
+                .to_owned(),
+        ));
+    }
+
+    let declarations = targets
+        .iter()
+        .map(|t| {
+            let binding = match t.kind {
+                TargetKind::Http { .. } => ChannelBinding::RemoteHttp,
+                TargetKind::Stdio { .. } => ChannelBinding::Stdio,
+            };
+            ChannelDeclaration::for_binding(t.channel.clone(), binding)
+        })
+        .collect();
+    let server_info = ServerInfo::new(declarations)
+        .map_err(|e| ConfigError(format!("invalid --mcp.server-url/--mcp.command: {e}")))?;
+
+    let mut engine = Config::new(
+        base_url,
+        tunnel_id,
+        api_key,
+        format!("{:016x}", mcpwire::random_seed()),
+    );
+    engine.server_info = Some(server_info);
+    engine.channels = targets.iter().map(|t| t.channel.clone()).collect();
+    engine.poll_channels = poll_channels.map(|(l, _)| l);
+    engine.poll_wait = poll_wait;
+    engine.max_in_flight = max_inflight;
+    engine.max_concurrent_forwards = max_concurrent;
+    engine.jitter_seed = mcpwire::random_seed();
+    let stdio = StdioConfig {
+        send_initialized_notification: send_initialized,
+        ..StdioConfig::default()
+    };
+    let cloudflared = cloudflared(args, env, read_file)?;
+    Ok(RunConfig {
+        tunnel: TunnelConfig {
+            engine,
+            targets,
+            stdio,
+            grace,
+            cloudflared,
+        },
+        health_addr,
+        log_level,
+        log_json,
+        driver,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn run(args: RunArgs, env: &[(&str, &str)]) -> Result<RunConfig, ConfigError> {
+        let env: BTreeMap<String, String> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        resolve(&args, &|k| env.get(k).cloned(), &|p| {
+            if p == "/keys/cp" {
+                Ok("from-file-key\n".into())
+            } else {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no such file",
+                ))
+            }
+        })
+    }
+
+    fn base() -> RunArgs {
+        RunArgs {
+            tunnel_id: Some("tun_1".into()),
+            api_key: Some("sk-literal".into()),
+            server_urls: vec!["http://127.0.0.1:3000/mcp".into()],
+            ..RunArgs::default()
+        }
+    }
+
+    #[test]
+    fn defaults_match_the_go_client() {
+        let c = run(base(), &[]).unwrap();
+        assert_eq!(c.tunnel.engine.base_url, "https://api.openai.com");
+        assert_eq!(c.tunnel.engine.max_in_flight, 20);
+        assert_eq!(c.tunnel.engine.max_concurrent_forwards, 10);
+        assert_eq!(c.tunnel.engine.poll_wait, Duration::from_secs(30));
+        assert_eq!(c.health_addr.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.log_level, Level::Info);
+        assert!(!c.log_json && !c.tunnel.stdio.send_initialized_notification);
+        assert_eq!(c.driver, Driver::Blocking);
+        assert_eq!(c.tunnel.engine.channels, vec!["main"]);
+    }
+
+    #[test]
+    fn flags_beat_environment_beats_defaults() {
+        let mut a = base();
+        a.max_inflight = Some("7".into());
+        let c = run(
+            a,
+            &[
+                ("CONTROL_PLANE_MAX_INFLIGHT_REQUESTS", "9"),
+                ("CONTROL_PLANE_POLL_TIMEOUT", "1m30s"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.tunnel.engine.max_in_flight, 7);
+        assert_eq!(c.tunnel.engine.poll_wait, Duration::from_secs(90));
+    }
+
+    #[test]
+    fn api_key_forms_literal_env_and_file() {
+        let c = run(base(), &[]).unwrap();
+        assert_eq!(c.tunnel.engine.api_key.expose(), "sk-literal");
+        let mut a = base();
+        a.api_key = Some("env:MY_KEY".into());
+        let c = run(a, &[("MY_KEY", "sk-env")]).unwrap();
+        assert_eq!(c.tunnel.engine.api_key.expose(), "sk-env");
+        let mut a = base();
+        a.api_key = Some("file:/keys/cp".into());
+        assert_eq!(
+            run(a, &[]).unwrap().tunnel.engine.api_key.expose(),
+            "from-file-key"
+        );
+        let mut a = base();
+        a.api_key = None;
+        let c = run(a, &[("CONTROL_PLANE_API_KEY", "sk-cp")]).unwrap();
+        assert_eq!(c.tunnel.engine.api_key.expose(), "sk-cp");
+    }
+
+    #[test]
+    fn a_bad_value_is_one_line_naming_the_flag_and_what_is_allowed() {
+        let mut a = base();
+        a.max_inflight = Some("lots".into());
+        let e = run(a, &[]).unwrap_err().0;
+        assert!(
+            e.contains("--control-plane.max-inflight") && e.contains("1 to 10000"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'));
+        let e = run(base(), &[("LOG_FORMAT", "xml")]).unwrap_err().0;
+        assert!(
+            e.contains("--log.format (from LOG_FORMAT)") && e.contains("text or json"),
+            "{e}"
+        );
+        let mut a = base();
+        a.driver = Some("tokio".into());
+        assert!(run(a, &[]).unwrap_err().0.contains("blocking or smol"));
+        let mut a = base();
+        a.poll_timeout = Some("soon".into());
+        assert!(run(a, &[])
+            .unwrap_err()
+            .0
+            .contains("--control-plane.poll-timeout"));
+    }
+
+    #[test]
+    fn a_missing_key_file_is_named_but_a_key_value_is_never_echoed() {
+        let mut a = base();
+        a.api_key = Some("file:/nope".into());
+        let e = run(a, &[]).unwrap_err().0;
+        assert!(e.contains("/nope"), "{e}");
+        let mut a = base();
+        a.api_key = Some("sk-abc\u{7}".into());
+        let e = run(a, &[]).unwrap_err().0;
+        assert!(!e.contains("sk-abc"), "{e}");
+    }
+
+    #[test]
+    fn server_and_command_entries_name_channels() {
+        let mut a = base();
+        a.server_urls = vec!["channel=docs,url=http://127.0.0.1:1/mcp".into()];
+        a.commands = vec![
+            "python3 -m server --flag 'two words'".into(),
+            "command=node srv.js,a,channel=tools".into(),
+        ];
+        let c = run(a, &[]).unwrap();
+        assert_eq!(c.tunnel.targets.len(), 3);
+        assert_eq!(c.tunnel.targets[1].channel, "main");
+        assert_eq!(
+            c.tunnel.targets[1].kind,
+            TargetKind::Stdio {
+                argv: vec![
+                    "python3".into(),
+                    "-m".into(),
+                    "server".into(),
+                    "--flag".into(),
+                    "two words".into()
+                ]
+            }
+        );
+        assert_eq!(c.tunnel.targets[2].channel, "tools");
+        let info = c.tunnel.engine.server_info.unwrap();
+        assert!(info.header_value().contains("\"proc_affinity\":true"));
+    }
+
+    #[test]
+    fn main_is_required_unless_poll_channels_exclude_it_and_channels_are_unique() {
+        let mut a = base();
+        a.server_urls = vec!["channel=docs,url=http://h/mcp".into()];
+        assert!(run(a.clone(), &[]).unwrap_err().0.contains("channel main"));
+        let c = run(a, &[("CONTROL_PLANE_POLL_CHANNELS", "docs")]).unwrap();
+        assert_eq!(c.tunnel.engine.poll_channels, Some(vec!["docs".to_owned()]));
+        let mut a = base();
+        a.commands = vec!["srv".into()];
+        assert!(run(a, &[]).unwrap_err().0.contains("configured twice"));
+        let mut a = base();
+        a.poll_channels = vec!["other".into()];
+        assert!(run(a, &[]).unwrap_err().0.contains("has no MCP server"));
+    }
+
+    #[test]
+    fn env_entries_are_one_per_line_and_urls_are_checked() {
+        let mut a = base();
+        a.server_urls = vec![];
+        let c = run(
+            a.clone(),
+            &[(
+                "MCP_SERVER_URL",
+                "http://a/mcp\nchannel=b,url=https://b/mcp\n",
+            )],
+        )
+        .unwrap();
+        assert_eq!(c.tunnel.targets.len(), 2);
+        let e = run(a, &[("MCP_SERVER_URL", "ftp://x")]).unwrap_err().0;
+        assert!(
+            e.contains("(from MCP_SERVER_URL)") && e.contains("http://"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn durations_and_argv_follow_go() {
+        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("1h2m"), Some(Duration::from_secs(3720)));
+        assert_eq!(parse_duration("10"), None);
+        assert_eq!(parse_duration("-1s"), None);
+        assert_eq!(
+            parse_argv(r#"a "b c" d\ e 'f"g'"#).unwrap(),
+            vec!["a", "b c", "d e", "f\"g"]
+        );
+        assert!(parse_argv("a 'b").is_err());
+        assert!(parse_argv("   ").is_err());
+    }
+
+    #[test]
+    fn cloudflared_is_off_unless_managed_or_a_static_token_is_given() {
+        assert!(run(base(), &[]).unwrap().tunnel.cloudflared.is_none());
+        let mut a = base();
+        a.cloudflared_managed = Some("true".into());
+        let c = run(a, &[]).unwrap().tunnel.cloudflared.unwrap();
+        assert!(matches!(c.token, CloudflaredToken::Managed));
+        assert_eq!(c.path, "cloudflared");
+        assert_eq!(c.ready_timeout, Duration::from_secs(30));
+        let c = run(
+            base(),
+            &[
+                ("CLOUDFLARED_MANAGED", "1"),
+                ("CLOUDFLARED_PATH", "/opt/cf"),
+            ],
+        )
+        .unwrap()
+        .tunnel
+        .cloudflared
+        .unwrap();
+        assert!(matches!(c.token, CloudflaredToken::Managed));
+        assert_eq!(c.path, "/opt/cf");
+    }
+
+    #[test]
+    fn a_static_cloudflared_token_takes_precedence_in_every_form() {
+        let mut a = base();
+        a.cloudflared_managed = Some("true".into());
+        a.cloudflared_token = Some("env:CF_TOK".into());
+        let c = run(a, &[("CF_TOK", "tok-from-env")])
+            .unwrap()
+            .tunnel
+            .cloudflared
+            .unwrap();
+        let CloudflaredToken::Static(t) = &c.token else {
+            panic!("expected a static token")
+        };
+        assert_eq!(t.expose(), "tok-from-env");
+        assert!(c.secret_vars.contains(&"CF_TOK".to_owned()));
+        let mut a = base();
+        a.cloudflared_token = Some("file:/keys/cp".into());
+        let c = run(a, &[]).unwrap().tunnel.cloudflared.unwrap();
+        assert!(matches!(&c.token, CloudflaredToken::Static(t) if t.expose() == "from-file-key"));
+        let c = run(base(), &[("CLOUDFLARED_TUNNEL_TOKEN", "tok-direct")])
+            .unwrap()
+            .tunnel
+            .cloudflared
+            .unwrap();
+        assert!(matches!(&c.token, CloudflaredToken::Static(t) if t.expose() == "tok-direct"));
+    }
+
+    #[test]
+    fn a_bad_cloudflared_setting_names_the_flag_and_never_echoes_the_token() {
+        let mut a = base();
+        a.cloudflared_token = Some("tok secret".into());
+        let e = run(a, &[]).unwrap_err().0;
+        assert!(
+            e.contains("--cloudflared.token") && !e.contains("secret"),
+            "{e}"
+        );
+        let mut a = base();
+        a.cloudflared_token = Some("env:NOPE".into());
+        assert!(run(a, &[]).unwrap_err().0.contains("\"NOPE\""));
+        let e = run(base(), &[("CLOUDFLARED_MANAGED", "maybe")])
+            .unwrap_err()
+            .0;
+        assert!(
+            e.contains("--cloudflared.managed (from CLOUDFLARED_MANAGED)"),
+            "{e}"
+        );
+        let mut a = base();
+        a.cloudflared_managed = Some("true".into());
+        a.cloudflared_ready_timeout = Some("1ms".into());
+        assert!(run(a, &[])
+            .unwrap_err()
+            .0
+            .contains("--cloudflared.ready-timeout"));
+    }
+}

@@ -1,0 +1,65 @@
+//! `/healthz`, `/readyz` and `/metrics` on a small HTTP listener, served from the [`Status`]
+//! snapshot the tunnel driver publishes after every step.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use mcpwire::tunnel::Status;
+
+/// Serves the endpoints on `listener` from a background thread.
+pub fn serve(listener: TcpListener, status: Arc<Status>) {
+    let _ = thread::Builder::new().name("health".into()).spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            answer(conn, &status);
+        }
+    });
+}
+
+/// The longest request head read.
+const MAX_HEAD: usize = 8192;
+
+fn answer(mut conn: TcpStream, status: &Status) {
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_HEAD {
+        match conn.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => head.extend_from_slice(buf.get(..n).unwrap_or_default()),
+        }
+    }
+    let text = String::from_utf8_lossy(&head);
+    let mut parts = text.split_whitespace();
+    let method = parts.next().unwrap_or("");
+    let path = parts.next().unwrap_or("").split('?').next().unwrap_or("");
+    let m = status.get();
+    let (code, ctype, body) = match (method, path) {
+        ("GET" | "HEAD", "/healthz") => (200, "text/plain", "ok\n".to_owned()),
+        ("GET" | "HEAD", "/readyz") => match &m.not_ready {
+            None => (200, "text/plain", "ready\n".to_owned()),
+            Some(why) => (503, "text/plain", format!("not ready: {why}\n")),
+        },
+        ("GET" | "HEAD", "/metrics") => (200, "text/plain; version=0.0.4", m.prometheus()),
+        ("GET" | "HEAD", _) => (404, "text/plain", "not found\n".to_owned()),
+        _ => (405, "text/plain", "method not allowed\n".to_owned()),
+    };
+    let reason = match code {
+        200 => "OK",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        _ => "Service Unavailable",
+    };
+    let mut response = format!(
+        "HTTP/1.1 {code} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    if method != "HEAD" {
+        response.push_str(&body);
+    }
+    let _ = conn.write_all(response.as_bytes());
+}

@@ -1,0 +1,657 @@
+//! An MCP client of one server, on a driver: [`mcp_client::blocking::McpClient`](blocking)
+//! (plain methods) or `mcp_client::smol::McpClient` (feature `smol`: the same methods as
+//! `async fn`s).
+//!
+//! The protocol lives in [`mcpwire_core::mcp::client::Client`]; this module holds what every
+//! driver of it shares: the options a host sets ([`ClientOptions`]), the host's hooks
+//! ([`Host`]: elicitation answers, progress, notifications, informational events), the
+//! error type ([`Error`]: the core's [`OpError`] plus what only a driver can see, such as a
+//! refused connection or a crashed child process), and the plain data handling both drivers
+//! do the same way: checking a URL and arguments, building an HTTP request from the core's
+//! output, and handing the core's events to the host ([`Outcomes`]).
+
+// Without a driver feature only the shared types build; the helpers below serve the drivers.
+#![cfg_attr(not(any(feature = "blocking", feature = "smol")), allow(dead_code))]
+
+#[cfg(feature = "blocking")]
+pub mod blocking;
+#[cfg(any(feature = "blocking", feature = "smol"))]
+mod lines;
+#[cfg(feature = "smol")]
+pub mod smol;
+
+use std::collections::hash_map::RandomState;
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::hash::{BuildHasher, Hasher};
+use std::time::{Duration, Instant, SystemTime};
+
+use mcpwire_core::http::{Headers, Method, Request};
+use mcpwire_core::mcp::cache::CacheConfig;
+use mcpwire_core::mcp::client::{
+    Client, ClientConfig, Event, OpError, OpId, ProtocolChoice, UsageError,
+};
+use mcpwire_core::mcp::elicitation::ElicitAnswer;
+use mcpwire_core::mcp::meta::{ClientCapabilities, Implementation, JsonObject};
+use mcpwire_core::mcp::mrtr::{InputAnswer, InputRequestEvent};
+use mcpwire_core::mcp::request::Transport;
+use mcpwire_core::mcp::subscription;
+use serde_json::Value;
+
+/// Subscription events kept while nobody reads them (the oldest are dropped).
+pub const MAX_SUBSCRIPTION_EVENTS: usize = 1024;
+
+/// How many stderr lines of a stdio server are kept for error messages.
+pub const STDERR_TAIL_LINES: usize = 20;
+/// The longest stderr line kept (the rest of the line is dropped).
+pub const STDERR_LINE_BYTES: usize = 512;
+
+/// How a client is set up. [`ClientOptions::default`] is a sensible start.
+///
+/// `Debug` shows header names, never their values (an `Authorization` header holds a token).
+#[derive(Clone)]
+pub struct ClientOptions {
+    /// `clientInfo`.
+    pub client_info: Implementation,
+    /// Extra HTTP headers sent with every request (e.g. `Authorization`); ignored on stdio.
+    /// A header the core sets itself (the `Mcp-*` headers, `Content-Type`, `Accept`) wins.
+    pub headers: Vec<(String, String)>,
+    /// The era policy (detect, or pin modern or legacy).
+    pub protocol: ProtocolChoice,
+    /// The modern protocol versions the client speaks (empty: the core's default, the latest
+    /// version it knows).
+    pub versions: Vec<String>,
+    /// How long one request may wait for its answer.
+    pub request_timeout: Duration,
+    /// How long opening an HTTP connection may take.
+    pub connect_timeout: Duration,
+    /// stdio: how long the `server/discover` probe waits before the server counts as legacy.
+    pub probe_timeout: Duration,
+    /// The capabilities declared on every request (e.g. elicitation form/url mode).
+    pub capabilities: ClientCapabilities,
+    /// What the host supports beyond what it declares: a server's `-32021` that requires one
+    /// of these is answered by declaring it and sending the request again (`None`: only the
+    /// declared ones; a `-32021` for anything else fails the operation).
+    pub host_capabilities: Option<ClientCapabilities>,
+    /// The result cache.
+    pub cache: CacheConfig,
+    /// HTTP: how many exchanges run at once (long-lived subscription streams hold one too;
+    /// more wait for one to end), and how many idle connections are kept alive for reuse. The
+    /// blocking driver runs one worker thread per exchange, the smol driver one task.
+    pub max_exchanges: usize,
+    /// HTTP: list the tools before calling one whose `x-mcp-header` annotations are not known
+    /// yet (default `true`; see the core's `ClientConfig::list_tools_before_call`).
+    pub list_tools_before_call: bool,
+    /// HTTP, legacy era: keep the session's GET stream open after `initialize`, to receive
+    /// the server's requests (elicitations) and notifications sent outside any call's stream
+    /// (see [`ClientConfig::legacy_listen`]). Default `true`.
+    pub legacy_listen: bool,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            client_info: Implementation::new("mcpwire", env!("CARGO_PKG_VERSION")),
+            headers: Vec::new(),
+            protocol: ProtocolChoice::Auto,
+            versions: Vec::new(),
+            request_timeout: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(10),
+            probe_timeout: mcpwire_core::mcp::client::DEFAULT_PROBE_TIMEOUT,
+            capabilities: ClientCapabilities::none(),
+            host_capabilities: None,
+            cache: CacheConfig::default(),
+            max_exchanges: 8,
+            list_tools_before_call: true,
+            legacy_listen: true,
+        }
+    }
+}
+
+impl fmt::Debug for ClientOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("ClientOptions")
+            .field("client_info", &self.client_info)
+            .field("headers", &names)
+            .field("protocol", &self.protocol)
+            .field("versions", &self.versions)
+            .field("request_timeout", &self.request_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("probe_timeout", &self.probe_timeout)
+            .field("capabilities", &self.capabilities)
+            .field("host_capabilities", &self.host_capabilities)
+            .field("max_exchanges", &self.max_exchanges)
+            .field("list_tools_before_call", &self.list_tools_before_call)
+            .field("legacy_listen", &self.legacy_listen)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientOptions {
+    /// Sends `Authorization: Bearer TOKEN` with every HTTP request.
+    pub fn with_bearer_token(self, token: &str) -> Self {
+        self.with_header("Authorization", &format!("Bearer {token}"))
+    }
+
+    /// Sends `name: value` with every HTTP request.
+    pub fn with_header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Pins or frees the era.
+    pub fn with_protocol(mut self, protocol: ProtocolChoice) -> Self {
+        self.protocol = protocol;
+        self
+    }
+
+    /// Speaks these modern protocol versions (any order; the core tries the latest first and
+    /// moves to one the server supports on `-32022`).
+    pub fn with_versions(mut self, versions: &[&str]) -> Self {
+        self.versions = versions.iter().map(|v| (*v).to_owned()).collect();
+        self
+    }
+
+    /// Sets the per-request timeout.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Declares these capabilities (e.g. `ClientCapabilities::none().with_elicitation_form()`).
+    pub fn with_capabilities(mut self, capabilities: ClientCapabilities) -> Self {
+        self.capabilities = capabilities;
+        self
+    }
+
+    /// Supports `capabilities` without declaring them up front: they are declared (and the
+    /// request sent again) only when a server's `-32021` requires them. The declared
+    /// capabilities are always supported too.
+    pub fn with_host_capabilities(mut self, capabilities: ClientCapabilities) -> Self {
+        self.host_capabilities = Some(capabilities);
+        self
+    }
+
+    /// Whether a call of a tool whose `x-mcp-header` annotations are not known waits for a
+    /// `tools/list` first (HTTP; default `true`). Off, the call goes out at once and a
+    /// server's `-32020` makes the client list the tools and retry.
+    pub fn with_list_tools_before_call(mut self, on: bool) -> Self {
+        self.list_tools_before_call = on;
+        self
+    }
+
+    /// The core's configuration for `transport`; `jitter_seed` comes from the driver.
+    pub fn core_config(&self, transport: Transport, jitter_seed: u64) -> ClientConfig {
+        let mut config = ClientConfig::new(transport, self.client_info.clone())
+            .with_capabilities(self.capabilities.clone());
+        if let Some(host) = &self.host_capabilities {
+            config.host_capabilities = host.clone();
+        }
+        config.protocol = self.protocol.clone();
+        if !self.versions.is_empty() {
+            config.versions = self.versions.clone();
+        }
+        config.call_options.timeout = self.request_timeout;
+        config.probe_timeout = self.probe_timeout;
+        config.cache = self.cache;
+        config.jitter_seed = jitter_seed;
+        config.list_tools_before_call = self.list_tools_before_call;
+        config.legacy_listen = self.legacy_listen;
+        config
+    }
+}
+
+/// The host's side of the conversation. Every method has a default: input requests are
+/// declined, everything else is ignored.
+pub trait Host {
+    /// The server needs input to continue `op` (MRTR `input_required`, or a legacy
+    /// `elicitation/create`). The answer is checked against the request; a refused answer
+    /// ends the operation with [`Error::InputRefused`].
+    fn on_input_request(&mut self, op: OpId, request: &InputRequestEvent) -> InputAnswer {
+        let _ = (op, request);
+        InputAnswer::Elicitation(ElicitAnswer::Decline)
+    }
+
+    /// A progress notification for `op`.
+    fn on_progress(&mut self, op: OpId, progress: f64, total: Option<f64>, message: Option<&str>) {
+        let _ = (op, progress, total, message);
+    }
+
+    /// A notification from the server (`op` is the operation whose stream carried it).
+    fn on_notification(&mut self, op: Option<OpId>, method: &str, message: &str) {
+        let _ = (op, method, message);
+    }
+
+    /// Every event of the core, before the driver acts on it: the era detected, a tool
+    /// excluded, a retry, a fallback. Meant for logs (its `Debug` shows no private text).
+    fn on_event(&mut self, event: &Event) {
+        let _ = event;
+    }
+}
+
+/// A host that declines every input request and ignores everything else.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoHost;
+
+impl Host for NoHost {}
+
+/// Why an operation of the driver failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The operation failed in the core (the server's error, a timeout, no common version, ...).
+    #[error("{0}")]
+    Op(Box<OpError>),
+    /// The HTTP exchange failed and could not be retried; `cause` is what the transport said.
+    #[error("{url}: {cause} ({error})")]
+    Transport {
+        /// The server URL.
+        url: String,
+        /// The transport's error (connection refused, reset, ...).
+        cause: String,
+        /// The core's verdict.
+        error: Box<OpError>,
+    },
+    /// The operation was cancelled.
+    #[error("the operation was cancelled")]
+    Cancelled,
+    /// The server URL cannot be used.
+    #[error("invalid server URL {url:?}: {reason}")]
+    InvalidUrl {
+        /// The URL.
+        url: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// Tool or prompt arguments must be a JSON object (or null).
+    #[error("arguments must be a JSON object, not {0}")]
+    InvalidArguments(&'static str),
+    /// The stdio server could not be started.
+    #[error("cannot start the stdio server {program:?}: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The stdio server exited (or closed its stdout).
+    #[error("{}", exited_message(program, status, stderr_tail))]
+    ServerExited {
+        /// The program.
+        program: String,
+        /// How it ended (`exit status: 3`, `signal: 9`, ...).
+        status: String,
+        /// The last lines it wrote to stderr.
+        stderr_tail: Vec<String>,
+    },
+    /// The host's answer to an input request was refused.
+    #[error("the answer to input request {key:?} was refused: {error}")]
+    InputRefused {
+        /// The server's key.
+        key: String,
+        /// Why.
+        error: Box<UsageError>,
+    },
+    /// The core refused a call (e.g. a subscription before the era is known).
+    #[error("{0}")]
+    Usage(Box<UsageError>),
+    /// The result is not JSON (the core hands out the JSON text it received).
+    #[error("the result is not valid JSON: {0}")]
+    BadResult(String),
+}
+
+fn exited_message(program: &str, status: &str, tail: &[String]) -> String {
+    let mut m = format!("the stdio server {program:?} exited ({status})");
+    if tail.is_empty() {
+        m.push_str(" and wrote nothing to stderr");
+    } else {
+        m.push_str("; the end of its stderr:");
+        for line in tail {
+            m.push_str("\n  ");
+            m.push_str(line);
+        }
+    }
+    m
+}
+
+/// The error of a stdio server whose process ended: its program, exit status and stderr tail
+/// (one place for both drivers).
+pub(crate) fn server_exited(
+    program: &str,
+    exit: Option<&str>,
+    stderr: &std::sync::Mutex<StderrTail>,
+) -> Error {
+    Error::ServerExited {
+        program: program.to_owned(),
+        status: exit.unwrap_or("still running").to_owned(),
+        stderr_tail: stderr
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .lines(),
+    }
+}
+
+/// What a driver's link adds to an operation's error (one place for both drivers).
+pub(crate) enum LinkView<'a> {
+    Http {
+        url: &'a str,
+    },
+    Stdio {
+        program: &'a str,
+        /// How the child ended, once it did.
+        exit: Option<&'a str>,
+        stderr: &'a std::sync::Mutex<StderrTail>,
+    },
+}
+
+impl LinkView<'_> {
+    /// Adds what the transport said to a core error: on HTTP the last transport failure's
+    /// cause; on stdio, once the child has ended, its exit status and stderr tail instead of a
+    /// transport failure.
+    pub(crate) fn explain(&self, e: Error, last_cause: Option<String>) -> Error {
+        match (e, self) {
+            (Error::Op(error), LinkView::Http { url }) => {
+                explain_http_failure(error, url, last_cause)
+            }
+            (Error::Op(error), LinkView::Stdio { exit: Some(_), .. })
+                if matches!(*error, OpError::Transport(_)) =>
+            {
+                self.exited()
+            }
+            (e, _) => e,
+        }
+    }
+
+    /// stdio: an error once the child has ended (it is not restarted).
+    pub(crate) fn check_alive(&self) -> Result<(), Error> {
+        match self {
+            LinkView::Stdio { exit: Some(_), .. } => Err(self.exited()),
+            _ => Ok(()),
+        }
+    }
+
+    fn exited(&self) -> Error {
+        match self {
+            LinkView::Stdio {
+                program,
+                exit,
+                stderr,
+            } => server_exited(program, *exit, stderr),
+            LinkView::Http { .. } => Error::Cancelled,
+        }
+    }
+}
+
+/// The last lines a child wrote to stderr, bounded in count and length.
+#[derive(Debug, Default)]
+pub struct StderrTail {
+    lines: VecDeque<String>,
+}
+
+impl StderrTail {
+    /// Keeps `line` (cut to [`STDERR_LINE_BYTES`]), dropping the oldest beyond
+    /// [`STDERR_TAIL_LINES`].
+    pub fn push(&mut self, line: &str) {
+        let line = line.trim_end();
+        if line.is_empty() {
+            return;
+        }
+        let mut end = line.len().min(STDERR_LINE_BYTES);
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        if self.lines.len() == STDERR_TAIL_LINES {
+            self.lines.pop_front();
+        }
+        self.lines
+            .push_back(line.get(..end).unwrap_or_default().to_owned());
+    }
+
+    /// The lines kept, oldest first.
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.iter().cloned().collect()
+    }
+}
+
+/// Checks a server URL before any connection: `http://` or `https://`, no whitespace.
+pub fn check_http_url(url: &str) -> Result<(), Error> {
+    let lower = url.to_ascii_lowercase();
+    if !(lower.starts_with("http://") || lower.starts_with("https://")) {
+        return Err(Error::InvalidUrl {
+            url: url.to_owned(),
+            reason: "only http:// and https:// URLs are supported",
+        });
+    }
+    if url.contains(char::is_whitespace) {
+        return Err(Error::InvalidUrl {
+            url: url.to_owned(),
+            reason: "a URL cannot contain whitespace",
+        });
+    }
+    Ok(())
+}
+
+/// Tool or prompt arguments as a JSON object (`null` is an empty one).
+pub fn arguments_object(arguments: Value) -> Result<JsonObject, Error> {
+    match arguments {
+        Value::Object(m) => Ok(m),
+        Value::Null => Ok(JsonObject::new()),
+        Value::Bool(_) => Err(Error::InvalidArguments("a boolean")),
+        Value::Number(_) => Err(Error::InvalidArguments("a number")),
+        Value::String(_) => Err(Error::InvalidArguments("a string")),
+        Value::Array(_) => Err(Error::InvalidArguments("an array")),
+    }
+}
+
+/// A seed for the core's jitter, from the process's random hasher keys and the wall clock.
+pub fn jitter_seed() -> u64 {
+    let mut h = RandomState::new().build_hasher();
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish()
+}
+
+/// The HTTP request for one [`Output::Http`](mcpwire_core::mcp::client::Output::Http) of the
+/// core: its method, headers and body, sent to `url`, plus the host's `extra` headers where
+/// the core set no header of that name.
+pub fn http_request(
+    url: &str,
+    extra: &[(String, String)],
+    method: Method,
+    mut headers: Headers,
+    body: String,
+) -> Request {
+    for (name, value) in extra {
+        if headers.get(name).is_none() {
+            let _ = headers.append(name, value);
+        }
+    }
+    Request {
+        method,
+        url: url.to_owned(),
+        headers,
+        body: body.into_bytes(),
+    }
+}
+
+/// What the core's events lead to, the same for every driver: the host's hooks are called,
+/// final outcomes are kept by operation, input requests are answered (through the host) and
+/// subscription events are queued for the reader.
+pub struct Outcomes {
+    host: Box<dyn Host + Send>,
+    /// Final outcomes by operation (the JSON text of a result, or the error).
+    finished: BTreeMap<OpId, Result<String, Error>>,
+    subscription_events: VecDeque<subscription::Event>,
+}
+
+impl fmt::Debug for Outcomes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Outcomes")
+            .field("finished", &self.finished.len())
+            .field("subscription_events", &self.subscription_events.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Outcomes {
+    fn default() -> Self {
+        Outcomes {
+            host: Box::new(NoHost),
+            finished: BTreeMap::new(),
+            subscription_events: VecDeque::new(),
+        }
+    }
+}
+
+impl Outcomes {
+    /// Replaces the host.
+    pub fn set_host(&mut self, host: Box<dyn Host + Send>) {
+        self.host = host;
+    }
+
+    /// Takes `op`'s final outcome, once it came.
+    pub fn take(&mut self, op: OpId) -> Option<Result<String, Error>> {
+        self.finished.remove(&op)
+    }
+
+    /// Takes the oldest subscription event not read yet.
+    pub fn next_subscription_event(&mut self) -> Option<subscription::Event> {
+        self.subscription_events.pop_front()
+    }
+
+    /// Acts on one event of `core`. An input request's answer goes back to `core` at once;
+    /// an answer the core refuses ends the operation with [`Error::InputRefused`].
+    pub fn on_event(&mut self, core: &mut Client, event: Event) {
+        self.host.on_event(&event);
+        match event {
+            Event::Result { op, result, .. } => {
+                self.finished.entry(op).or_insert(Ok(result));
+            }
+            Event::Failed { op, error } => {
+                self.finished
+                    .entry(op)
+                    .or_insert(Err(Error::Op(Box::new(error))));
+            }
+            Event::Cancelled { op } => {
+                self.finished.entry(op).or_insert(Err(Error::Cancelled));
+            }
+            Event::InputRequested { op, requests, .. } => {
+                for request in requests {
+                    let answer = self.host.on_input_request(op, &request);
+                    let now = Instant::now();
+                    if let Err(error) = core.answer_input(now, op, &request.key, answer) {
+                        self.finished.entry(op).or_insert(Err(Error::InputRefused {
+                            key: request.key.clone(),
+                            error: Box::new(error),
+                        }));
+                        let _ = core.cancel(now, op);
+                        break;
+                    }
+                }
+            }
+            Event::Progress {
+                op,
+                progress,
+                total,
+                message,
+            } => self
+                .host
+                .on_progress(op, progress, total, message.as_deref()),
+            Event::Notification {
+                op,
+                method,
+                message,
+            } => self.host.on_notification(op, &method, &message),
+            Event::Subscription(e) => {
+                if self.subscription_events.len() == MAX_SUBSCRIPTION_EVENTS {
+                    self.subscription_events.pop_front();
+                }
+                self.subscription_events.push_back(e);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A transport failure of the core, with what the HTTP transport said about it (when it said
+/// anything) and the server's URL.
+pub fn explain_http_failure(error: Box<OpError>, url: &str, cause: Option<String>) -> Error {
+    match cause {
+        Some(cause) if matches!(*error, OpError::Transport(_)) => Error::Transport {
+            url: url.to_owned(),
+            cause,
+            error,
+        },
+        _ => Error::Op(error),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_must_be_an_object_or_null() {
+        assert!(arguments_object(Value::Null).unwrap().is_empty());
+        assert!(matches!(
+            arguments_object(serde_json::json!([1])),
+            Err(Error::InvalidArguments("an array"))
+        ));
+    }
+
+    #[test]
+    fn extra_headers_never_override_the_cores() {
+        let mut headers = Headers::new();
+        headers.append("Accept", "application/json").unwrap();
+        let r = http_request(
+            "http://127.0.0.1/mcp",
+            &[
+                ("accept".into(), "text/plain".into()),
+                ("Authorization".into(), "Bearer t".into()),
+            ],
+            Method::Post,
+            headers,
+            "{}".into(),
+        );
+        assert_eq!(r.headers.get("accept"), Some("application/json"));
+        assert_eq!(r.headers.get("authorization"), Some("Bearer t"));
+        assert_eq!(r.body, b"{}");
+    }
+
+    #[test]
+    fn options_debug_never_shows_header_values() {
+        let o = ClientOptions::default().with_bearer_token("s3cr3t-token-value");
+        let text = format!("{o:?}");
+        assert!(text.contains("Authorization"));
+        assert!(!text.contains("s3cr3t"));
+    }
+
+    #[test]
+    fn stderr_tail_keeps_the_last_lines_and_cuts_long_ones() {
+        let mut t = StderrTail::default();
+        for i in 0..(STDERR_TAIL_LINES + 5) {
+            t.push(&format!("line {i}"));
+        }
+        t.push(&"é".repeat(STDERR_LINE_BYTES));
+        let lines = t.lines();
+        assert_eq!(lines.len(), STDERR_TAIL_LINES);
+        assert_eq!(lines[0], "line 6");
+        assert!(lines[STDERR_TAIL_LINES - 1].len() <= STDERR_LINE_BYTES);
+    }
+
+    #[test]
+    fn exited_error_names_the_status_and_the_stderr_tail() {
+        let e = Error::ServerExited {
+            program: "srv".into(),
+            status: "exit status: 3".into(),
+            stderr_tail: vec!["boom".into()],
+        };
+        let m = e.to_string();
+        assert!(m.contains("exit status: 3") && m.contains("boom"), "{m}");
+    }
+}

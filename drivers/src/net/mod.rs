@@ -1,0 +1,9 @@
+//! The HTTP stacks both the MCP client and the tunnel drive: ureq agents and a bounded thread
+//! pool for the blocking driver, hyper 1 on smol's sockets with a keep-alive pool for smol.
+
+#[cfg(feature = "smol")]
+pub(crate) mod hyper_smol;
+#[cfg(feature = "blocking")]
+pub(crate) mod threads;
+#[cfg(feature = "blocking")]
+pub(crate) mod ureq;

@@ -1,0 +1,353 @@
+//! The blocking driver: ureq for HTTP, bounded pools of std threads, `std::process` for stdio
+//! MCP servers.
+//!
+//! One thread runs the loop and owns the [`Engine`] and the stdio bindings: read the clock,
+//! feed the engine, drain its outputs, perform them, then sleep until [`Engine::poll_timeout`]
+//! or the next completion. Workers (the poll thread, the forward and post pools, the stdio pipe
+//! threads) never touch the engine: they report on one bounded channel of [`Completion`]s.
+//!
+//! - The receipt instant of a poll response is read when its head arrives, before its body.
+//! - A deadline (`CancelForward`/`CancelPost`) closes that job's connection at once (its worker's
+//!   agent is shut down); for stdio the binding retires the id and the pipes stay open.
+//! - Memory is bounded: job queues and the completion channel are bounded, a poll body is read
+//!   up to [`MAX_POLL_BODY`], forward bodies are streamed to the engine (which bounds them),
+//!   and a stdio binding bounds its queue and frames.
+
+mod cloudflared;
+mod stdio;
+
+use crate::net::threads as pool;
+use crate::net::ureq as http;
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::ops::ControlFlow;
+use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mcpwire_core::http::Request;
+use mcpwire_core::tunnel::cloudflare::CompanionState;
+use mcpwire_core::tunnel::engine::{CommandId, PollId, PostId};
+use mcpwire_core::tunnel::failure::{transport_failure, TransportStage};
+
+use self::cloudflared::Companion;
+use self::pool::{JobCtl, Pool};
+use self::stdio::StdioChild;
+use crate::tunnel::config::TunnelConfig;
+use crate::tunnel::driver_core::cloudflared::CHILD_GRACE;
+use crate::tunnel::driver_core::stdio::StdioSpawn;
+use crate::tunnel::driver_core::{
+    post_timeout, NotStarted, Prepared, Runtime, Wake, CHUNK, COMPLETIONS, MAX_POST_ANSWER,
+};
+use crate::tunnel::driver_core::{Completion, MAX_POLL_BODY};
+use crate::tunnel::log::{Level, Logger};
+use crate::tunnel::stop::Stopper;
+use crate::tunnel::Error;
+use crate::tunnel::Status;
+
+/// Response POST workers.
+const POST_THREADS: usize = 4;
+
+/// The thread pools and the jobs in flight.
+struct Threads {
+    tx: SyncSender<Completion>,
+    poller: Pool,
+    forwards: Pool,
+    posts: Pool,
+    poll_job: Option<Arc<JobCtl>>,
+    forward_jobs: BTreeMap<CommandId, Arc<JobCtl>>,
+    post_jobs: BTreeMap<PostId, Arc<JobCtl>>,
+    companion: Option<Companion>,
+    log: Arc<Logger>,
+}
+
+/// Runs the tunnel in this thread until the [`Stopper`] handed to `on_start` is used, then
+/// lets in-flight commands finish within the grace period and returns. No signal handler is
+/// installed: `on_start` is where an embedder wires the stopper to one (the `mcpwire` command
+/// does), to a UI, or keeps it for later. An `Err` from `on_start` ends the run before the
+/// first poll.
+pub fn run(
+    config: TunnelConfig,
+    log: Arc<Logger>,
+    status: Arc<Status>,
+    on_start: impl FnOnce(Stopper) -> std::io::Result<()>,
+) -> Result<(), Error> {
+    let now = Instant::now();
+    let (tx, rx) = mpsc::sync_channel::<Completion>(COMPLETIONS);
+    let signal = tx.clone();
+    on_start(Stopper::new(move || {
+        signal.send(Completion::Signal).is_ok()
+    }))
+    .map_err(Error::Start)?;
+    let max_in_flight = config.engine.max_in_flight;
+    let max_forwards = config.engine.max_concurrent_forwards;
+    let prepared = Prepared::new(&config, now)?;
+    let companion = match &config.cloudflared {
+        None => None,
+        Some(cfg) => {
+            crate::tunnel::driver_core::cloudflared::publish_starting(&status);
+            let token = cloudflared::token(cfg, &config.engine, &log)
+                .map_err(|reason| Error::Cloudflared { reason })?;
+            let companion = Companion::start(cfg, &token, &log)
+                .map_err(|reason| Error::Cloudflared { reason })?;
+            drop(token);
+            // Only the signal watcher reports this early: a signal ends the start-up cleanly.
+            let interrupted = || matches!(rx.try_recv(), Ok(Completion::Signal));
+            match companion.wait_ready(cfg.ready_timeout, &interrupted) {
+                Ok(true) => {}
+                Ok(false) => {
+                    log.log(
+                        Level::Info,
+                        "signal received while cloudflared was starting: stopping",
+                        &[],
+                    );
+                    companion.stop(CHILD_GRACE);
+                    return Ok(());
+                }
+                Err(e) => {
+                    companion.stop(CHILD_GRACE);
+                    return Err(Error::Cloudflared { reason: e });
+                }
+            }
+            log.log(Level::Info, "cloudflared ready", &[]);
+            companion.watch(tx.clone());
+            Some(companion)
+        }
+    };
+    let companion_state = companion.as_ref().map(|_| CompanionState::Ready);
+    let control = Arc::new(http::control_agent);
+    let mcp = Arc::new(http::mcp_agent);
+    let threads = Threads {
+        tx,
+        poller: Pool::new("poll", 1, 2, control.clone()),
+        forwards: Pool::new("forward", max_forwards, max_in_flight + 1, mcp),
+        posts: Pool::new("post", POST_THREADS, max_in_flight + 1, control),
+        poll_job: None,
+        forward_jobs: BTreeMap::new(),
+        post_jobs: BTreeMap::new(),
+        companion,
+        log: Arc::clone(&log),
+    };
+    let mut d = prepared.start(threads, log, status, companion_state, "blocking", now);
+    while let ControlFlow::Continue(next) = d.settle() {
+        let received = match next {
+            Some(at) => rx.recv_timeout(at.saturating_duration_since(Instant::now())),
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        let wake = match received {
+            Ok(c) => Wake::Completion(c),
+            Err(RecvTimeoutError::Timeout) => Wake::Deadline,
+            Err(RecvTimeoutError::Disconnected) => Wake::Closed,
+        };
+        if d.wake(wake).is_break() {
+            break;
+        }
+    }
+    d.finish(Threads::stop_companion)
+}
+
+impl Runtime for Threads {
+    type Child = StdioChild;
+
+    fn start_poll(
+        &mut self,
+        id: PollId,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<(), NotStarted> {
+        let ctl = JobCtl::new();
+        let tx = self.tx.clone();
+        let work = Box::new(move |agent: &ureq::Agent, ctl: &JobCtl| {
+            let result = match http::send(agent, &request, Some(timeout)) {
+                Ok(mut response) => {
+                    let received_at = Instant::now();
+                    let head = http::head_of(&response);
+                    response
+                        .body_mut()
+                        .with_config()
+                        .limit(MAX_POLL_BODY)
+                        .read_to_vec()
+                        .map(|body| (received_at, head, body))
+                        .map_err(|_| ())
+                }
+                Err(_) => Err(()),
+            };
+            if !ctl.is_cancelled() {
+                let _ = tx.send(Completion::Poll { id, result });
+            }
+        });
+        self.poll_job = Some(Arc::clone(&ctl));
+        self.poller.submit(ctl, work).map_err(|_| NotStarted)
+    }
+
+    fn cancel_poll(&mut self) -> bool {
+        let Some(ctl) = self.poll_job.take() else {
+            return false;
+        };
+        ctl.cancel();
+        true
+    }
+
+    fn poll_ended(&mut self) {
+        self.poll_job = None;
+    }
+
+    fn start_forward(
+        &mut self,
+        cmd: CommandId,
+        request: Request,
+        deadline: Option<Instant>,
+    ) -> Result<(), NotStarted> {
+        let tx = self.tx.clone();
+        let work = Box::new(move |agent: &ureq::Agent, ctl: &JobCtl| {
+            forward_job(agent, ctl, &tx, cmd, &request, deadline);
+        });
+        let ctl = JobCtl::new();
+        self.forward_jobs.insert(cmd, Arc::clone(&ctl));
+        if self.forwards.submit(ctl, work).is_err() {
+            self.forward_jobs.remove(&cmd);
+            return Err(NotStarted);
+        }
+        Ok(())
+    }
+
+    fn cancel_forward(&mut self, cmd: CommandId) {
+        if let Some(ctl) = self.forward_jobs.remove(&cmd) {
+            ctl.cancel();
+        }
+    }
+
+    fn forward_ended(&mut self, cmd: CommandId) {
+        self.forward_jobs.remove(&cmd);
+    }
+
+    fn start_post(
+        &mut self,
+        id: PostId,
+        cmd: CommandId,
+        request: Request,
+        deadline: Option<Instant>,
+    ) -> Result<(), NotStarted> {
+        let tx = self.tx.clone();
+        let work = Box::new(move |agent: &ureq::Agent, ctl: &JobCtl| {
+            let timeout = post_timeout(deadline);
+            let result = match http::send(agent, &request, Some(timeout)) {
+                Ok(mut response) => {
+                    let head = http::head_of(&response);
+                    let _ = response
+                        .body_mut()
+                        .with_config()
+                        .limit(MAX_POST_ANSWER)
+                        .read_to_vec();
+                    Ok(head)
+                }
+                Err(e) => Err(http::maybe_written(&e)),
+            };
+            if !ctl.is_cancelled() {
+                let _ = tx.send(Completion::Post { id, cmd, result });
+            }
+        });
+        let ctl = JobCtl::new();
+        self.post_jobs.insert(id, Arc::clone(&ctl));
+        if self.posts.submit(ctl, work).is_err() {
+            self.post_jobs.remove(&id);
+            return Err(NotStarted);
+        }
+        Ok(())
+    }
+
+    fn cancel_post(&mut self, id: PostId) {
+        if let Some(ctl) = self.post_jobs.remove(&id) {
+            ctl.cancel();
+        }
+    }
+
+    fn post_ended(&mut self, id: PostId) {
+        self.post_jobs.remove(&id);
+    }
+
+    fn spawn_stdio(
+        &mut self,
+        spawn: StdioSpawn<'_>,
+        log: &Arc<Logger>,
+    ) -> std::io::Result<StdioChild> {
+        StdioChild::spawn(&spawn, &self.tx, log)
+    }
+
+    fn abandon_all(&mut self) {
+        for ctl in self.forward_jobs.values().chain(self.post_jobs.values()) {
+            ctl.cancel();
+        }
+    }
+}
+
+impl Threads {
+    fn stop_companion(&mut self) {
+        if let Some(c) = self.companion.take() {
+            let status = c
+                .stop(CHILD_GRACE)
+                .map_or_else(|| "unknown".to_owned(), |s| s.to_string());
+            self.log
+                .log(Level::Info, "cloudflared stopped", &[("status", &status)]);
+        }
+    }
+}
+
+/// One HTTP forward on a worker: send, report the head, stream the body.
+fn forward_job(
+    agent: &ureq::Agent,
+    ctl: &JobCtl,
+    tx: &SyncSender<Completion>,
+    cmd: CommandId,
+    request: &Request,
+    deadline: Option<Instant>,
+) {
+    let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+    if timeout.is_some_and(|t| t.is_zero()) {
+        return; // already expired: the engine drops it on its own
+    }
+    let report = |c: Completion| {
+        if !ctl.is_cancelled() {
+            let _ = tx.send(c);
+        }
+    };
+    let response = match http::send(agent, request, timeout) {
+        Ok(r) => r,
+        Err(e) => {
+            report(Completion::Failed {
+                cmd,
+                failure: http::failure_before_head(&e),
+            });
+            return;
+        }
+    };
+    report(Completion::Head {
+        cmd,
+        head: http::head_of(&response),
+    });
+    let mut reader = response.into_body().into_reader();
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        if ctl.is_cancelled() {
+            return;
+        }
+        match reader.read(&mut buf) {
+            Ok(0) => {
+                report(Completion::End { cmd });
+                return;
+            }
+            Ok(n) => report(Completion::Body {
+                cmd,
+                chunk: buf.get(..n).unwrap_or_default().to_vec(),
+            }),
+            Err(e) => {
+                report(Completion::Failed {
+                    cmd,
+                    failure: transport_failure(TransportStage::Body, Some(e.kind())),
+                });
+                return;
+            }
+        }
+    }
+}

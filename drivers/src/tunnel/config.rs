@@ -1,0 +1,70 @@
+//! What a tunnel runs with, built from code: [`TunnelConfig`] (the engine's [`Config`], one
+//! [`Target`] per channel, the stdio bindings' settings, the shutdown grace period and the
+//! optional cloudflared companion). `mcpwire tunnel run` builds one from its flags and
+//! environment; an embedder builds one directly.
+
+use std::time::Duration;
+
+use mcpwire_core::tunnel::engine::{Config, Secret};
+use mcpwire_core::tunnel::stdio::StdioConfig;
+
+/// Where one channel's MCP server is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TargetKind {
+    /// A Streamable HTTP endpoint.
+    Http {
+        /// Its URL.
+        url: String,
+    },
+    /// A child process speaking newline-delimited JSON-RPC on stdio (argv, no shell).
+    Stdio {
+        /// The program and its arguments.
+        argv: Vec<String>,
+    },
+}
+
+/// One channel and its server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// The channel name.
+    pub channel: String,
+    /// The server.
+    pub kind: TargetKind,
+}
+
+/// Where the cloudflared companion's token comes from.
+#[derive(Clone, Debug)]
+pub enum CloudflaredToken {
+    /// Given by the operator (`--cloudflared.token`): no control-plane fetch.
+    Static(Secret),
+    /// Fetched from `GET /v1/tunnels/{id}/cloudflare/runtime` at start-up.
+    Managed,
+}
+
+/// The cloudflared companion's settings (present when one is to run).
+#[derive(Clone, Debug)]
+pub struct Cloudflared {
+    /// The token's source.
+    pub token: CloudflaredToken,
+    /// The executable (a path, or a name looked up on `PATH`).
+    pub path: String,
+    /// How long it may take to report ready at start-up.
+    pub ready_timeout: Duration,
+    /// Environment variables named by `env:VAR` secrets, kept from the child.
+    pub secret_vars: Vec<String>,
+}
+
+/// Everything a tunnel driver runs with.
+#[derive(Clone, Debug)]
+pub struct TunnelConfig {
+    /// The engine's configuration (control plane, tunnel id, API key, limits, server info).
+    pub engine: Config,
+    /// One server per served channel.
+    pub targets: Vec<Target>,
+    /// How stdio bindings behave.
+    pub stdio: StdioConfig,
+    /// How long in-flight commands may take to finish once a stop is asked.
+    pub grace: Duration,
+    /// The cloudflared companion, when one runs.
+    pub cloudflared: Option<Cloudflared>,
+}

@@ -1,0 +1,278 @@
+//! What both drivers say about commands: one log line per finished command, the engine's
+//! events as log lines, and the counters behind `/metrics`. No I/O beyond the logger.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use mcpwire_core::http::ResponseHead;
+use mcpwire_core::tunnel::engine::{CommandId, Event, Forward, ForwardKind, PostAnswer, Stage};
+use mcpwire_core::tunnel::failure::TunnelFailure;
+
+use super::log::{Level, Logger};
+use super::status::Metrics;
+
+/// What the log line of a command's outcome says about it.
+struct CmdInfo {
+    channel: String,
+    method: String,
+    started: Instant,
+    failure: Option<&'static str>,
+}
+
+/// The driver-independent bookkeeping of a running tunnel: counters and per-command context.
+pub struct Report {
+    log: Arc<Logger>,
+    /// The counters and gauges published to the health listener.
+    pub metrics: Metrics,
+    info: BTreeMap<String, CmdInfo>,
+    post_failed: BTreeSet<CommandId>,
+}
+
+impl Report {
+    /// Fresh counters writing to `log`.
+    pub fn new(log: Arc<Logger>) -> Self {
+        Report {
+            log,
+            metrics: Metrics::default(),
+            info: BTreeMap::new(),
+            post_failed: BTreeSet::new(),
+        }
+    }
+
+    /// A forward starts: remember its channel, method and start for its outcome line.
+    pub fn forward_started(&mut self, f: &Forward) {
+        let method = match &f.kind {
+            ForwardKind::JsonRpc { method, .. } => method.clone().unwrap_or_else(|| "-".into()),
+            ForwardKind::SessionTermination => "session_termination".into(),
+        };
+        self.info.insert(
+            f.request_id.clone(),
+            CmdInfo {
+                channel: f.channel.clone(),
+                method,
+                started: Instant::now(),
+                failure: None,
+            },
+        );
+    }
+
+    /// A response POST starts; counts it as a retry when the command's last attempt failed.
+    pub fn post_started(&mut self, cmd: CommandId) {
+        if self.post_failed.remove(&cmd) {
+            self.metrics.delivery_retries += 1;
+        }
+    }
+
+    /// A response POST ended with `result` (the answer's head, or a transport failure); the
+    /// attempt failed unless the core classifies its answer otherwise ([`PostAnswer::of`]).
+    pub fn post_ended<E>(&mut self, cmd: CommandId, result: &Result<ResponseHead, E>) {
+        let failed = result
+            .as_ref()
+            .map_or(true, |h| PostAnswer::of(h.status) == PostAnswer::Failed);
+        if failed {
+            self.post_failed.insert(cmd);
+        }
+    }
+
+    /// Remembers why a command failed, for its outcome line.
+    pub fn note_failure(&mut self, request_id: &str, failure: TunnelFailure) {
+        if let Some(info) = self.info.get_mut(request_id) {
+            info.failure = Some(failure.source().as_str());
+        }
+    }
+
+    fn outcome(
+        &mut self,
+        request_id: &str,
+        outcome: &'static str,
+        level: Level,
+        detail: &[(&str, &dyn std::fmt::Display)],
+    ) {
+        self.metrics.count(outcome);
+        let info = self.info.remove(request_id);
+        let (channel, method, ms) = match &info {
+            Some(i) => (
+                i.channel.as_str(),
+                i.method.as_str(),
+                i.started.elapsed().as_millis(),
+            ),
+            None => ("-", "-", 0),
+        };
+        let failure = info.as_ref().and_then(|i| i.failure).unwrap_or("-");
+        let mut fields: Vec<(&str, &dyn std::fmt::Display)> = vec![
+            ("request_id", &request_id),
+            ("channel", &channel),
+            ("method", &method),
+            ("duration_ms", &ms),
+            ("outcome", &outcome),
+        ];
+        fields.extend_from_slice(detail);
+        if failure != "-" {
+            fields.push(("failure", &failure));
+        }
+        self.log.log(level, "command", &fields);
+    }
+
+    /// Logs an engine event and counts it.
+    pub fn event(&mut self, e: Event) {
+        match e {
+            Event::Polled { commands } => {
+                self.metrics.polled_now();
+                self.log
+                    .log(Level::Debug, "polled", &[("commands", &commands)]);
+            }
+            Event::PollFailed {
+                status,
+                code,
+                retry_in,
+            } => {
+                self.metrics.poll_errors += 1;
+                let status = status.map_or_else(|| "transport".to_owned(), |s| s.to_string());
+                let code = code.unwrap_or_else(|| "-".into());
+                self.log.log(
+                    Level::Warn,
+                    "poll failed",
+                    &[
+                        ("status", &status),
+                        ("code", &code),
+                        ("retry_in_ms", &retry_in.as_millis()),
+                    ],
+                );
+            }
+            Event::OperatorActionRequired { status, code } => {
+                let code = code.unwrap_or_else(|| "-".into());
+                self.log.log(
+                    Level::Error,
+                    "the control plane refuses this client: check the API key and tunnel id",
+                    &[("status", &status), ("code", &code)],
+                );
+            }
+            Event::UnknownCommandType {
+                request_id,
+                command_type,
+            } => {
+                self.outcome(
+                    &request_id,
+                    "skipped",
+                    Level::Warn,
+                    &[("command_type", &command_type)],
+                );
+            }
+            Event::MalformedCommand { request_id, reason } => {
+                let rid = request_id.unwrap_or_else(|| "-".into());
+                self.log.log(
+                    Level::Warn,
+                    "malformed command",
+                    &[("request_id", &rid), ("reason", &reason)],
+                );
+            }
+            Event::Expired { request_id, stage } => {
+                let stage = match stage {
+                    Stage::BeforeForward => "before_forward",
+                    Stage::DuringForward => "during_forward",
+                    Stage::DuringDelivery => "during_delivery",
+                };
+                self.outcome(&request_id, "expired", Level::Info, &[("stage", &stage)]);
+            }
+            Event::Completed {
+                request_id,
+                resp_type,
+                resp_code,
+            } => {
+                let outcome = if resp_code < 400 {
+                    "completed"
+                } else {
+                    "failed"
+                };
+                let rt = resp_type.as_str();
+                self.outcome(
+                    &request_id,
+                    outcome,
+                    Level::Info,
+                    &[("resp_type", &rt), ("resp_code", &resp_code)],
+                );
+            }
+            Event::AlreadyFulfilled { request_id } => {
+                self.outcome(&request_id, "already_fulfilled", Level::Info, &[]);
+            }
+            Event::DeliveryFailed { request_id, status } => {
+                let status = status.map_or_else(|| "transport".to_owned(), |s| s.to_string());
+                self.outcome(
+                    &request_id,
+                    "delivery_failed",
+                    Level::Warn,
+                    &[("status", &status)],
+                );
+            }
+            Event::NotificationDropped { request_id, status } => {
+                let status = status.map_or_else(|| "transport".to_owned(), |s| s.to_string());
+                self.log.log(
+                    Level::Warn,
+                    "notification not delivered",
+                    &[("request_id", &request_id), ("status", &status)],
+                );
+            }
+            Event::ToolRejected {
+                request_id,
+                channel,
+                tool,
+                reason,
+            } => {
+                self.log.log(
+                    Level::Warn,
+                    "tool has invalid x-mcp-header annotations; its calls carry no Mcp-Param headers",
+                    &[
+                        ("request_id", &request_id),
+                        ("channel", &channel),
+                        ("tool", &tool),
+                        ("reason", &reason),
+                    ],
+                );
+            }
+            other => {
+                self.log.log(
+                    Level::Debug,
+                    "engine event",
+                    &[("event", &format!("{other:?}"))],
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcpwire_core::http::Headers;
+
+    fn answered(status: u16) -> Result<ResponseHead, ()> {
+        Ok(ResponseHead {
+            status,
+            headers: Headers::new(),
+        })
+    }
+
+    /// The next POST of a command counts as a delivery retry only after an attempt the core
+    /// calls failed ([`PostAnswer::Failed`], or no answer at all): not after a `2xx` or a `404`.
+    #[test]
+    fn a_delivery_retry_is_counted_only_after_a_failed_post_attempt() {
+        let log = Logger::new(Level::Error, false, Vec::new(), Box::new(std::io::sink()));
+        let mut r = Report::new(Arc::new(log));
+        let cmd = CommandId(1);
+        for (result, retry) in [
+            (answered(202), false),
+            (answered(404), false),
+            (answered(503), true),
+            (answered(400), true),
+            (Err(()), true),
+        ] {
+            let before = r.metrics.delivery_retries;
+            r.post_started(cmd);
+            r.post_ended(cmd, &result);
+            r.post_started(cmd);
+            let counted = r.metrics.delivery_retries - before;
+            assert_eq!(counted, u64::from(retry), "{result:?}");
+        }
+    }
+}

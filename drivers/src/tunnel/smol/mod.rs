@@ -1,0 +1,312 @@
+//! The smol driver: hyper 1 over smol's sockets for HTTP (rustls via futures-rustls for
+//! `https`), smol tasks, async-process for stdio MCP servers.
+//!
+//! One future runs the loop and owns the [`Engine`] and the stdio bindings: read the clock,
+//! feed the engine, drain its outputs, perform them, then wait for the next completion or
+//! [`Engine::poll_timeout`], whichever comes first. Tasks (the poll, each forward and response
+//! POST, the stdio pipe tasks) never touch the engine: they report on one bounded channel of
+//! [`Completion`]s.
+//!
+//! - The receipt instant of a poll response is read when its head arrives, before its body.
+//! - A deadline (`CancelForward`/`CancelPost`) drops that exchange's task, which closes its
+//!   connection at once; for stdio the binding retires the id and the pipes stay open.
+//! - Memory is bounded: the completion channel is bounded (tasks wait when it is full), the
+//!   engine bounds forwards and posts in flight, a poll body is read up to [`MAX_POLL_BODY`],
+//!   forward bodies are streamed to the engine (which bounds them), and a stdio binding bounds
+//!   its queue and frames.
+
+mod cloudflared;
+mod stdio;
+
+use crate::net::hyper_smol as http;
+
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_rustls::rustls::ClientConfig;
+use mcpwire_core::http::Request;
+use mcpwire_core::tunnel::cloudflare::CompanionState;
+use mcpwire_core::tunnel::engine::{CommandId, PollId, PostId};
+use smol::channel::{self, Receiver, Sender};
+use smol::future::FutureExt as _;
+use smol::lock::Semaphore;
+use smol::{Task, Timer};
+
+use self::http::CONNECT_TIMEOUT;
+use self::stdio::StdioChild;
+use crate::tunnel::config::TunnelConfig;
+use crate::tunnel::driver_core::stdio::StdioSpawn;
+use crate::tunnel::driver_core::{
+    post_timeout, NotStarted, Prepared, Runtime, Wake, CHUNK, COMPLETIONS, MAX_POST_ANSWER,
+};
+use crate::tunnel::driver_core::{Completion, MAX_POLL_BODY};
+use crate::tunnel::log::Logger;
+use crate::tunnel::stop::Stopper;
+use crate::tunnel::Error;
+use crate::tunnel::Status;
+
+/// Response POSTs on the wire at once (the rest wait for a slot).
+const POST_SLOTS: usize = 4;
+
+/// The tasks in flight and what they share.
+struct Tasks {
+    tx: Sender<Completion>,
+    tls: Arc<ClientConfig>,
+    /// Kept-alive connections to the control plane and the MCP server, reused by the poll,
+    /// the forwards and the response POSTs.
+    pool: Arc<http::Pool>,
+    post_slots: Arc<Semaphore>,
+    poll_task: Option<Task<()>>,
+    forward_tasks: BTreeMap<CommandId, Task<()>>,
+    post_tasks: BTreeMap<PostId, Task<()>>,
+    companion: Option<cloudflared::Managed>,
+}
+
+/// Runs the tunnel in this thread (on smol's executor) until the [`Stopper`] handed to
+/// `on_start` is used, then lets in-flight commands finish within the grace period and returns.
+/// No signal handler is installed: `on_start` is where an embedder wires the stopper to one
+/// (the `mcpwire` command does). An `Err` from `on_start` ends the run before the first poll.
+pub fn run(
+    config: TunnelConfig,
+    log: Arc<Logger>,
+    status: Arc<Status>,
+    on_start: impl FnOnce(Stopper) -> std::io::Result<()>,
+) -> Result<(), Error> {
+    smol::block_on(run_async(config, log, status, on_start))
+}
+
+async fn run_async(
+    config: TunnelConfig,
+    log: Arc<Logger>,
+    status: Arc<Status>,
+    on_start: impl FnOnce(Stopper) -> std::io::Result<()>,
+) -> Result<(), Error> {
+    let now = Instant::now();
+    let (tx, rx) = channel::bounded::<Completion>(COMPLETIONS);
+    let signal = tx.clone();
+    on_start(Stopper::new(move || {
+        signal.send_blocking(Completion::Signal).is_ok()
+    }))
+    .map_err(Error::Start)?;
+    let prepared = Prepared::new(&config, now)?;
+    let tls = http::tls_config().map_err(|reason| Error::Tls { reason })?;
+    let companion = match &config.cloudflared {
+        None => None,
+        Some(cfg) => {
+            match cloudflared::start(cfg, &config.engine, &log, &status, &tls, &rx, &tx).await? {
+                cloudflared::Started::Running(c) => Some(c),
+                cloudflared::Started::Interrupted => return Ok(()),
+            }
+        }
+    };
+    let companion_state = companion.as_ref().map(|_| CompanionState::Ready);
+    // Enough idle connections for every forward in flight, the response POSTs and the poll.
+    let max_idle = config.engine.max_concurrent_forwards + POST_SLOTS + 1;
+    let tasks = Tasks {
+        tx,
+        tls,
+        pool: http::Pool::new(max_idle),
+        post_slots: Arc::new(Semaphore::new(POST_SLOTS)),
+        poll_task: None,
+        forward_tasks: BTreeMap::new(),
+        post_tasks: BTreeMap::new(),
+        companion,
+    };
+    let mut d = prepared.start(tasks, log, status, companion_state, "smol", now);
+    while let ControlFlow::Continue(next) = d.settle() {
+        if d.wake(next_completion(&rx, next).await).is_break() {
+            break;
+        }
+    }
+    if let Some(c) = d.rt.companion.take() {
+        c.stop().await;
+    }
+    d.finish(|_| {})
+}
+
+/// The next completion, or [`Wake::Deadline`] once `deadline` passes.
+async fn next_completion(rx: &Receiver<Completion>, deadline: Option<Instant>) -> Wake {
+    let recv = async {
+        match rx.recv().await {
+            Ok(c) => Wake::Completion(c),
+            Err(_) => Wake::Closed,
+        }
+    };
+    match deadline {
+        Some(at) => {
+            recv.or(async {
+                Timer::at(at).await;
+                Wake::Deadline
+            })
+            .await
+        }
+        None => recv.await,
+    }
+}
+
+impl Runtime for Tasks {
+    type Child = StdioChild;
+
+    fn start_poll(
+        &mut self,
+        id: PollId,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<(), NotStarted> {
+        let tx = self.tx.clone();
+        let (pool, tls) = (Arc::clone(&self.pool), Arc::clone(&self.tls));
+        self.poll_task = Some(smol::spawn(async move {
+            let exchange = async {
+                let mut ex = http::send_pooled(&pool, &tls, &request, CONNECT_TIMEOUT).await?;
+                // The receipt instant: the head is here, the body is not read yet.
+                let received_at = Instant::now();
+                let body = ex.read_to_vec(MAX_POLL_BODY).await?;
+                Ok::<_, http::HttpError>((received_at, ex.head, body))
+            };
+            let result = exchange
+                .or(async {
+                    Timer::after(timeout).await;
+                    Err(http::HttpError::TimedOut)
+                })
+                .await
+                .map_err(|_| ());
+            let _ = tx.send(Completion::Poll { id, result }).await;
+        }));
+        Ok(())
+    }
+
+    fn cancel_poll(&mut self) -> bool {
+        // Dropping the task drops the exchange and closes its connection.
+        self.poll_task.take().is_some()
+    }
+
+    fn poll_ended(&mut self) {
+        self.poll_task = None;
+    }
+
+    fn start_forward(
+        &mut self,
+        cmd: CommandId,
+        request: Request,
+        deadline: Option<Instant>,
+    ) -> Result<(), NotStarted> {
+        let tx = self.tx.clone();
+        let (pool, tls) = (Arc::clone(&self.pool), Arc::clone(&self.tls));
+        let task = smol::spawn(async move {
+            if deadline.is_some_and(|d| d <= Instant::now()) {
+                return; // already expired: the engine drops it on its own
+            }
+            forward_task(&pool, &tls, &tx, cmd, &request).await;
+        });
+        self.forward_tasks.insert(cmd, task);
+        Ok(())
+    }
+
+    fn cancel_forward(&mut self, cmd: CommandId) {
+        // Dropping the task drops the exchange and closes its connection.
+        drop(self.forward_tasks.remove(&cmd));
+    }
+
+    fn forward_ended(&mut self, cmd: CommandId) {
+        self.forward_tasks.remove(&cmd);
+    }
+
+    fn start_post(
+        &mut self,
+        id: PostId,
+        cmd: CommandId,
+        request: Request,
+        deadline: Option<Instant>,
+    ) -> Result<(), NotStarted> {
+        let tx = self.tx.clone();
+        let (pool, tls) = (Arc::clone(&self.pool), Arc::clone(&self.tls));
+        let slots = Arc::clone(&self.post_slots);
+        let task = smol::spawn(async move {
+            let _slot = slots.acquire().await;
+            let timeout = post_timeout(deadline);
+            let exchange = async {
+                let mut ex = http::send_pooled(&pool, &tls, &request, CONNECT_TIMEOUT).await?;
+                let _ = ex.read_to_vec(MAX_POST_ANSWER).await;
+                Ok::<_, http::HttpError>(ex.head)
+            };
+            let result = exchange
+                .or(async {
+                    Timer::after(timeout).await;
+                    Err(http::HttpError::TimedOut)
+                })
+                .await
+                .map_err(|e| e.maybe_written());
+            let _ = tx.send(Completion::Post { id, cmd, result }).await;
+        });
+        self.post_tasks.insert(id, task);
+        Ok(())
+    }
+
+    fn cancel_post(&mut self, id: PostId) {
+        drop(self.post_tasks.remove(&id));
+    }
+
+    fn post_ended(&mut self, id: PostId) {
+        self.post_tasks.remove(&id);
+    }
+
+    fn spawn_stdio(
+        &mut self,
+        spawn: StdioSpawn<'_>,
+        log: &Arc<Logger>,
+    ) -> std::io::Result<StdioChild> {
+        StdioChild::spawn(&spawn, &self.tx, log)
+    }
+
+    fn abandon_all(&mut self) {
+        self.forward_tasks.clear();
+        self.post_tasks.clear();
+    }
+}
+
+/// One HTTP forward: send, report the head, stream the body.
+async fn forward_task(
+    pool: &Arc<http::Pool>,
+    tls: &Arc<ClientConfig>,
+    tx: &Sender<Completion>,
+    cmd: CommandId,
+    request: &Request,
+) {
+    let mut ex = match http::send_pooled(pool, tls, request, CONNECT_TIMEOUT).await {
+        Ok(ex) => ex,
+        Err(e) => {
+            let failure = e.failure();
+            let _ = tx.send(Completion::Failed { cmd, failure }).await;
+            return;
+        }
+    };
+    let head = ex.head.clone();
+    if tx.send(Completion::Head { cmd, head }).await.is_err() {
+        return;
+    }
+    loop {
+        match ex.next_chunk().await {
+            Ok(Some(frame)) => {
+                // Pieces of at most CHUNK bytes: the completion channel then holds at most
+                // COMPLETIONS * CHUNK body bytes.
+                for piece in frame.chunks(CHUNK) {
+                    let chunk = piece.to_vec();
+                    if tx.send(Completion::Body { cmd, chunk }).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            Ok(None) => {
+                let _ = tx.send(Completion::End { cmd }).await;
+                return;
+            }
+            Err(e) => {
+                let failure = e.body_failure();
+                let _ = tx.send(Completion::Failed { cmd, failure }).await;
+                return;
+            }
+        }
+    }
+}

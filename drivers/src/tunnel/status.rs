@@ -1,0 +1,224 @@
+//! What a running tunnel reports about itself: the counters and readiness the driver publishes
+//! after every step ([`Status`], a snapshot of [`Metrics`]), and their Prometheus text
+//! ([`Metrics::prometheus`]). Serving them (the CLI's `/healthz`, `/readyz` and `/metrics`) is
+//! the embedder's part.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use mcpwire_core::tunnel::cloudflare::{combine_readiness, CompanionState};
+use mcpwire_core::tunnel::engine::{Health, NotReady, Readiness};
+
+/// What the health endpoints report: counters the driver keeps and the engine's state.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Metrics {
+    /// Polls sent.
+    pub polls: u64,
+    /// Polls that failed.
+    pub poll_errors: u64,
+    /// Finished commands by outcome.
+    pub commands: BTreeMap<&'static str, u64>,
+    /// Response POSTs sent again after a failed attempt.
+    pub delivery_retries: u64,
+    /// When the last poll succeeded (Unix seconds).
+    pub last_successful_poll: Option<f64>,
+    /// Commands admitted and not finished.
+    pub in_flight: usize,
+    /// Commands waiting for a forward slot.
+    pub queued: usize,
+    /// Forwards running.
+    pub forwards_in_flight: usize,
+    /// Response POSTs in flight.
+    pub posts_in_flight: usize,
+    /// `None` when ready, else why not.
+    pub not_ready: Option<String>,
+}
+
+impl Metrics {
+    /// Counts one finished command.
+    pub fn count(&mut self, outcome: &'static str) {
+        *self.commands.entry(outcome).or_default() += 1;
+    }
+
+    /// Marks a successful poll now.
+    pub fn polled_now(&mut self) {
+        let t = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        self.last_successful_poll = Some(t.as_secs_f64());
+    }
+
+    /// Copies the engine's gauges and readiness, with the cloudflared companion's state when
+    /// one runs.
+    pub fn update(&mut self, health: &Health, companion: Option<CompanionState>, stopping: bool) {
+        self.in_flight = health.in_flight;
+        self.queued = health.queued_forwards;
+        self.forwards_in_flight = health.forwards_in_flight;
+        self.posts_in_flight = health.posts_in_flight;
+        self.not_ready = if stopping {
+            Some("shutting down".to_owned())
+        } else {
+            match &combine_readiness(health.readiness.clone(), companion) {
+                Readiness::Ready => None,
+                Readiness::NotReady(why) => Some(not_ready_text(why)),
+            }
+        };
+    }
+
+    /// The Prometheus text exposition.
+    pub fn prometheus(&self) -> String {
+        let mut s = String::new();
+        let mut metric = |name: &str, kind: &str, help: &str, lines: &[(String, String)]| {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for (labels, value) in lines {
+                let _ = writeln!(s, "{name}{labels} {value}");
+            }
+        };
+        let one = |v: String| vec![(String::new(), v)];
+        metric(
+            "mcpwire_tunnel_polls_total",
+            "counter",
+            "Poll requests sent to the control plane.",
+            &one(self.polls.to_string()),
+        );
+        metric(
+            "mcpwire_tunnel_poll_errors_total",
+            "counter",
+            "Poll requests that failed.",
+            &one(self.poll_errors.to_string()),
+        );
+        let by_outcome: Vec<(String, String)> = self
+            .commands
+            .iter()
+            .map(|(k, v)| (format!("{{outcome=\"{k}\"}}"), v.to_string()))
+            .collect();
+        metric(
+            "mcpwire_tunnel_commands_total",
+            "counter",
+            "Commands finished, by outcome.",
+            &by_outcome,
+        );
+        metric(
+            "mcpwire_tunnel_commands_in_flight",
+            "gauge",
+            "Commands admitted and not finished.",
+            &one(self.in_flight.to_string()),
+        );
+        metric(
+            "mcpwire_tunnel_forward_queue",
+            "gauge",
+            "Commands waiting for a forward slot.",
+            &one(self.queued.to_string()),
+        );
+        metric(
+            "mcpwire_tunnel_forwards_in_flight",
+            "gauge",
+            "Forwards to MCP servers running.",
+            &one(self.forwards_in_flight.to_string()),
+        );
+        metric(
+            "mcpwire_tunnel_response_posts_in_flight",
+            "gauge",
+            "Response POSTs in flight.",
+            &one(self.posts_in_flight.to_string()),
+        );
+        metric(
+            "mcpwire_tunnel_delivery_retries_total",
+            "counter",
+            "Response POSTs sent again after a failed attempt.",
+            &one(self.delivery_retries.to_string()),
+        );
+        metric(
+            "mcpwire_tunnel_last_successful_poll_timestamp_seconds",
+            "gauge",
+            "Unix time of the last successful poll (0 before the first).",
+            &one(format!("{:.3}", self.last_successful_poll.unwrap_or(0.0))),
+        );
+        metric(
+            "mcpwire_tunnel_ready",
+            "gauge",
+            "1 when /readyz answers 200.",
+            &one(u8::from(self.not_ready.is_none()).to_string()),
+        );
+        s
+    }
+}
+
+fn not_ready_text(why: &NotReady) -> String {
+    match why {
+        NotReady::NoSuccessfulPoll => "no successful poll yet".to_owned(),
+        NotReady::OperatorAction { status } => format!(
+            "the control plane refuses this client (HTTP {status}): check the API key and tunnel id"
+        ),
+        NotReady::PollFailing {
+            consecutive_failures,
+        } => format!("the last {consecutive_failures} polls failed"),
+        NotReady::ForwardsFailing { recent_failures } => {
+            format!("the last {recent_failures} forwards to the MCP server failed")
+        }
+        NotReady::Companion { state } => state
+            .not_ready_reason()
+            .unwrap_or("cloudflared is not ready")
+            .to_owned(),
+        _ => "not ready".to_owned(),
+    }
+}
+
+/// The snapshot shared between the driver and the listener.
+#[derive(Debug, Default)]
+pub struct Status(Mutex<Metrics>);
+
+impl Status {
+    /// A fresh, not-ready status.
+    pub fn new() -> Arc<Self> {
+        let s = Status::default();
+        s.publish(Metrics {
+            not_ready: Some(not_ready_text(&NotReady::NoSuccessfulPoll)),
+            ..Metrics::default()
+        });
+        Arc::new(s)
+    }
+
+    /// Replaces the snapshot.
+    pub fn publish(&self, m: Metrics) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = m;
+    }
+
+    /// A copy of the snapshot.
+    pub fn get(&self) -> Metrics {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_text_names_every_required_series() {
+        let mut m = Metrics {
+            polls: 3,
+            ..Metrics::default()
+        };
+        m.count("completed");
+        m.count("expired");
+        let text = m.prometheus();
+        for needle in [
+            "mcpwire_tunnel_polls_total 3",
+            "mcpwire_tunnel_poll_errors_total 0",
+            "mcpwire_tunnel_commands_total{outcome=\"completed\"} 1",
+            "mcpwire_tunnel_commands_total{outcome=\"expired\"} 1",
+            "mcpwire_tunnel_commands_in_flight 0",
+            "mcpwire_tunnel_forward_queue 0",
+            "mcpwire_tunnel_delivery_retries_total 0",
+            "mcpwire_tunnel_last_successful_poll_timestamp_seconds",
+        ] {
+            assert!(text.contains(needle), "missing {needle} in\n{text}");
+        }
+    }
+}

@@ -1,1 +1,0 @@
-//! Shared helpers for mcpwire's end-to-end and contract tests.
