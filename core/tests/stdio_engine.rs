@@ -154,7 +154,6 @@ impl Sim {
                     Event::StdioExited { .. } => self.exited += 1,
                     _ => {}
                 },
-                _ => {}
             }
         }
     }

@@ -207,7 +207,6 @@ impl Driver {
                     assert_eq!(self.child, Some(child), "killed a child not running");
                 }
                 Output::Event(_) => {}
-                _ => {}
             }
         }
         let h = t.health();

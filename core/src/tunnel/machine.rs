@@ -175,7 +175,6 @@ pub enum Event {
 
 /// An output of the tunnel: work for the driver, or a fact for its log.
 #[derive(Debug)]
-#[non_exhaustive]
 pub enum Output {
     /// Send this poll, bounded by `timeout`; report with [`Tunnel::handle_poll_response`] or
     /// [`Tunnel::handle_poll_failed`].

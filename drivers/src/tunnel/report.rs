@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use mcpwire_core::http::ResponseHead;
-use mcpwire_core::tunnel::engine::{CommandId, Event, Forward, ForwardKind, PostAnswer, Stage};
+use mcpwire_core::tunnel::engine::{CommandId, Event, PostAnswer, Stage};
 use mcpwire_core::tunnel::failure::TunnelFailure;
+use mcpwire_core::tunnel::machine::{self, Forwarded};
 
 use super::log::{Level, Logger};
 use super::status::Metrics;
@@ -40,16 +41,54 @@ impl Report {
         }
     }
 
+    /// Logs a tunnel event and counts it: the engine's, a forward's start or local refusal, a
+    /// stdio child's restart, exit or dropped frame.
+    pub fn tunnel_event(&mut self, e: machine::Event) {
+        match e {
+            machine::Event::Engine(e) => self.event(e),
+            machine::Event::ForwardStarted {
+                request_id,
+                channel,
+                what,
+                ..
+            } => self.forward_started(request_id, channel, what),
+            machine::Event::ForwardRefused {
+                request_id,
+                failure,
+            } => self.note_failure(&request_id, failure),
+            machine::Event::StdioRestarting { channel } => self.log.log(
+                Level::Warn,
+                "restarting stdio server (initialize deadline passed)",
+                &[("channel", &channel)],
+            ),
+            machine::Event::StdioExited { channel } => self.log.log(
+                Level::Warn,
+                "stdio server exited; its commands fail with transport_closed and it restarts",
+                &[("channel", &channel)],
+            ),
+            machine::Event::StdioDiscarded { channel, reason } => self.log.log(
+                Level::Debug,
+                "stdio frame discarded",
+                &[("channel", &channel), ("reason", &format!("{reason:?}"))],
+            ),
+            other => self.log.log(
+                Level::Debug,
+                "tunnel event",
+                &[("event", &format!("{other:?}"))],
+            ),
+        }
+    }
+
     /// A forward starts: remember its channel, method and start for its outcome line.
-    pub fn forward_started(&mut self, f: &Forward) {
-        let method = match &f.kind {
-            ForwardKind::JsonRpc { method, .. } => method.clone().unwrap_or_else(|| "-".into()),
-            ForwardKind::SessionTermination => "session_termination".into(),
+    fn forward_started(&mut self, request_id: String, channel: String, what: Forwarded) {
+        let method = match what {
+            Forwarded::JsonRpc { method } => method.unwrap_or_else(|| "-".into()),
+            Forwarded::SessionTermination => "session_termination".into(),
         };
         self.info.insert(
-            f.request_id.clone(),
+            request_id,
             CmdInfo {
-                channel: f.channel.clone(),
+                channel,
                 method,
                 started: Instant::now(),
                 failure: None,
@@ -76,7 +115,7 @@ impl Report {
     }
 
     /// Remembers why a command failed, for its outcome line.
-    pub fn note_failure(&mut self, request_id: &str, failure: TunnelFailure) {
+    fn note_failure(&mut self, request_id: &str, failure: TunnelFailure) {
         if let Some(info) = self.info.get_mut(request_id) {
             info.failure = Some(failure.source().as_str());
         }
@@ -115,7 +154,7 @@ impl Report {
     }
 
     /// Logs an engine event and counts it.
-    pub fn event(&mut self, e: Event) {
+    fn event(&mut self, e: Event) {
         match e {
             Event::Polled { commands } => {
                 self.metrics.polled_now();
