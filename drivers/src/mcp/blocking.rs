@@ -43,8 +43,8 @@ use mcpwire_core::mcp::subscription::{self, SubscriptionFilter, SubscriptionHand
 use serde_json::Value;
 
 use super::{
-    arguments_object, check_http_url, http_request, jitter_seed, ClientOptions, Error, Host,
-    LinkView, Outcomes, StderrTail,
+    arguments_object, check_http_url, http_request, ClientOptions, Error, Host, LinkView, Outcomes,
+    StderrTail,
 };
 use crate::net::threads::{AgentFactory, JobCtl, Pool, Work};
 use crate::net::ureq as http;
@@ -183,7 +183,7 @@ impl McpClient {
         let agents: AgentFactory = Arc::new(move || mcp_client_agent(connect_timeout));
         let pool = Pool::new("mcp-client", options.max_exchanges, JOB_QUEUE, agents);
         let (tx, rx) = mpsc::sync_channel(CHANNEL_DEPTH);
-        let core = Client::new(options.core_config(Transport::Http, jitter_seed()));
+        let core = Client::new(options.core_config(Transport::Http, crate::random_seed()));
         let link = Link::Http(HttpLink {
             url: url.to_owned(),
             extra: options.headers.clone(),
@@ -262,7 +262,7 @@ impl McpClient {
             drop(done_tx);
         })
         .map_err(spawn_err)?;
-        let core = Client::new(options.core_config(Transport::Stdio, jitter_seed()));
+        let core = Client::new(options.core_config(Transport::Stdio, crate::random_seed()));
         let link = Link::Stdio(StdioLink {
             program: program.to_owned(),
             child,

@@ -20,11 +20,9 @@ mod lines;
 #[cfg(feature = "smol")]
 pub mod smol;
 
-use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::hash::{BuildHasher, Hasher};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use mcpwire_core::http::{Headers, Method, Request};
 use mcpwire_core::mcp::cache::CacheConfig;
@@ -39,12 +37,12 @@ use mcpwire_core::mcp::subscription;
 use serde_json::Value;
 
 /// Subscription events kept while nobody reads them (the oldest are dropped).
-pub const MAX_SUBSCRIPTION_EVENTS: usize = 1024;
+pub(crate) const MAX_SUBSCRIPTION_EVENTS: usize = 1024;
 
 /// How many stderr lines of a stdio server are kept for error messages.
-pub const STDERR_TAIL_LINES: usize = 20;
+pub(crate) const STDERR_TAIL_LINES: usize = 20;
 /// The longest stderr line kept (the rest of the line is dropped).
-pub const STDERR_LINE_BYTES: usize = 512;
+pub(crate) const STDERR_LINE_BYTES: usize = 512;
 
 /// How a client is set up. [`ClientOptions::default`] is a sensible start.
 ///
@@ -182,7 +180,7 @@ impl ClientOptions {
     }
 
     /// The core's configuration for `transport`; `jitter_seed` comes from the driver.
-    pub fn core_config(&self, transport: Transport, jitter_seed: u64) -> ClientConfig {
+    pub(crate) fn core_config(&self, transport: Transport, jitter_seed: u64) -> ClientConfig {
         let mut config = ClientConfig::new(transport, self.client_info.clone())
             .with_capabilities(self.capabilities.clone());
         if let Some(host) = &self.host_capabilities {
@@ -385,14 +383,14 @@ impl LinkView<'_> {
 
 /// The last lines a child wrote to stderr, bounded in count and length.
 #[derive(Debug, Default)]
-pub struct StderrTail {
+pub(crate) struct StderrTail {
     lines: VecDeque<String>,
 }
 
 impl StderrTail {
     /// Keeps `line` (cut to [`STDERR_LINE_BYTES`]), dropping the oldest beyond
     /// [`STDERR_TAIL_LINES`].
-    pub fn push(&mut self, line: &str) {
+    pub(crate) fn push(&mut self, line: &str) {
         let line = line.trim_end();
         if line.is_empty() {
             return;
@@ -409,13 +407,13 @@ impl StderrTail {
     }
 
     /// The lines kept, oldest first.
-    pub fn lines(&self) -> Vec<String> {
+    pub(crate) fn lines(&self) -> Vec<String> {
         self.lines.iter().cloned().collect()
     }
 }
 
 /// Checks a server URL before any connection: `http://` or `https://`, no whitespace.
-pub fn check_http_url(url: &str) -> Result<(), Error> {
+pub(crate) fn check_http_url(url: &str) -> Result<(), Error> {
     let lower = url.to_ascii_lowercase();
     if !(lower.starts_with("http://") || lower.starts_with("https://")) {
         return Err(Error::InvalidUrl {
@@ -433,7 +431,7 @@ pub fn check_http_url(url: &str) -> Result<(), Error> {
 }
 
 /// Tool or prompt arguments as a JSON object (`null` is an empty one).
-pub fn arguments_object(arguments: Value) -> Result<JsonObject, Error> {
+pub(crate) fn arguments_object(arguments: Value) -> Result<JsonObject, Error> {
     match arguments {
         Value::Object(m) => Ok(m),
         Value::Null => Ok(JsonObject::new()),
@@ -444,21 +442,10 @@ pub fn arguments_object(arguments: Value) -> Result<JsonObject, Error> {
     }
 }
 
-/// A seed for the core's jitter, from the process's random hasher keys and the wall clock.
-pub fn jitter_seed() -> u64 {
-    let mut h = RandomState::new().build_hasher();
-    h.write_u128(
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    h.finish()
-}
-
 /// The HTTP request for one [`Output::Http`](mcpwire_core::mcp::client::Output::Http) of the
 /// core: its method, headers and body, sent to `url`, plus the host's `extra` headers where
 /// the core set no header of that name.
-pub fn http_request(
+pub(crate) fn http_request(
     url: &str,
     extra: &[(String, String)],
     method: Method,
@@ -481,7 +468,7 @@ pub fn http_request(
 /// What the core's events lead to, the same for every driver: the host's hooks are called,
 /// final outcomes are kept by operation, input requests are answered (through the host) and
 /// subscription events are queued for the reader.
-pub struct Outcomes {
+pub(crate) struct Outcomes {
     host: Box<dyn Host + Send>,
     /// Final outcomes by operation (the JSON text of a result, or the error).
     finished: BTreeMap<OpId, Result<String, Error>>,
@@ -509,23 +496,23 @@ impl Default for Outcomes {
 
 impl Outcomes {
     /// Replaces the host.
-    pub fn set_host(&mut self, host: Box<dyn Host + Send>) {
+    pub(crate) fn set_host(&mut self, host: Box<dyn Host + Send>) {
         self.host = host;
     }
 
     /// Takes `op`'s final outcome, once it came.
-    pub fn take(&mut self, op: OpId) -> Option<Result<String, Error>> {
+    pub(crate) fn take(&mut self, op: OpId) -> Option<Result<String, Error>> {
         self.finished.remove(&op)
     }
 
     /// Takes the oldest subscription event not read yet.
-    pub fn next_subscription_event(&mut self) -> Option<subscription::Event> {
+    pub(crate) fn next_subscription_event(&mut self) -> Option<subscription::Event> {
         self.subscription_events.pop_front()
     }
 
     /// Acts on one event of `core`. An input request's answer goes back to `core` at once;
     /// an answer the core refuses ends the operation with [`Error::InputRefused`].
-    pub fn on_event(&mut self, core: &mut Client, event: Event) {
+    pub(crate) fn on_event(&mut self, core: &mut Client, event: Event) {
         self.host.on_event(&event);
         match event {
             Event::Result { op, result, .. } => {
@@ -579,7 +566,7 @@ impl Outcomes {
 
 /// A transport failure of the core, with what the HTTP transport said about it (when it said
 /// anything) and the server's URL.
-pub fn explain_http_failure(error: Box<OpError>, url: &str, cause: Option<String>) -> Error {
+pub(crate) fn explain_http_failure(error: Box<OpError>, url: &str, cause: Option<String>) -> Error {
     match cause {
         Some(cause) if matches!(*error, OpError::Transport(_)) => Error::Transport {
             url: url.to_owned(),

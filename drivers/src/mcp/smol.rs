@@ -66,8 +66,8 @@ use smol::{Task, Timer};
 
 use super::lines::LineBuffer;
 use super::{
-    arguments_object, check_http_url, http_request, jitter_seed, ClientOptions, Error, Host,
-    LinkView, Outcomes, StderrTail,
+    arguments_object, check_http_url, http_request, ClientOptions, Error, Host, LinkView, Outcomes,
+    StderrTail,
 };
 use crate::net::hyper_smol::{self as http, HttpError};
 
@@ -267,7 +267,7 @@ impl McpClient {
         check_http_url(url)?;
         // A TLS set-up failure (not expected: the settings are fixed) fails each exchange.
         let tls = http::tls_config();
-        let core = Client::new(options.core_config(Transport::Http, jitter_seed()));
+        let core = Client::new(options.core_config(Transport::Http, crate::random_seed()));
         let link = Link::Http(HttpLink {
             url: url.to_owned(),
             extra: options.headers.clone(),
@@ -317,7 +317,7 @@ impl McpClient {
             keep_stderr(err, &tail).await;
             drop(done_tx);
         });
-        let core = Client::new(options.core_config(Transport::Stdio, jitter_seed()));
+        let core = Client::new(options.core_config(Transport::Stdio, crate::random_seed()));
         let link = Link::Stdio(StdioLink {
             program: program.to_owned(),
             child,
