@@ -281,9 +281,14 @@ impl Report {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::tunnel::log::tests::Sink;
     use mcpwire_core::http::Headers;
+    use mcpwire_core::tunnel::failure::FailureSource;
+    use mcpwire_core::tunnel::stdio::DiscardReason;
+    use mcpwire_core::tunnel::wire::RespType;
 
     fn answered(status: u16) -> Result<ResponseHead, ()> {
         Ok(ResponseHead {
@@ -313,5 +318,66 @@ mod tests {
             let counted = r.metrics.delivery_retries - before;
             assert_eq!(counted, u64::from(retry), "{result:?}");
         }
+    }
+
+    /// The tunnel's own events are logged with the lines the drivers wrote when they composed
+    /// the engine and the stdio bindings themselves (text, level and fields).
+    #[test]
+    fn tunnel_events_are_logged_as_the_drivers_logged_them() {
+        let sink = Sink::default();
+        let log = Logger::new(Level::Debug, false, Vec::new(), Box::new(sink.clone()));
+        let mut r = Report::new(Arc::new(log));
+        let channel = || "main".to_owned();
+        r.tunnel_event(machine::Event::StdioRestarting { channel: channel() });
+        r.tunnel_event(machine::Event::StdioExited { channel: channel() });
+        r.tunnel_event(machine::Event::StdioDiscarded {
+            channel: channel(),
+            reason: DiscardReason::LateResponse,
+        });
+        r.tunnel_event(machine::Event::ForwardStarted {
+            cmd: CommandId(1),
+            request_id: "r1".into(),
+            channel: channel(),
+            what: Forwarded::JsonRpc {
+                method: Some("tools/call".into()),
+            },
+        });
+        r.tunnel_event(machine::Event::ForwardRefused {
+            request_id: "r1".into(),
+            failure: TunnelFailure::before_response(FailureSource::ClientInternal, None),
+        });
+        r.tunnel_event(machine::Event::Engine(Event::Completed {
+            request_id: "r1".into(),
+            resp_type: RespType::JsonrpcResponse,
+            resp_code: 502,
+        }));
+        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        // Each line without its timestamp.
+        let lines: Vec<&str> = text
+            .lines()
+            .map(|l| l.split_once(' ').map_or(l, |(_, rest)| rest))
+            .collect();
+        assert_eq!(
+            lines[..3],
+            [
+                "WARN  restarting stdio server (initialize deadline passed) channel=main",
+                "WARN  stdio server exited; its commands fail with transport_closed and it restarts channel=main",
+                "DEBUG stdio frame discarded channel=main reason=LateResponse",
+            ]
+        );
+        assert!(
+            lines[3].starts_with(
+                "INFO  command request_id=r1 channel=main method=tools/call duration_ms="
+            ),
+            "{}",
+            lines[3]
+        );
+        assert!(lines[3].contains(" outcome=failed"), "{}", lines[3]);
+        assert!(
+            lines[3].ends_with(" failure=client_internal"),
+            "{}",
+            lines[3]
+        );
+        assert_eq!(lines.len(), 4);
     }
 }
