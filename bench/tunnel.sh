@@ -8,7 +8,10 @@
 #   a) MCP forwards at the default concurrency (10): a latency run (1 request in flight), then
 #      a load run (LOAD_C in flight);
 #   b) --mcp.max-concurrent-requests LOAD_C: the same load run.
-# Each run alternates direct and tunnel rounds (cli/examples/tunnel_load.rs). The tunnel
+# Each run alternates direct and tunnel rounds (cli/examples/tunnel_load.rs); the latency run
+# also times the floor of the tunnel path in the same rounds (the three loopback HTTP exchanges
+# the path adds, made directly with the same body sizes: tunnel_load --floor) and gives the added
+# latency as a ratio to it. The tunnel
 # client's peak RSS is the VmHWM of its /proc status after each run. The stripped size of the
 # release binary is measured on a stripped copy.
 # A driver the binary says is not built is skipped, with its message.
@@ -129,11 +132,12 @@ stop_tunnel() {
     TPID=
 }
 
-load() { # tunnel id, label, requests, concurrency; output in $WORK/<label>
-    local tunnel_id=$1 label=$2
+load() { # tunnel id, label, requests, concurrency, extra flags...; output in $WORK/<label>
+    local tunnel_id=$1 label=$2 requests=$3 conc=$4
+    shift 4
     "$LOAD" --direct "$MCP_URL" --tunnel "$CP_URL/v1/mcp/$tunnel_id" --metrics "http://$HEALTH/metrics" \
-        --rounds "$ROUNDS" --time-limit-s "$TIME_LIMIT_S" --requests "$3" --concurrency "$4" \
-        --label "$label" | tee "$WORK/$label"
+        --rounds "$ROUNDS" --time-limit-s "$TIME_LIMIT_S" --requests "$requests" --concurrency "$conc" \
+        --label "$label" "$@" | tee "$WORK/$label"
 }
 field() { sed -nE "s/.* $2=([^ ]+).*/\1/p" "$WORK/$1"; }
 threads() { awk '/^Threads/ { print $2 }' "/proc/$1/status"; }
@@ -145,17 +149,17 @@ for driver in "${DRIVERS[@]}"; do
     echo "== driver $driver, MCP forwards at the default concurrency (10)"
     id="tunnel_bench_${driver}_a"
     if ! start_tunnel "$driver" "$id" 10; then
-        LAT+=("| $driver | skipped: not built into this binary | | | | |")
+        LAT+=("| $driver | skipped: not built into this binary | | | | | | |")
         continue
     fi
-    load "$id" "$driver-c1" "$N_LATENCY" 1
+    load "$id" "$driver-c1" "$N_LATENCY" 1 --floor
     hwm1=$(hwm "$TPID")
     echo "  tunnel run peak RSS so far: $(kib_mib "$hwm1")"
     load "$id" "$driver-cN" "$N_LOAD" "$LOAD_C"
     hwmN=$(hwm "$TPID")
     echo "  tunnel run peak RSS so far: $(kib_mib "$hwmN") (threads: $(threads "$TPID"))"
     stop_tunnel
-    LAT+=("| $driver | $(field "$driver-c1" direct_p50_us) / $(field "$driver-c1" tunnel_p50_us) | $(field "$driver-c1" added_p50_us) | $(field "$driver-c1" direct_p99_us) / $(field "$driver-c1" tunnel_p99_us) | $(field "$driver-c1" added_p99_us) | $(field "$driver-c1" tunnel_per_s) |")
+    LAT+=("| $driver | $(field "$driver-c1" direct_p50_us) / $(field "$driver-c1" tunnel_p50_us) | $(field "$driver-c1" added_p50_us) | $(field "$driver-c1" floor_p50_us) | $(field "$driver-c1" added_over_floor_p50)x | $(field "$driver-c1" direct_p99_us) / $(field "$driver-c1" tunnel_p99_us) | $(field "$driver-c1" added_p99_us) | $(field "$driver-c1" tunnel_per_s) |")
     LOADS+=("| $driver | 10 | $(field "$driver-cN" in_flight_max) | $(field "$driver-cN" tunnel_per_s) | $(field "$driver-cN" direct_per_s) | $(field "$driver-cN" added_p50_us) / $(field "$driver-cN" added_p99_us) | $(kib_mib "$hwm1") | $(kib_mib "$hwmN") |")
 
     echo
@@ -174,8 +178,8 @@ echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "1 request in flight ($N_LATENCY per target):"
 echo
-echo "| driver | p50 direct / tunnel (us) | added p50 (us) | p99 direct / tunnel (us) | added p99 (us) | tunnel cmds/s |"
-echo "|---|---:|---:|---:|---:|---:|"
+echo "| driver | p50 direct / tunnel (us) | added p50 (us) | floor p50 (us) | added / floor (p50) | p99 direct / tunnel (us) | added p99 (us) | tunnel cmds/s |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${LAT[@]}"
 echo
 echo "$LOAD_C requests in flight ($N_LOAD per target; --control-plane.max-inflight $LOAD_C):"

@@ -30,7 +30,9 @@ use std::time::Duration;
 
 use mcpwire::mcp::{ClientOptions, Error};
 use mcpwire_core::mcp::client::{EraEvidence, ResultSource};
-use mcpwire_core::mcp::client::{Event, OpError, OpOptions, ProtocolChoice, RetryReason};
+use mcpwire_core::mcp::client::{
+    Event, IncompatibleError, OpError, OpOptions, ProtocolChoice, RetryReason, TransportError,
+};
 use mcpwire_core::mcp::era::Era;
 use mcpwire_core::mcp::mrtr::InputRequest;
 use mcpwire_core::mcp::request::CallOptions;
@@ -300,7 +302,7 @@ fn http_modern_only_client_does_not_fall_back_from_a_legacy_server<C: Api>() {
     let seen = recorder(&mut c, None);
     let e = scenarios::op_error(c.list_tools().unwrap_err());
     assert!(
-        matches!(&e, OpError::LegacyServer { error: Some(error), .. } if error.code == -32000),
+        matches!(&e, OpError::Incompatible(IncompatibleError::LegacyServer { error: Some(error), .. }) if error.code == -32000),
         "{e:?}"
     );
     assert_ne!(c.era().map(|e| e.era), Some(Era::Legacy));
@@ -504,7 +506,10 @@ fn slow_call_times_out(mut c: impl Api) {
         c.call_tool_with("trigger-long-running-operation", long_operation(), options)
             .unwrap_err(),
     );
-    assert!(matches!(e, OpError::TimedOut { .. }), "{e:?}");
+    assert!(
+        matches!(e, OpError::Transport(TransportError::TimedOut { .. })),
+        "{e:?}"
+    );
     let r = c
         .call_tool("echo", json!({"message": "still here"}))
         .unwrap();

@@ -6,6 +6,7 @@
 //! ```text
 //! tunnel_load --direct URL --tunnel URL [--requests N] [--concurrency C] [--rounds R]
 //!             [--warmup W] [--time-limit-s S] [--slow-ms MS] [--metrics URL] [--label TEXT]
+//!             [--floor]
 //! ```
 //!
 //! The two targets take turns: `R` rounds of `N / R` requests to the direct target, then
@@ -20,9 +21,19 @@
 //! `mcpwire_tunnel_commands_in_flight` every 10 ms during the tunnel phases and reports the
 //! largest value seen. With `--slow-ms MS` the `slow` tool is called instead of `echo` (each
 //! command then stays in flight at least `MS` milliseconds).
+//!
+//! With `--floor` each round also times **the floor of the tunnel path**: the three loopback
+//! HTTP exchanges the path adds to a direct call, made directly, one after another, against a
+//! server that answers at once (started here on 127.0.0.1:0): the MCP request to the control
+//! plane (answered with a body the size of the MCP answer), the tunnel client's poll (answered
+//! with a command envelope built as the dev control plane builds it, around the same request),
+//! and its response POST (the payload around the same answer, answered `{"status":"ok"}`). Each
+//! hop has its own keep-alive connection, as on the real path. The latency the tunnel adds is
+//! then also given as a ratio to that floor: what the tunnel client, the control plane and
+//! their parsing cost beyond moving the same bytes over loopback.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
@@ -80,11 +91,12 @@ struct Options {
     slow_ms: Option<u64>,
     metrics: Option<Target>,
     label: String,
+    floor: bool,
 }
 
 fn usage() -> &'static str {
     "usage: tunnel_load --direct URL --tunnel URL [--requests N] [--concurrency C] [--rounds R] \
-     [--warmup W] [--time-limit-s S] [--slow-ms MS] [--metrics URL] [--label TEXT]"
+     [--warmup W] [--time-limit-s S] [--slow-ms MS] [--metrics URL] [--label TEXT] [--floor]"
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -94,6 +106,7 @@ fn parse_args() -> Result<Options, String> {
     let mut time_limit = Duration::from_secs(120);
     let mut slow_ms = None;
     let mut label = String::from("run");
+    let mut floor = false;
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value"));
         let number = |v: String| {
@@ -111,6 +124,7 @@ fn parse_args() -> Result<Options, String> {
             "--time-limit-s" => time_limit = Duration::from_secs(number(value()?)? as u64),
             "--slow-ms" => slow_ms = Some(number(value()?)? as u64),
             "--label" => label = value()?,
+            "--floor" => floor = true,
             "--help" | "-h" => return Err(usage().to_owned()),
             other => return Err(format!("unknown argument {other:?}\n{}", usage())),
         }
@@ -132,6 +146,7 @@ fn parse_args() -> Result<Options, String> {
         slow_ms,
         metrics,
         label,
+        floor,
     })
 }
 
@@ -370,6 +385,163 @@ fn check(call: &Call, status: u16, body: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+// ---------------------------------------------------------------------------------------------
+// The floor: the three exchanges the tunnel path adds, made directly.
+
+/// The header that tells the floor server how large an answer body to send.
+const FLOOR_ANSWER_HEADER: &str = "X-Floor-Answer-Bytes";
+
+/// A keep-alive HTTP/1.1 server on 127.0.0.1:0 that answers every request at once with
+/// `200` and a body of the size its [`FLOOR_ANSWER_HEADER`] asks for (a thread per connection;
+/// it lives as long as the process).
+fn start_floor_server() -> Result<Target, String> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("floor server: {e}"))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("floor server: {e}"))?;
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            std::thread::spawn(move || serve_floor(conn));
+        }
+    });
+    Target::parse(&format!("http://{addr}/"))
+}
+
+fn serve_floor(mut conn: TcpStream) {
+    let _ = conn.set_nodelay(true);
+    let _ = conn.set_read_timeout(Some(IO_TIMEOUT));
+    let mut buf: Vec<u8> = Vec::with_capacity(8192);
+    let mut chunk = [0u8; 8192];
+    loop {
+        // One request head, then its body (Content-Length).
+        let (head_len, body_len, answer_len) = loop {
+            let mut headers = [httparse::EMPTY_HEADER; 32];
+            let mut req = httparse::Request::new(&mut headers);
+            match req.parse(&buf) {
+                Ok(httparse::Status::Complete(len)) => {
+                    let value = |name: &str| {
+                        req.headers
+                            .iter()
+                            .find(|h| h.name.eq_ignore_ascii_case(name))
+                            .and_then(|h| std::str::from_utf8(h.value).ok())
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0)
+                    };
+                    break (len, value("content-length"), value(FLOOR_ANSWER_HEADER));
+                }
+                Ok(httparse::Status::Partial) => match conn.read(&mut chunk) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                },
+                Err(_) => return,
+            }
+        };
+        while buf.len() < head_len + body_len {
+            match conn.read(&mut chunk) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        buf.drain(..head_len + body_len);
+        let answer_len = answer_len.min(MAX_ANSWER);
+        let mut out = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {answer_len}\r\n\r\n"
+        )
+        .into_bytes();
+        out.resize(out.len() + answer_len, b' ');
+        if conn.write_all(&out).is_err() {
+            return;
+        }
+    }
+}
+
+/// The three requests of one floor sample, sized as the tunnel path's.
+struct FloorCall {
+    /// The MCP client's request to the control plane, answered with the MCP answer's size.
+    mcp: (String, String),
+    /// The tunnel client's poll, answered with the command envelope's size.
+    poll: (String, String),
+    /// The tunnel client's response POST, answered with the ack's size.
+    post: (String, String),
+}
+
+/// The floor's requests for call `id` against `floor`, where `answer_len` is the size of the
+/// MCP server's answer to that call (taken from a direct call).
+fn make_floor_call(floor: &Target, id: i64, answer_len: usize) -> Result<FloorCall, String> {
+    let call = make_call(floor, id, None)?;
+    // The MCP request's Mcp-* headers travel in the envelope, as the dev control plane copies them.
+    let mut forwarded = serde_json::Map::new();
+    for line in call.head.lines() {
+        if let Some((name, value)) = line.split_once(": ") {
+            if name.to_ascii_lowercase().starts_with("mcp-") {
+                forwarded.insert(name.to_owned(), json!([value]));
+            }
+        }
+    }
+    let body: Value = serde_json::from_str(&call.body).map_err(|e| e.to_string())?;
+    let envelope = json!({"commands": [{
+        "request_id": format!("req_{:032x}", id),
+        "shard_token": format!("shard_{:032x}", id),
+        "command_type": "jsonrpc",
+        "channel": "main",
+        "created_at": "2026-12-01T00:00:00Z",
+        "headers": forwarded,
+        "jsonrpc": body,
+    }]})
+    .to_string();
+    // The answer as it comes back, inside the response payload (spaces stand in for its text).
+    let answer = format!("\"{}\"", " ".repeat(answer_len.saturating_sub(2)));
+    let payload = format!(
+        r#"{{"request_id":"req_{id:032x}","resp_type":"jsonrpc_response","resp_code":200,"resp_headers":{{"Content-Type":["application/json"]}},"resp_json":{answer}}}"#
+    );
+    let host = &floor.host;
+    let mcp_head = call.head.replacen(
+        "\r\n\r\n",
+        &format!("\r\n{FLOOR_ANSWER_HEADER}: {answer_len}\r\n\r\n"),
+        1,
+    );
+    let poll_head = format!(
+        "GET /v1/tunnels/tunnel_bench/poll?limit=25&timeout_ms=30000 HTTP/1.1\r\nHost: {host}\r\n\
+         Authorization: Bearer sk-bench-floor-key-0000000000000000\r\n\
+         X-Tunnel-Client-Name: mcpwire\r\nX-Tunnel-Client-Version: 0.1.0\r\n\
+         X-Tunnel-Client-Instance-Id: 0000000000000000\r\n\
+         {FLOOR_ANSWER_HEADER}: {}\r\n\r\n",
+        envelope.len()
+    );
+    let post_head = format!(
+        "POST /v1/tunnels/tunnel_bench/responses HTTP/1.1\r\nHost: {host}\r\n\
+         Authorization: Bearer sk-bench-floor-key-0000000000000000\r\n\
+         Content-Type: application/json\r\nX-Tunnel-Shard-Token: shard_{id:032x}\r\n\
+         Content-Length: {}\r\n{FLOOR_ANSWER_HEADER}: {}\r\n\r\n",
+        payload.len(),
+        r#"{"status":"ok"}"#.len()
+    );
+    Ok(FloorCall {
+        mcp: (mcp_head, call.body),
+        poll: (poll_head, String::new()),
+        post: (post_head, payload),
+    })
+}
+
+/// One floor sample on the worker's three connections: the three exchanges, one after another.
+fn floor_exchange(conns: &mut [Conn; 3], call: &FloorCall) -> Result<(), String> {
+    for (conn, (head, body)) in conns.iter_mut().zip([&call.mcp, &call.poll, &call.post]) {
+        let (status, _) = conn.exchange(head, body.as_bytes())?;
+        if status != 200 {
+            return Err(format!("floor server answered HTTP {status}"));
+        }
+    }
+    Ok(())
+}
+
+/// The size of the direct target's answer to one call, for the floor's bodies.
+fn direct_answer_len(direct: &Target) -> Result<usize, String> {
+    let call = make_call(direct, 0, None)?;
+    let (status, body) = Conn::new(direct.clone()).exchange(&call.head, call.body.as_bytes())?;
+    check(&call, status, &body)?;
+    Ok(body.len())
+}
+
 /// The outcome of one phase against one target.
 #[derive(Default)]
 struct Phase {
@@ -392,7 +564,7 @@ impl Phase {
 
 /// One step of the schedule every worker follows: a phase against one target.
 struct Step {
-    /// 0 = direct, 1 = tunnel.
+    /// 0 = direct, 1 = tunnel, 2 = the floor.
     target: usize,
     count: usize,
     first_id: i64,
@@ -409,7 +581,8 @@ fn run_schedule(
     schedule: Vec<Step>,
     deadline: Instant,
     sampler: &Sampler,
-) -> [Phase; 2] {
+    floor: Option<(Target, usize)>,
+) -> [Phase; 3] {
     let schedule = Arc::new(schedule);
     let barrier = Arc::new(Barrier::new(o.concurrency + 1));
     let targets = [o.direct.clone(), o.tunnel.clone()];
@@ -417,9 +590,17 @@ fn run_schedule(
         .map(|_| {
             let (schedule, barrier, targets) =
                 (Arc::clone(&schedule), Arc::clone(&barrier), targets.clone());
+            let floor = floor.clone();
             let slow_ms = o.slow_ms;
             std::thread::spawn(move || {
                 let mut conns = [Conn::new(targets[0].clone()), Conn::new(targets[1].clone())];
+                let mut floor_conns = floor.as_ref().map(|(t, _)| {
+                    [
+                        Conn::new(t.clone()),
+                        Conn::new(t.clone()),
+                        Conn::new(t.clone()),
+                    ]
+                });
                 let mut results: Vec<Phase> = Vec::with_capacity(schedule.len());
                 for step in schedule.iter() {
                     barrier.wait();
@@ -428,6 +609,24 @@ fn run_schedule(
                         let i = step.next.fetch_add(1, Ordering::Relaxed);
                         if i >= step.count || Instant::now() >= deadline {
                             break;
+                        }
+                        let id = step.first_id + i as i64;
+                        if let (2, Some((floor_target, answer_len)), Some(fc)) =
+                            (step.target, &floor, floor_conns.as_mut())
+                        {
+                            let result =
+                                make_floor_call(floor_target, id, *answer_len).and_then(|call| {
+                                    let t0 = Instant::now();
+                                    floor_exchange(fc, &call).map(|()| t0.elapsed())
+                                });
+                            match result {
+                                Ok(t) => phase.latencies_ns.push(t.as_nanos() as u64),
+                                Err(e) => {
+                                    phase.errors += 1;
+                                    phase.first_error.get_or_insert(e);
+                                }
+                            }
+                            continue;
                         }
                         let call = match make_call(
                             &targets[step.target],
@@ -470,7 +669,7 @@ fn run_schedule(
         elapsed.push(t0.elapsed());
         sampler.active.store(false, Ordering::Relaxed);
     }
-    let mut totals = [Phase::default(), Phase::default()];
+    let mut totals = [Phase::default(), Phase::default(), Phase::default()];
     for w in workers {
         match w.join() {
             Ok(results) => {
@@ -630,19 +829,37 @@ fn run(o: &Options) -> Result<bool, String> {
         });
         *next_id += count as i64;
     };
+    let floor = match o.floor {
+        true => Some((start_floor_server()?, direct_answer_len(&o.direct)?)),
+        false => None,
+    };
     step(0, o.warmup, false, &mut next_id);
     step(1, o.warmup, false, &mut next_id);
+    if floor.is_some() {
+        step(2, o.warmup, false, &mut next_id);
+    }
     let per_round = o.requests.div_ceil(o.rounds);
     for _ in 0..o.rounds {
         step(0, per_round, true, &mut next_id);
         step(1, per_round, true, &mut next_id);
+        if floor.is_some() {
+            step(2, per_round, true, &mut next_id);
+        }
     }
     let sampler = Sampler::start(o.metrics.clone());
-    let [direct, tunnel] = run_schedule(o, schedule, deadline, &sampler);
+    let [direct, tunnel, floor_phase] =
+        run_schedule(o, schedule, deadline, &sampler, floor.clone());
     let in_flight = sampler.finish();
     let truncated = Instant::now() >= deadline;
     let d = summarize(direct.latencies_ns, direct.errors, direct.elapsed);
     let t = summarize(tunnel.latencies_ns, tunnel.errors, tunnel.elapsed);
+    let f = floor.as_ref().map(|_| {
+        summarize(
+            floor_phase.latencies_ns.clone(),
+            floor_phase.errors,
+            floor_phase.elapsed,
+        )
+    });
     let tool = match o.slow_ms {
         Some(ms) => format!("slow {ms} ms"),
         None => "echo".into(),
@@ -663,7 +880,12 @@ fn run(o: &Options) -> Result<bool, String> {
         "  {:<7} {:>7} {:>6} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "target", "ok", "errors", "cmds/s", "p50 us", "p90 us", "p99 us", "max us", "mean us"
     );
-    for (name, s) in [("direct", &d), ("tunnel", &t)] {
+    for (name, s) in [
+        ("direct", Some(&d)),
+        ("tunnel", Some(&t)),
+        ("floor", f.as_ref()),
+    ] {
+        let Some(s) = s else { continue };
         println!(
             "  {:<7} {:>7} {:>6} {:>10.0} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>9.0}",
             name,
@@ -685,6 +907,23 @@ fn run(o: &Options) -> Result<bool, String> {
         added(t.p99, d.p99),
         added(t.mean, d.mean)
     );
+    let over_floor = |added_ns: f64, floor_ns: u64| {
+        if floor_ns == 0 {
+            "-".to_owned()
+        } else {
+            format!("{:.2}", added_ns / floor_ns as f64)
+        }
+    };
+    if let (Some(f), Some((_, answer_len))) = (&f, &floor) {
+        println!(
+            "  floor (the path's 3 added loopback exchanges, made directly; MCP answer {answer_len} bytes): \
+             p50 {:.0} us, p99 {:.0} us; added / floor: p50 {}x, p99 {}x",
+            us(f.p50),
+            us(f.p99),
+            over_floor(t.p50 as f64 - d.p50 as f64, f.p50),
+            over_floor(t.p99 as f64 - d.p99 as f64, f.p99)
+        );
+    }
     if let Some((max, samples)) = in_flight {
         println!(
             "  tunnel client commands in flight: at most {max} ({samples} samples of /metrics)"
@@ -693,6 +932,7 @@ fn run(o: &Options) -> Result<bool, String> {
     for (name, p) in [
         ("direct", &direct.first_error),
         ("tunnel", &tunnel.first_error),
+        ("floor", &floor_phase.first_error),
     ] {
         if let Some(e) = p {
             println!("  first {name} error: {e}");
@@ -700,7 +940,7 @@ fn run(o: &Options) -> Result<bool, String> {
     }
     // One line for scripts.
     println!(
-        "RESULT label={} concurrency={} direct_ok={} direct_errors={} direct_per_s={:.0} direct_p50_us={:.0} direct_p99_us={:.0} tunnel_ok={} tunnel_errors={} tunnel_per_s={:.0} tunnel_p50_us={:.0} tunnel_p99_us={:.0} added_p50_us={:.0} added_p99_us={:.0} in_flight_max={} truncated={}",
+        "RESULT label={} concurrency={} direct_ok={} direct_errors={} direct_per_s={:.0} direct_p50_us={:.0} direct_p99_us={:.0} tunnel_ok={} tunnel_errors={} tunnel_per_s={:.0} tunnel_p50_us={:.0} tunnel_p99_us={:.0} added_p50_us={:.0} added_p99_us={:.0} floor_p50_us={} floor_p99_us={} added_over_floor_p50={} in_flight_max={} truncated={}",
         o.label,
         o.concurrency,
         d.ok,
@@ -715,10 +955,18 @@ fn run(o: &Options) -> Result<bool, String> {
         us(t.p99),
         added(t.p50, d.p50),
         added(t.p99, d.p99),
+        f.as_ref()
+            .map_or_else(|| "-".to_owned(), |f| format!("{:.0}", us(f.p50))),
+        f.as_ref()
+            .map_or_else(|| "-".to_owned(), |f| format!("{:.0}", us(f.p99))),
+        f.as_ref().map_or_else(
+            || "-".to_owned(),
+            |f| over_floor(t.p50 as f64 - d.p50 as f64, f.p50)
+        ),
         in_flight.map_or_else(|| "-".to_owned(), |(m, _)| m.to_string()),
         truncated
     );
-    Ok(d.errors == 0 && t.errors == 0 && !truncated)
+    Ok(d.errors == 0 && t.errors == 0 && floor_phase.errors == 0 && !truncated)
 }
 
 fn main() -> ExitCode {

@@ -14,8 +14,9 @@ use std::time::{Duration, Instant, SystemTime};
 use mcpwire_core::http::{Headers, Method, ResponseHead};
 use mcpwire_core::mcp::cache::{CacheConfig, ListKind, StaleIfError};
 use mcpwire_core::mcp::client::{
-    CachePolicy, Client, ClientConfig, EraEvidence, Event, OpError, OpId, OpOptions, Operation,
-    Output, ProtocolChoice, ResultSource, RetryReason, StreamId,
+    CachePolicy, Client, ClientConfig, EraEvidence, Event, IncompatibleError, OpError, OpId,
+    OpOptions, Operation, Output, ProtocolChoice, ProtocolError, ResultSource, RetryReason,
+    StreamId, TransportError,
 };
 use mcpwire_core::mcp::elicitation::ElicitAnswer;
 use mcpwire_core::mcp::era::{CachedEra, CapabilityError, Era, VersionError};
@@ -431,7 +432,7 @@ fn a_tool_with_an_invalid_x_mcp_header_is_excluded_and_the_others_stay() {
         h.c.call_tool(h.now, "bad", obj(json!({"r": "x"})), OpOptions::default());
     let ev = h.take_events();
     assert!(
-        matches!(failure_of(&ev, bad), Some(OpError::ToolExcluded { ref tool, .. }) if tool == "bad")
+        matches!(failure_of(&ev, bad), Some(OpError::Incompatible(IncompatibleError::ToolExcluded { ref tool, .. })) if tool == "bad")
     );
     assert!(h.sent.is_empty(), "an excluded tool is not called");
     h.c.call_tool(h.now, "good", obj(json!({"r": "eu"})), OpOptions::default());
@@ -514,10 +515,10 @@ fn a_client_pinned_to_modern_does_not_fall_back() {
     );
     assert_eq!(
         failure_of(&h.take_events(), list),
-        Some(OpError::LegacyServer {
+        Some(OpError::Incompatible(IncompatibleError::LegacyServer {
             status: 400,
             error: None
-        })
+        }))
     );
     assert!(h.sent.is_empty());
 }
@@ -538,7 +539,7 @@ fn a_client_pinned_to_modern_reports_a_legacy_looking_server_with_its_error_body
     // server-everything's body is a JSON-RPC error with id null: legacy evidence, no fallback.
     let e = failure_of(&ev, list).unwrap();
     assert!(
-        matches!(&e, OpError::LegacyServer { status: 400, error: Some(o) } if o.code == -32000),
+        matches!(&e, OpError::Incompatible(IncompatibleError::LegacyServer { status: 400, error: Some(o) }) if o.code == -32000),
         "{e:?}"
     );
     let text = e.to_string();
@@ -619,9 +620,11 @@ fn unsupported_version_without_a_common_one_names_both_lists() {
         "python-sdk/http/26-unsupported-protocol-version.json",
     );
     match failure_of(&h.take_events(), op) {
-        Some(OpError::Version(VersionError::NoCommonVersion {
-            ours, supported, ..
-        })) => {
+        Some(OpError::Incompatible(IncompatibleError::Version(
+            VersionError::NoCommonVersion {
+                ours, supported, ..
+            },
+        ))) => {
             assert_eq!(ours, ["2099-01-01"]);
             assert_eq!(supported, ["2026-07-28"]);
         }
@@ -676,7 +679,9 @@ fn missing_capability_is_declared_when_the_host_supports_it() {
     );
     assert!(matches!(
         failure_of(&h.take_events(), op),
-        Some(OpError::Capability(CapabilityError::HostLacks { .. }))
+        Some(OpError::Incompatible(IncompatibleError::Capability(
+            CapabilityError::HostLacks { .. }
+        )))
     ));
 }
 
@@ -722,7 +727,9 @@ fn header_mismatch_refreshes_tools_list_and_retries_once() {
     );
     assert!(matches!(
         failure_of(&h.take_events(), op),
-        Some(OpError::HeaderMismatch { .. })
+        Some(OpError::Incompatible(
+            IncompatibleError::HeaderMismatch { .. }
+        ))
     ));
     assert!(h.sent.is_empty(), "retried once only");
 }
@@ -917,7 +924,9 @@ fn mrtr_round_limit_is_a_typed_error() {
     );
     assert!(matches!(
         failure_of(&h.take_events(), op),
-        Some(OpError::Mrtr(MrtrError::RoundLimitExceeded { limit: 1 }))
+        Some(OpError::Protocol(ProtocolError::Mrtr(
+            MrtrError::RoundLimitExceeded { limit: 1 }
+        )))
     ));
 }
 
@@ -1179,7 +1188,9 @@ fn a_timeout_closes_the_stream_and_a_late_response_is_ignored() {
     assert_eq!(h.closed, [s.stream]);
     assert!(matches!(
         failure_of(&h.take_events(), op),
-        Some(OpError::TimedOut { max_total: false })
+        Some(OpError::Transport(TransportError::TimedOut {
+            max_total: false
+        }))
     ));
     // The driver may still deliver what was in flight: nothing reaches the host as a result.
     let late = json!({"jsonrpc": "2.0", "id": s.id(), "result": {"content": []}});
@@ -1264,7 +1275,7 @@ fn a_legacy_http_cancellation_or_timeout_posts_cancelled_in_the_session() {
     assert!(h.closed.contains(&call.stream), "{:?}", h.closed);
     assert!(matches!(
         failure_of(&h.take_events(), op),
-        Some(OpError::TimedOut { .. })
+        Some(OpError::Transport(TransportError::TimedOut { .. }))
     ));
     assert!(h.sent.is_empty(), "one notice per cancelled request");
 }
@@ -1295,7 +1306,7 @@ fn a_broken_stream_resends_reads_but_not_tool_calls() {
     h.advance(Duration::from_secs(60));
     assert!(matches!(
         failure_of(&h.take_events(), call),
-        Some(OpError::Transport(_))
+        Some(OpError::Transport(TransportError::Failed(_)))
     ));
     assert!(h.sent.is_empty());
 }
@@ -1475,7 +1486,7 @@ fn a_cancelled_or_timed_out_legacy_http_call_is_cancelled_by_notification_in_the
     h.advance(Duration::from_secs(2));
     assert!(matches!(
         failure_of(&h.take_events(), op),
-        Some(OpError::TimedOut { .. })
+        Some(OpError::Transport(TransportError::TimedOut { .. }))
     ));
     let cancelled = h.next_sent();
     assert_eq!(cancelled.rpc_method(), "notifications/cancelled");
@@ -1661,10 +1672,10 @@ fn ping_is_a_legacy_only_operation() {
     let op = h.c.start(h.now, Operation::Ping, OpOptions::default());
     assert!(matches!(
         failure_of(&h.take_events(), op),
-        Some(OpError::Unsupported {
+        Some(OpError::Incompatible(IncompatibleError::Unsupported {
             operation: "ping",
             era: Era::Modern
-        })
+        }))
     ));
 }
 
@@ -1989,7 +2000,10 @@ fn a_failed_mrtr_retry_is_not_answered_from_a_stale_entry() {
     h.c.handle_transport_failed(h.now, retry.stream).unwrap();
     let ev = h.take_events();
     assert!(result_of(&ev, op).is_none(), "{ev:?}");
-    assert!(matches!(failure_of(&ev, op), Some(OpError::Transport(_))));
+    assert!(matches!(
+        failure_of(&ev, op),
+        Some(OpError::Transport(TransportError::Failed(_)))
+    ));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2051,7 +2065,7 @@ fn a_tool_excluded_by_the_list_fetched_before_its_call_is_never_called() {
     );
     let ev = h.take_events();
     assert!(
-        matches!(failure_of(&ev, call), Some(OpError::ToolExcluded { ref tool, .. }) if tool == "bad"),
+        matches!(failure_of(&ev, call), Some(OpError::Incompatible(IncompatibleError::ToolExcluded { ref tool, .. })) if tool == "bad"),
         "{ev:?}"
     );
     assert!(h.sent.is_empty(), "an excluded tool is not called");
@@ -2239,10 +2253,10 @@ fn ping_with_the_era_unknown_on_a_modern_server_is_refused_after_the_probe() {
     h.reply_fx(&probe, "python-sdk/http/01-server-discover.json");
     assert!(matches!(
         failure_of(&h.take_events(), ping),
-        Some(OpError::Unsupported {
+        Some(OpError::Incompatible(IncompatibleError::Unsupported {
             operation: "ping",
             era: Era::Modern
-        })
+        }))
     ));
     assert!(h.sent.is_empty(), "no ping goes out");
 }

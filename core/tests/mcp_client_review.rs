@@ -9,12 +9,12 @@ use mcpwire_core::http::{Headers, ResponseHead};
 use mcpwire_core::mcp::cache::ListKind;
 use mcpwire_core::mcp::client::{
     Client, ClientConfig, Event, OpId, OpOptions, Output, ProtocolChoice, ResultSource,
-    RetryReason, StreamId,
+    RetryReason, StreamId, TimeoutReason, UsageError, SESSION_OPEN_WAIT,
 };
 use mcpwire_core::mcp::elicitation::ElicitAnswer;
 use mcpwire_core::mcp::meta::{ClientCapabilities, Implementation};
 use mcpwire_core::mcp::mrtr::InputAnswer;
-use mcpwire_core::mcp::request::{CallOptions, Transport};
+use mcpwire_core::mcp::request::{self, CallOptions, Transport};
 use mcpwire_core::mcp::subscription::{self, SubscriptionFilter};
 use serde_json::{json, Map, Value};
 
@@ -119,6 +119,19 @@ impl H {
         );
     }
 
+    /// Answers the `initialize` request `init` with a result and the session `sess-1`.
+    fn accept_initialize(&mut self, init: &Sent) {
+        self.reply(
+            init.stream,
+            200,
+            &[
+                ("content-type", "application/json"),
+                ("mcp-session-id", "sess-1"),
+            ],
+            &initialize_result(&init.body["id"]).to_string(),
+        );
+    }
+
     fn line(&mut self, v: Value) {
         self.c.handle_stdio_line(self.now, &v.to_string()).unwrap();
         self.drain();
@@ -197,15 +210,7 @@ fn every_modern_request_in_flight_at_fallback_is_resent_in_the_legacy_session() 
         op: b,
         reason: RetryReason::LegacyFallback
     }));
-    h.reply(
-        init.stream,
-        200,
-        &[
-            ("content-type", "application/json"),
-            ("mcp-session-id", "sess-1"),
-        ],
-        &initialize_result(&init.body["id"]).to_string(),
-    );
+    h.accept_initialize(&init);
     let initialized = h.next_sent();
     assert_eq!(initialized.body["method"], "notifications/initialized");
     h.reply(initialized.stream, 202, &[], "");
@@ -313,15 +318,7 @@ fn a_modern_request_rejected_after_the_session_is_up_is_resent_without_a_new_han
     let sb = h.next_sent();
     h.reply_json(&sa, 400, not_initialized());
     let init = h.next_sent();
-    h.reply(
-        init.stream,
-        200,
-        &[
-            ("content-type", "application/json"),
-            ("mcp-session-id", "sess-1"),
-        ],
-        &initialize_result(&init.body["id"]).to_string(),
-    );
+    h.accept_initialize(&init);
     let initialized = h.next_sent();
     assert_eq!(initialized.body["method"], "notifications/initialized");
     h.reply(initialized.stream, 202, &[], "");
@@ -644,4 +641,208 @@ fn shutdown_ends_every_subscription_on_both_transports() {
             .collect::<Vec<_>>()
     );
     assert_eq!(h.c.poll_timeout(), None, "no timer after shutdown");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The step-function contract (`DESIGN.md`).
+
+/// `DESIGN.md`, "The step-function contract": `poll_timeout` is the next deadline labelled with
+/// its reason. Each part's deadline comes out under its own reason when it is the earliest: a
+/// request's, a subscription's acknowledgment, the legacy session's opening wait and a legacy
+/// SSE stream's resume.
+#[test]
+fn poll_timeout_labels_the_deadline_with_the_part_it_is_for() {
+    // A request: its deadline.
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.protocol = ProtocolChoice::Modern;
+    let mut h = H::new(config.clone());
+    h.c.list(h.now, ListKind::Tools, None);
+    let t = h.c.poll_timeout().unwrap();
+    assert_eq!(t.at, h.now + CallOptions::default().timeout);
+    assert!(
+        matches!(
+            t.reason,
+            TimeoutReason::Request(request::TimeoutReason::Deadline { .. })
+        ),
+        "{t:?}"
+    );
+
+    // A subscription: its acknowledgment.
+    let mut h = H::new(config);
+    let filter = SubscriptionFilter {
+        tools_list_changed: true,
+        ..SubscriptionFilter::default()
+    };
+    let sub = h.c.subscribe(h.now, filter).unwrap();
+    let t = h.c.poll_timeout().unwrap();
+    assert_eq!(
+        t.reason,
+        TimeoutReason::Subscription(subscription::TimeoutReason::Ack { sub })
+    );
+
+    // Legacy HTTP: the session's requests wait (at most SESSION_OPEN_WAIT) for the server to
+    // answer `notifications/initialized`.
+    let mut config = http_without_session_stream();
+    config.protocol = ProtocolChoice::Legacy;
+    let mut h = H::new(config);
+    h.c.list(h.now, ListKind::Tools, None);
+    let init = h.next_sent();
+    h.accept_initialize(&init);
+    let t = h.c.poll_timeout().unwrap();
+    assert_eq!(t.reason, TimeoutReason::SessionOpenWait);
+    assert_eq!(t.at, h.now + SESSION_OPEN_WAIT);
+
+    // Legacy HTTP: an SSE stream that ended after an event id, before its response, is
+    // resumed after the default retry (1 s), before the request's own deadline.
+    let initialized = h.next_sent();
+    h.reply(initialized.stream, 202, &[], "");
+    let list = h.next_sent();
+    assert_eq!(list.body["method"], "tools/list");
+    let note = json!({"jsonrpc":"2.0","method":"notifications/message",
+        "params":{"level":"info","data":"x"}});
+    h.reply(
+        list.stream,
+        200,
+        &[("content-type", "text/event-stream")],
+        &format!("id: e1\ndata: {note}\n\n"),
+    );
+    let t = h.c.poll_timeout().unwrap();
+    assert_eq!(t.reason, TimeoutReason::SseResume);
+    assert_eq!(t.at, h.now + Duration::from_secs(1));
+}
+
+/// The late-input convention (client module docs, "Late inputs"): an HTTP input for a stream
+/// this client issued whose exchange ended (answered, or closed by the client) is dropped with
+/// `Ok` and nothing comes out; one for a stream it never issued is refused, naming the input.
+#[test]
+fn a_late_stream_input_is_dropped_and_a_never_issued_one_refused() {
+    let mut config = ClientConfig::new(Transport::Http, info());
+    config.protocol = ProtocolChoice::Modern;
+    let mut h = H::new(config);
+    let op = h.c.list(h.now, ListKind::Tools, None);
+    let sent = h.next_sent();
+    h.reply_json(&sent, 200, tools_result(&sent.body["id"]));
+    assert!(result_of(&h.take_events(), op).is_some());
+    // A stream closed by the client: the cancelled operation's.
+    let cancelled = h.c.list(h.now, ListKind::Prompts, None);
+    let closed = h.next_sent();
+    h.c.cancel(h.now, cancelled).unwrap();
+    h.drain();
+    assert!(h.closed.contains(&closed.stream));
+    h.drain();
+    h.events.clear();
+    h.sent.clear();
+    h.closed.clear();
+    let wall = SystemTime::now();
+    let head = || ResponseHead {
+        status: 200,
+        headers: Headers::new(),
+    };
+    for stream in [sent.stream, closed.stream] {
+        assert_eq!(
+            h.c.handle_response_head(h.now, wall, stream, head()),
+            Ok(())
+        );
+        assert_eq!(h.c.handle_response_data(h.now, stream, b"{}"), Ok(()));
+        assert_eq!(h.c.handle_response_end(h.now, stream), Ok(()));
+        assert_eq!(h.c.handle_transport_failed(h.now, stream), Ok(()));
+    }
+    assert_eq!(h.c.poll_output(), None, "a late input makes no output");
+
+    let never = StreamId(closed.stream.0 + 1);
+    let refused = |input| {
+        Err(UsageError::UnknownStream {
+            input,
+            stream: never,
+        })
+    };
+    assert_eq!(
+        h.c.handle_response_head(h.now, wall, never, head()),
+        refused("handle_response_head")
+    );
+    assert_eq!(
+        h.c.handle_response_data(h.now, never, b"{}"),
+        refused("handle_response_data")
+    );
+    assert_eq!(
+        h.c.handle_response_end(h.now, never),
+        refused("handle_response_end")
+    );
+    assert_eq!(
+        h.c.handle_transport_failed(h.now, never),
+        refused("handle_transport_failed")
+    );
+    assert_eq!(
+        refused("handle_response_end").unwrap_err().to_string(),
+        format!(
+            "handle_response_end: stream {} was never issued by this client",
+            never.0
+        )
+    );
+    assert_eq!(h.c.poll_output(), None);
+
+    // An input of the other transport is refused, naming it.
+    let e = h.c.handle_stdio_line(h.now, "{}").unwrap_err();
+    assert_eq!(
+        e,
+        UsageError::WrongTransport {
+            input: "handle_stdio_line"
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "this input does not belong to the configured transport"
+    );
+    let mut stdio = H::new(ClientConfig::new(Transport::Stdio, info()));
+    assert_eq!(
+        stdio.c.handle_response_end(stdio.now, sent.stream),
+        Err(UsageError::WrongTransport {
+            input: "handle_response_end"
+        })
+    );
+    stdio.drain();
+    assert!(stdio.sent.is_empty() && stdio.lines.is_empty());
+}
+
+/// The late-input convention for the host's calls: cancelling or answering an operation that
+/// ended, or ending a subscription that ended, is dropped with `Ok` and nothing comes out; an
+/// operation or subscription the client never issued is refused.
+#[test]
+fn a_late_cancel_answer_or_unsubscribe_is_dropped_and_a_never_issued_handle_refused() {
+    let mut config = ClientConfig::new(Transport::Stdio, info());
+    config.protocol = ProtocolChoice::Modern;
+    let mut h = H::new(config);
+    let op = h.c.list(h.now, ListKind::Tools, None);
+    let line = h.next_line();
+    h.line(tools_result(&line["id"]));
+    assert!(result_of(&h.take_events(), op).is_some());
+    let filter = SubscriptionFilter {
+        tools_list_changed: true,
+        ..SubscriptionFilter::default()
+    };
+    let sub = h.c.subscribe(h.now, filter).unwrap();
+    h.c.unsubscribe(h.now, sub).unwrap();
+    h.drain();
+    h.events.clear();
+    h.lines.clear();
+
+    assert_eq!(h.c.cancel(h.now, op), Ok(()));
+    let answer = InputAnswer::Elicitation(ElicitAnswer::Decline);
+    assert_eq!(h.c.answer_input(h.now, op, "k", answer.clone()), Ok(()));
+    assert_eq!(h.c.unsubscribe(h.now, sub), Ok(()));
+    assert_eq!(h.c.poll_output(), None, "a late call makes no output");
+
+    let never = OpId(op.0 + 100);
+    assert_eq!(h.c.cancel(h.now, never), Err(UsageError::UnknownOp));
+    assert_eq!(
+        h.c.answer_input(h.now, never, "k", answer),
+        Err(UsageError::UnknownOp)
+    );
+    assert_eq!(
+        h.c.unsubscribe(h.now, subscription::SubscriptionHandle(sub.0 + 100)),
+        Err(UsageError::Subscription(
+            subscription::UsageError::UnknownHandle
+        ))
+    );
+    assert_eq!(h.c.poll_output(), None);
 }

@@ -11,7 +11,10 @@
 //!   names it after its end except nothing (no `Progress`, `InputRequested` or `Retrying`);
 //! - every request id the client ever puts on the wire is new (no id reused, ever: the
 //!   client's allocator only moves forward, and every resend and MRTR retry draws a new one);
-//! - after `handle_timeout(now)` the next deadline is not in the past.
+//! - after `handle_timeout(now)` the next deadline is not in the past;
+//! - late inputs are never errors (the client module docs, "Late inputs"): every input for a
+//!   stream the client opened, and every cancellation of an operation it started, is `Ok`
+//!   however the stream or the operation ended.
 #![no_main]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -297,7 +300,7 @@ fuzz_target!(|input: Input| {
             }
             Step::Cancel(i) => {
                 if let Some(op) = w.started.get(i as usize % w.started.len().max(1)).copied() {
-                    let _ = w.c.cancel(w.now, op);
+                    assert_eq!(w.c.cancel(w.now, op), Ok(()), "cancel of {op:?}");
                 }
             }
             Step::Answer { op, key, accept } => {
@@ -372,23 +375,28 @@ fuzz_target!(|input: Input| {
                     }
                 }
                 let head = ResponseHead { status, headers };
-                let _ =
+                let res =
                     w.c.handle_response_head(w.now, SystemTime::UNIX_EPOCH, sid, head);
+                assert_eq!(res, Ok(()), "head of {sid:?}");
                 let mut rest: &[u8] = &bytes;
                 for cut in cuts.iter().take(8) {
                     let at = (*cut as usize).min(rest.len());
                     let (a, b) = rest.split_at(at);
-                    let _ = w.c.handle_response_data(w.now, sid, a);
+                    let res = w.c.handle_response_data(w.now, sid, a);
+                    assert_eq!(res, Ok(()), "data of {sid:?}");
                     w.drain();
                     rest = b;
                 }
-                let _ = w.c.handle_response_data(w.now, sid, rest);
-                let _ = w.c.handle_response_end(w.now, sid);
+                let res = w.c.handle_response_data(w.now, sid, rest);
+                assert_eq!(res, Ok(()), "data of {sid:?}");
+                let res = w.c.handle_response_end(w.now, sid);
+                assert_eq!(res, Ok(()), "end of {sid:?}");
             }
             Step::Fail(stream) => {
                 if !w.streams.is_empty() {
                     let (sid, _) = w.streams[stream as usize % w.streams.len()].clone();
-                    let _ = w.c.handle_transport_failed(w.now, sid);
+                    let res = w.c.handle_transport_failed(w.now, sid);
+                    assert_eq!(res, Ok(()), "failure of {sid:?}");
                 }
             }
             Step::Line(b) => {
@@ -412,7 +420,7 @@ fuzz_target!(|input: Input| {
                 w.now += Duration::from_millis(u64::from(ms) * 16);
                 w.c.handle_timeout(w.now);
                 w.drain();
-                if let Some(next) = w.c.poll_timeout() {
+                if let Some(next) = w.c.poll_timeout().map(|t| t.at) {
                     assert!(next > w.now, "a deadline in the past after handle_timeout");
                 }
             }

@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 use crate::support::wait_for;
 use mcpwire::mcp::{ClientOptions, Error, Host};
 use mcpwire_core::mcp::client::ProtocolChoice;
-use mcpwire_core::mcp::client::{Event, OpError, OpId, OpOptions, ResultSource, RetryReason};
+use mcpwire_core::mcp::client::{
+    Event, IncompatibleError, OpError, OpId, OpOptions, ResultSource, RetryReason, TransportError,
+};
 use mcpwire_core::mcp::elicitation::ElicitAnswer;
 use mcpwire_core::mcp::era::{CachedEra, Era};
 use mcpwire_core::mcp::meta::ClientCapabilities;
@@ -604,7 +606,10 @@ pub fn slow_call_times_out(mut c: impl Api) {
         c.call_tool_with("slow", json!({"seconds": 20}), options)
             .unwrap_err(),
     );
-    assert!(matches!(e, OpError::TimedOut { .. }), "{e:?}");
+    assert!(
+        matches!(e, OpError::Transport(TransportError::TimedOut { .. })),
+        "{e:?}"
+    );
     let r = c.call_tool("echo", json!({"text": "still here"})).unwrap();
     assert_eq!(text_of(&r), "still here");
     // The peer stopped the abandoned call (HTTP: the stream was closed; stdio: cancelled).
@@ -713,7 +718,9 @@ pub fn capability_the_host_lacks_fails_the_call_naming_it(mut c: impl Api) {
             .unwrap_err(),
     );
     match &e {
-        OpError::Capability(mcpwire_core::mcp::era::CapabilityError::HostLacks { missing }) => {
+        OpError::Incompatible(IncompatibleError::Capability(
+            mcpwire_core::mcp::era::CapabilityError::HostLacks { missing },
+        )) => {
             assert!(missing.to_string().contains("elicitation"), "{missing}")
         }
         other => panic!("expected the host to lack a capability: {other:?}"),
@@ -970,11 +977,11 @@ pub fn http_no_common_version_fails_naming_both_lists<C: Api>(peer: &Peer) {
     let (mut c, _peer) = http::<C>(peer, options);
     let e = op_error(c.call_tool("echo", json!({"text": "x"})).unwrap_err());
     match &e {
-        OpError::Version(mcpwire_core::mcp::era::VersionError::NoCommonVersion {
-            ours,
-            supported,
-            ..
-        }) => {
+        OpError::Incompatible(IncompatibleError::Version(
+            mcpwire_core::mcp::era::VersionError::NoCommonVersion {
+                ours, supported, ..
+            },
+        )) => {
             assert_eq!(ours, &[FUTURE_VERSION.to_owned()]);
             assert!(supported.contains(&"2026-07-28".to_owned()), "{e}");
         }

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
-use mcpwire_core::mcp::client::{OpError, ProtocolChoice};
+use mcpwire_core::mcp::client::{IncompatibleError, OpError, ProtocolChoice};
 use mcpwire_core::mcp::era::{CapabilityError, Era};
 use mcpwire_core::mcp::meta::ClientCapabilities;
 use mcpwire_core::mcp::subscription::{self, Change, EndReason, SubscriptionFilter};
@@ -674,10 +674,10 @@ impl Ctx {
     /// An error line, with what the era adds (ping exists only in the legacy era).
     fn explain(&self, e: &Error) -> String {
         if let Error::Op(op) = e {
-            if let OpError::Unsupported {
+            if let OpError::Incompatible(IncompatibleError::Unsupported {
                 operation,
                 era: Era::Modern,
-            } = op.as_ref()
+            }) = op.as_ref()
             {
                 return format!(
                     "{operation} exists only in the legacy era (2025-11-25 and earlier); this server speaks 2026-07-28"
@@ -703,8 +703,12 @@ fn unanswered_line(keys: &[String]) -> String {
 fn error_line(e: &Error) -> String {
     match e {
         Error::Op(op) => match op.as_ref() {
-            OpError::ToolExcluded { tool, reason } => format!("tool '{tool}' excluded: {reason}"),
-            OpError::Capability(CapabilityError::HostLacks { missing }) => {
+            OpError::Incompatible(IncompatibleError::ToolExcluded { tool, reason }) => {
+                format!("tool '{tool}' excluded: {reason}")
+            }
+            OpError::Incompatible(IncompatibleError::Capability(CapabilityError::HostLacks {
+                missing,
+            })) => {
                 let mut paths = Vec::new();
                 capability_paths(missing, String::new(), &mut paths);
                 let hint = if paths.iter().any(|p| p.starts_with("elicitation")) {
@@ -906,9 +910,11 @@ mod tests {
 
     #[test]
     fn missing_capabilities_are_named_by_dotted_path() {
-        let e = Error::Op(Box::new(OpError::Capability(CapabilityError::HostLacks {
-            missing: serde_json::json!({"elicitation": {"url": {}}}),
-        })));
+        let e = Error::Op(Box::new(OpError::Incompatible(
+            IncompatibleError::Capability(CapabilityError::HostLacks {
+                missing: serde_json::json!({"elicitation": {"url": {}}}),
+            }),
+        )));
         assert!(
             error_line(&e).starts_with("server requires capability elicitation.url"),
             "{}",
@@ -918,10 +924,13 @@ mod tests {
 
     #[test]
     fn excluded_tool_error_names_the_tool_and_the_reason() {
-        let e = Error::Op(Box::new(OpError::ToolExcluded {
-            tool: "x".into(),
-            reason: "x-mcp-header \"A B\" at properties.a is not an HTTP token (1*tchar)".into(),
-        }));
+        let e = Error::Op(Box::new(OpError::Incompatible(
+            IncompatibleError::ToolExcluded {
+                tool: "x".into(),
+                reason: "x-mcp-header \"A B\" at properties.a is not an HTTP token (1*tchar)"
+                    .into(),
+            },
+        )));
         assert_eq!(
             error_line(&e),
             "tool 'x' excluded: x-mcp-header \"A B\" at properties.a is not an HTTP token (1*tchar)"

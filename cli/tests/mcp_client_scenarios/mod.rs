@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use mcpwire::mcp::{ClientOptions, Error, Host};
 use mcpwire_core::jsonrpc::code;
 use mcpwire_core::mcp::client::{
-    EraEvidence, Event, OpError, OpId, OpOptions, ProtocolChoice, RetryReason,
+    EraEvidence, Event, IncompatibleError, OpError, OpId, OpOptions, ProtocolChoice, RetryReason,
+    TransportError,
 };
 use mcpwire_core::mcp::elicitation::ElicitAnswer;
 use mcpwire_core::mcp::era::CachedEra;
@@ -364,7 +365,10 @@ pub fn http_pinned_modern_client_reports_a_legacy_server_as_an_error<C: Api>() {
     // The reference server's legacy 400 (with or without a JSON-RPC error body) is the
     // evidence automatic detection would take as legacy: the error says so, with the hint.
     assert!(
-        matches!(e, OpError::LegacyServer { status: 400, .. }),
+        matches!(
+            e,
+            OpError::Incompatible(IncompatibleError::LegacyServer { status: 400, .. })
+        ),
         "{e:?}"
     );
     assert!(
@@ -448,10 +452,10 @@ pub fn http_first_ping_on_a_modern_server_is_unsupported_after_learning_the_era<
     assert!(
         matches!(
             e,
-            OpError::Unsupported {
+            OpError::Incompatible(IncompatibleError::Unsupported {
                 operation: "ping",
                 era: Era::Modern
-            }
+            })
         ),
         "{e:?}"
     );
@@ -517,7 +521,10 @@ pub fn http_slow_call_times_out_and_the_server_sees_the_client_go_away<C: Api>()
     let options = ClientOptions::default().with_request_timeout(Duration::from_millis(300));
     let mut c = C::connect_http(&srv.url(), options).unwrap();
     let e = op_error(c.call_tool("slow", json!({"ms": 20_000})).unwrap_err());
-    assert!(matches!(e, OpError::TimedOut { .. }), "{e:?}");
+    assert!(
+        matches!(e, OpError::Transport(TransportError::TimedOut { .. })),
+        "{e:?}"
+    );
     // The stream was closed: the server stops the call early (bounded wait, no timing claim).
     let until = Instant::now() + Duration::from_secs(10);
     while srv.server().stats().cancelled == 0 && Instant::now() < until {
@@ -564,7 +571,10 @@ pub fn http_per_call_timeout_overrides_the_default<C: Api>() {
         c.call_tool_with("slow", json!({"ms": 20_000}), options)
             .unwrap_err(),
     );
-    assert!(matches!(e, OpError::TimedOut { .. }), "{e:?}");
+    assert!(
+        matches!(e, OpError::Transport(TransportError::TimedOut { .. })),
+        "{e:?}"
+    );
 }
 
 pub fn http_tools_list_within_its_ttl_is_served_from_the_cache<C: Api>() {
@@ -619,7 +629,13 @@ pub fn http_ping_is_unsupported_in_the_modern_era<C: Api>() {
     let mut c = C::connect_http(&srv.url(), ClientOptions::default()).unwrap();
     c.discover().unwrap();
     let e = op_error(c.ping().unwrap_err());
-    assert!(matches!(e, OpError::Unsupported { .. }), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            OpError::Incompatible(IncompatibleError::Unsupported { .. })
+        ),
+        "{e:?}"
+    );
 }
 
 pub fn http_bearer_token_is_sent_on_every_request<C: Api>() {
@@ -980,7 +996,10 @@ pub fn stdio_slow_call_times_out_and_the_client_stays_usable<C: Api>() {
     let options = ClientOptions::default().with_request_timeout(Duration::from_millis(300));
     let mut c = stdio::<C>("modern", options);
     let e = op_error(c.call_tool("slow", json!({"ms": 20_000})).unwrap_err());
-    assert!(matches!(e, OpError::TimedOut { .. }), "{e:?}");
+    assert!(
+        matches!(e, OpError::Transport(TransportError::TimedOut { .. })),
+        "{e:?}"
+    );
     assert_eq!(
         text_of(&c.call_tool("echo", json!({"text": "y"})).unwrap()),
         "y"
@@ -1013,7 +1032,10 @@ pub fn stdio_server_that_never_reads_its_stdin_does_not_stop_the_timeout<C: Api>
         c.call_tool("echo", json!({"text": "x".repeat(1 << 20)}))
             .unwrap_err(),
     );
-    assert!(matches!(e, OpError::TimedOut { .. }), "{e:?}");
+    assert!(
+        matches!(e, OpError::Transport(TransportError::TimedOut { .. })),
+        "{e:?}"
+    );
     // Bounded, not timed: a write that blocked would wait for the child's 30 s.
     assert!(
         started.elapsed() < Duration::from_secs(20),

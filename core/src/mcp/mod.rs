@@ -11,7 +11,18 @@
 //! - [`elicitation`]: validating a host's answers against `requestedSchema`;
 //! - [`cache`]: `ttlMs` / `cacheScope` freshness;
 //! - [`subscription`]: the `subscriptions/listen` pattern;
-//! - [`request`]: timeouts, cancellation and resends.
+//! - [`request`]: timeouts, cancellation and resends;
+//! - [`client`]: [`Client`], the whole client of one server built from the pieces above
+//!   (re-exported here with its [`ClientConfig`]).
+//!
+//! ```
+//! use mcpwire_core::mcp::meta::Implementation;
+//! use mcpwire_core::mcp::request::Transport;
+//! use mcpwire_core::mcp::{Client, ClientConfig};
+//!
+//! let client = Client::new(ClientConfig::new(Transport::Http, Implementation::new("host", "1.0")));
+//! assert_eq!(client.active_ops(), 0);
+//! ```
 
 pub mod cache;
 pub mod client;
@@ -24,6 +35,8 @@ pub mod meta;
 pub mod mrtr;
 pub mod request;
 pub mod subscription;
+
+pub use client::{Client, ClientConfig};
 
 /// The protocol version of the stateless era this client speaks first.
 pub const LATEST_PROTOCOL_VERSION: &str = "2026-07-28";

@@ -887,7 +887,7 @@ struct ProgressParams {
     message: Option<String>,
 }
 
-/// The text of a request whose `params` is the JSON text `params`: what [`request_text`] gives
+/// The text of a request whose `params` is the JSON text `params`: what [`crate::jsonrpc::request_text`] gives
 /// for them as a raw value, written without reading them.
 fn request_body(id: &Id, method: &str, params: Option<&str>) -> String {
     let mut out = Vec::with_capacity(48 + method.len() + params.map_or(0, str::len));

@@ -737,6 +737,12 @@ impl Subscriptions {
         handle
     }
 
+    /// Whether `sub` was handed out by [`Subscriptions::reserve`] (or `listen`); it may have
+    /// ended since.
+    pub fn issued(&self, sub: SubscriptionHandle) -> bool {
+        sub.0 < self.next_handle
+    }
+
     /// [`Subscriptions::listen`] under a handle from [`Subscriptions::reserve`].
     pub fn listen_as(
         &mut self,

@@ -395,7 +395,7 @@ impl McpClient {
     }
 
     /// `ping` (the legacy era only; the modern era has none and answers
-    /// [`OpError::Unsupported`]).
+    /// [`IncompatibleError::Unsupported`](mcpwire_core::mcp::client::IncompatibleError::Unsupported)).
     pub fn ping(&mut self) -> Result<Value, Error> {
         self.run(Operation::Ping, OpOptions::default())
     }
@@ -492,7 +492,7 @@ impl McpClient {
     /// that follow it, and fires the core's timer when due.
     fn wait_once(&mut self, until: Option<Instant>) {
         let now = Instant::now();
-        let deadline = self.core.poll_timeout();
+        let deadline = self.core.poll_timeout().map(|t| t.at);
         let mut sleep = MAX_SLEEP;
         for d in [deadline, until].into_iter().flatten() {
             sleep = sleep.min(d.saturating_duration_since(now));

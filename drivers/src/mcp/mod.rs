@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use mcpwire_core::http::{Headers, Method, Request};
 use mcpwire_core::mcp::cache::CacheConfig;
 use mcpwire_core::mcp::client::{
-    Client, ClientConfig, Event, OpError, OpId, ProtocolChoice, UsageError,
+    Client, ClientConfig, Event, OpError, OpId, ProtocolChoice, TransportError, UsageError,
 };
 use mcpwire_core::mcp::elicitation::ElicitAnswer;
 use mcpwire_core::mcp::meta::{ClientCapabilities, Implementation, JsonObject};
@@ -353,7 +353,7 @@ impl LinkView<'_> {
                 explain_http_failure(error, url, last_cause)
             }
             (Error::Op(error), LinkView::Stdio { exit: Some(_), .. })
-                if matches!(*error, OpError::Transport(_)) =>
+                if matches!(*error, OpError::Transport(TransportError::Failed(_))) =>
             {
                 self.exited()
             }
@@ -568,11 +568,13 @@ impl Outcomes {
 /// anything) and the server's URL.
 pub(crate) fn explain_http_failure(error: Box<OpError>, url: &str, cause: Option<String>) -> Error {
     match cause {
-        Some(cause) if matches!(*error, OpError::Transport(_)) => Error::Transport {
-            url: url.to_owned(),
-            cause,
-            error,
-        },
+        Some(cause) if matches!(*error, OpError::Transport(TransportError::Failed(_))) => {
+            Error::Transport {
+                url: url.to_owned(),
+                cause,
+                error,
+            }
+        }
         _ => Error::Op(error),
     }
 }

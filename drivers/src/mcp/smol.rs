@@ -458,7 +458,7 @@ impl McpClient {
     }
 
     /// `ping` (the legacy era only; the modern era has none and answers
-    /// [`OpError::Unsupported`]).
+    /// [`IncompatibleError::Unsupported`](mcpwire_core::mcp::client::IncompatibleError::Unsupported)).
     pub async fn ping(&mut self) -> Result<Value, Error> {
         self.run(Operation::Ping, OpOptions::default()).await
     }
@@ -582,7 +582,7 @@ impl McpClient {
     /// feeds it and any that follow it, and fires the core's timer when due.
     async fn wait_once(&mut self, until: Option<Instant>) {
         let now = Instant::now();
-        let deadline = self.core.poll_timeout();
+        let deadline = self.core.poll_timeout().map(|t| t.at);
         let mut wake = now.checked_add(MAX_SLEEP).unwrap_or(now);
         for d in [deadline, until].into_iter().flatten() {
             wake = wake.min(d);
@@ -656,7 +656,7 @@ impl McpClient {
             Woke::Timer => {}
         }
         let now = Instant::now();
-        if self.core.poll_timeout().is_some_and(|d| now >= d) {
+        if self.core.poll_timeout().is_some_and(|t| now >= t.at) {
             self.core.handle_timeout(now);
         }
     }
