@@ -168,7 +168,7 @@ impl Demo {
                     Some(None) => (204, Vec::new()),
                     None => {
                         // End of the script: stop polling; the poll stays unanswered.
-                        self.engine.shutdown();
+                        self.engine.shutdown(self.now);
                         self.line("poll", "(script finished: the engine stops polling)");
                         return;
                     }

@@ -101,13 +101,10 @@ fn command_json(i: usize, c: &Cmd) -> Value {
     v
 }
 
-/// A report about a handle the engine already let go (its deadline passed) is refused with
-/// `UnknownHandle`, which a driver ignores; any other error is a bug.
+/// A report about a handle the engine already let go (its deadline passed) is dropped with
+/// `Ok(())` (the late-input convention); every handle here was issued, so any error is a bug.
 fn gone(e: UsageError) -> Result<(), UsageError> {
-    match e {
-        UsageError::UnknownHandle(_) => Ok(()),
-        other => Err(other),
-    }
+    Err(e)
 }
 
 fn run(cmds: Vec<Cmd>, forwards: Vec<ForwardOutcome>, posts: Vec<PostOutcome>, steps: Vec<u16>) {

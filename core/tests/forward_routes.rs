@@ -55,7 +55,9 @@ fn http_session_termination_is_a_bodiless_delete_with_the_forward_headers() {
 #[test]
 fn stdio_forward_of_a_payload_is_admitted_and_written_to_the_child() {
     let mut binding = StdioBinding::new(StdioConfig::default());
-    binding.handle_forward(3, &json_rpc(PING)).unwrap();
+    binding
+        .handle_forward(Instant::now(), CommandId(3), &json_rpc(PING))
+        .unwrap();
     let written = std::iter::from_fn(|| binding.poll_output())
         .find_map(|o| match o {
             StdioOutput::Write(bytes) => Some(bytes),
@@ -69,7 +71,11 @@ fn stdio_forward_of_a_payload_is_admitted_and_written_to_the_child() {
 fn stdio_session_termination_is_refused_locally_and_writes_nothing() {
     let mut binding = StdioBinding::new(StdioConfig::default());
     let failure = binding
-        .handle_forward(3, &ForwardKind::SessionTermination)
+        .handle_forward(
+            Instant::now(),
+            CommandId(3),
+            &ForwardKind::SessionTermination,
+        )
         .unwrap_err();
     assert_eq!(failure.source(), FailureSource::ClientInternal);
     assert!(binding.poll_output().is_none());
@@ -79,7 +85,11 @@ fn stdio_session_termination_is_refused_locally_and_writes_nothing() {
 fn stdio_forward_of_an_invalid_payload_is_refused_locally() {
     let mut binding = StdioBinding::new(StdioConfig::default());
     let failure = binding
-        .handle_forward(3, &json_rpc(r#"{"jsonrpc":"2.0"}"#))
+        .handle_forward(
+            Instant::now(),
+            CommandId(3),
+            &json_rpc(r#"{"jsonrpc":"2.0"}"#),
+        )
         .unwrap_err();
     assert_eq!(failure.source(), FailureSource::ClientInternal);
     assert!(binding.poll_output().is_none());

@@ -10,7 +10,12 @@ use std::collections::BTreeMap;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use mcpwire_core::jsonrpc::{Id, Message};
-use mcpwire_core::tunnel::stdio::{StdioBinding, StdioConfig, StdioOutput, Token};
+use mcpwire_core::time::Instant;
+use mcpwire_core::tunnel::engine::CommandId;
+use mcpwire_core::tunnel::stdio::{StdioBinding, StdioConfig, StdioOutput};
+
+/// The number of a command's [`CommandId`].
+type Token = u64;
 
 #[derive(Arbitrary, Debug)]
 enum Op {
@@ -85,10 +90,10 @@ fn check(records: &mut BTreeMap<Token, Record>, out: &[StdioOutput]) {
                 );
                 continue;
             }
-            StdioOutput::Message { token, .. }
-            | StdioOutput::Response { token, .. }
-            | StdioOutput::NotificationSent { token }
-            | StdioOutput::Failed { token, .. } => *token,
+            StdioOutput::Message { cmd, .. }
+            | StdioOutput::Response { cmd, .. }
+            | StdioOutput::NotificationSent { cmd }
+            | StdioOutput::Failed { cmd, .. } => cmd.0,
             _ => continue,
         };
         let r = records
@@ -118,6 +123,8 @@ fn drain(b: &mut StdioBinding) -> Vec<StdioOutput> {
 }
 
 fuzz_target!(|run: Run| {
+    // The binding keeps no deadline: one instant serves every input.
+    let now = Instant::now();
     let mut b = StdioBinding::new(StdioConfig {
         send_initialized_notification: run.guard,
         max_queued: usize::from(run.max_queued % 8),
@@ -140,7 +147,7 @@ fuzz_target!(|run: Run| {
                 } else {
                     "tools/call"
                 };
-                if b.handle_command(next, &request(*id, method, *pretty))
+                if b.handle_command(now, CommandId(next), &request(*id, method, *pretty))
                     .is_ok()
                 {
                     let r = Record {
@@ -158,13 +165,13 @@ fuzz_target!(|run: Run| {
                     "notifications/cancelled"
                 };
                 let json = format!(r#"{{"jsonrpc":"2.0","method":"{method}"}}"#);
-                if b.handle_command(next, &json).is_ok() {
+                if b.handle_command(now, CommandId(next), &json).is_ok() {
                     records.insert(next, Record::default());
                 }
             }
             Op::RawCommand(text) => {
                 next += 1;
-                if b.handle_command(next, text).is_ok() {
+                if b.handle_command(now, CommandId(next), text).is_ok() {
                     let request_id = match Message::parse(text) {
                         Ok(Message::Request { id, .. }) => Some(id),
                         _ => None,
@@ -184,7 +191,7 @@ fuzz_target!(|run: Run| {
                     0 => u64::from(*n),
                     len => keys[usize::from(*n) % len],
                 };
-                b.handle_deadline(token);
+                b.handle_deadline(now, CommandId(token));
                 if let Some(r) = records.get_mut(&token) {
                     if r.terminals == 0 {
                         r.deadline_first = true;
@@ -218,21 +225,21 @@ fuzz_target!(|run: Run| {
                     )
                 });
             }
-            Op::Bytes(bytes) => b.handle_stdout(bytes),
-            Op::Exit => b.handle_child_exit(),
+            Op::Bytes(bytes) => b.handle_stdout(now, bytes),
+            Op::Exit => b.handle_child_exit(now),
         }
         if let Some(line) = line {
             let bytes = format!("{line}\r\n").into_bytes();
             let (a, c) = bytes.split_at(usize::from(run.split) % (bytes.len() + 1));
-            b.handle_stdout(a);
-            b.handle_stdout(c);
+            b.handle_stdout(now, a);
+            b.handle_stdout(now, c);
         }
         let out = drain(&mut b);
         check(&mut records, &out);
     }
     // The first exit may only end a pending restart; the second fails whatever is left.
-    b.handle_child_exit();
-    b.handle_child_exit();
+    b.handle_child_exit(now);
+    b.handle_child_exit(now);
     let out = drain(&mut b);
     check(&mut records, &out);
     for (token, r) in &records {

@@ -167,14 +167,27 @@ impl fmt::Display for RuntimeError {
 
 impl std::error::Error for RuntimeError {}
 
+/// Why a Cloudflare tunnel token cannot be used (the caller, or the operator, gave a bad one).
+/// Its `Display` never repeats the value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TokenError {
+    /// The token is empty.
+    #[error("the token is empty")]
+    Empty,
+    /// The token holds a byte that is not printable ASCII.
+    #[error("the token holds spaces, control or non-ASCII characters")]
+    NotPrintable,
+}
+
 /// Checks a Cloudflare tunnel token (static or fetched): non-empty, printable ASCII without
 /// spaces (it travels in an environment variable). The reason never repeats the value.
-pub fn validate_token(token: &str) -> Result<(), &'static str> {
+pub fn validate_token(token: &str) -> Result<(), TokenError> {
     if token.is_empty() {
-        return Err("the token is empty");
+        return Err(TokenError::Empty);
     }
     if !token.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err("the token holds spaces, control or non-ASCII characters");
+        return Err(TokenError::NotPrintable);
     }
     Ok(())
 }

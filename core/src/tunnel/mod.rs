@@ -6,21 +6,44 @@
 //! - [`headers`]: the response-header allowlist;
 //! - [`failure`]: synthesized `-32603` failures with `tunnel_failure` provenance;
 //! - [`forward_headers`]: the final request headers of a forward to an HTTP MCP server;
-//! - [`engine`]: [`Engine`], the whole client's state machine;
+//! - [`engine`]: [`Engine`], the tunnel protocol's state machine (polls, commands, deadlines,
+//!   response POSTs and their retries);
 //! - [`stdio`]: the shared stdio binding (one child's JSON-RPC frames);
+//! - [`supervisor`]: the restart policy of a stdio child (backoff, healthy runs, replacements);
+//! - [`machine`]: [`Tunnel`], the whole client as one machine: the engine, the route table, a
+//!   binding and a supervisor per stdio channel; what a driver runs;
 //! - [`cloudflare`]: managed `cloudflared` (runtime fetch, companion argv/env, readiness).
+//!
+//! Every machine here follows the step-function contract of `DESIGN.md`: inputs through
+//! `handle_*(now, ..)`, outputs through `poll_output`, the next deadline with its reason through
+//! `poll_timeout` (where the machine has deadlines of its own), `shutdown(now)`.
+//!
+//! # Late inputs
+//!
+//! Handles ([`engine::CommandId`], [`engine::PollId`], [`engine::PostId`],
+//! [`machine::ChildId`]) are issued in sequence by the machine that names them. An input naming
+//! a handle the machine issued but whose operation has since ended (finished, cancelled, timed
+//! out) is a race the caller cannot avoid: it is dropped, and the call returns `Ok(())` with no
+//! output. An input naming a handle the machine never issued is the caller's misuse:
+//! `Err(UsageError::UnknownHandle(..))` ([`engine::UsageError`]). An input that does not fit a
+//! live handle's state (body bytes before a response head) is
+//! `Err(UsageError::OutOfOrder(..))`. The stdio binding issues no handles (it is given the
+//! engine's): it drops an input for a command it does not hold.
 
 pub mod cloudflare;
 pub mod engine;
 pub mod failure;
 pub mod forward_headers;
 pub mod headers;
+pub mod machine;
 pub mod response_timeout;
 pub mod server_info;
 pub mod stdio;
+pub mod supervisor;
 pub mod wire;
 
 pub use engine::Engine;
+pub use machine::Tunnel;
 
 /// The tunnel wire-contract version this client implements (`X-Tunnel-Client-Wire-Protocol-Version`).
 pub const WIRE_PROTOCOL_VERSION: &str = "2026-08-25";

@@ -2,11 +2,17 @@
 //! every command routed to a stdio-backed channel (`protocol.md`, "Response timeout"; MCP
 //! `basic/transports/stdio`).
 //!
-//! [`StdioBinding`] is sans-IO: the driver hands it commands ([`StdioBinding::handle_command`]),
-//! the bytes the child writes to stdout ([`StdioBinding::handle_stdout`]), deadlines
-//! ([`StdioBinding::handle_deadline`]) and the child's exit ([`StdioBinding::handle_child_exit`]),
-//! and drains [`StdioOutput`]s after every call: lines for the child's stdin, messages and
-//! terminal answers for commands, and facts for the log.
+//! [`StdioBinding`] is sans-IO and one part of [`super::Tunnel`], which owns it: the tunnel hands
+//! it commands ([`StdioBinding::handle_command`]), the bytes the child writes to stdout
+//! ([`StdioBinding::handle_stdout`]), deadlines ([`StdioBinding::handle_deadline`]) and the
+//! child's exit ([`StdioBinding::handle_child_exit`]), and drains [`StdioOutput`]s after every
+//! call: lines for the child's stdin, messages and terminal answers for commands, and facts for
+//! the log. Commands are named by the engine's [`CommandId`].
+//!
+//! Every input takes `now`, as every machine's does; the binding keeps no deadline of its own
+//! (the engine owns each command's deadline and reports it with
+//! [`StdioBinding::handle_deadline`]), so it has no `poll_timeout`. An input naming a command the
+//! binding does not hold (finished, or never routed here) is dropped.
 //!
 //! The rules it holds:
 //!
@@ -59,7 +65,8 @@ use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
 
 use crate::jsonrpc::{Id, Message, MessageError};
-use crate::tunnel::engine::ForwardKind;
+use crate::time::Instant;
+use crate::tunnel::engine::{CommandId, ForwardKind};
 use crate::tunnel::failure::{FailureSource, TransportErrorKind, TunnelFailure};
 
 /// The notification the initialized guard writes (without its line end).
@@ -70,9 +77,6 @@ pub const INITIALIZED_NOTIFICATION: &str =
 const INITIALIZE: &str = "initialize";
 /// The method of the notification that completes initialization.
 const INITIALIZED: &str = "notifications/initialized";
-
-/// The caller's handle for one command (the engine's `CommandId`).
-pub type Token = u64;
 
 /// How a [`StdioBinding`] behaves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,9 +114,9 @@ pub enum StdioError {
         /// The configured bound.
         max: usize,
     },
-    /// The token is already queued or active on this binding.
-    #[error("command token {0} is already queued or active on this stdio binding")]
-    DuplicateToken(Token),
+    /// The command is already queued or active on this binding.
+    #[error("command {0:?} is already queued or active on this stdio binding")]
+    DuplicateCommand(CommandId),
     /// The payload is not a JSON-RPC message, so it cannot be written to a stdio MCP server.
     #[error("payload cannot be written to a stdio MCP server: {0}")]
     InvalidPayload(MessageError),
@@ -199,30 +203,30 @@ pub enum DiscardReason {
 pub enum StdioOutput {
     /// Write these bytes (one frame and its `\n`) to the child's stdin.
     Write(Vec<u8>),
-    /// A server request or notification during `token`'s request lifecycle.
+    /// A server request or notification during `cmd`'s request lifecycle.
     Message {
         /// The command.
-        token: Token,
+        cmd: CommandId,
         /// The message, as the child wrote it.
         json: String,
     },
-    /// The terminal response (result or error) to `token`'s request.
+    /// The terminal response (result or error) to `cmd`'s request.
     Response {
         /// The command.
-        token: Token,
+        cmd: CommandId,
         /// The response, as the child wrote it.
         json: String,
     },
-    /// `token` has no response to wait for (a notification, or the caller's response to a server
+    /// `cmd` has no response to wait for (a notification, or the caller's response to a server
     /// request) and was written, or absorbed by the initialized guard.
     NotificationSent {
         /// The command.
-        token: Token,
+        cmd: CommandId,
     },
-    /// `token` cannot be served.
+    /// `cmd` cannot be served.
     Failed {
         /// The command.
-        token: Token,
+        cmd: CommandId,
         /// Why.
         reason: StdioFailure,
     },
@@ -245,23 +249,23 @@ impl fmt::Debug for StdioOutput {
             StdioOutput::Write(bytes) => {
                 f.debug_struct("Write").field("len", &bytes.len()).finish()
             }
-            StdioOutput::Message { token, json } => f
+            StdioOutput::Message { cmd, json } => f
                 .debug_struct("Message")
-                .field("token", token)
+                .field("cmd", cmd)
                 .field("len", &json.len())
                 .finish(),
-            StdioOutput::Response { token, json } => f
+            StdioOutput::Response { cmd, json } => f
                 .debug_struct("Response")
-                .field("token", token)
+                .field("cmd", cmd)
                 .field("len", &json.len())
                 .finish(),
-            StdioOutput::NotificationSent { token } => f
+            StdioOutput::NotificationSent { cmd } => f
                 .debug_struct("NotificationSent")
-                .field("token", token)
+                .field("cmd", cmd)
                 .finish(),
-            StdioOutput::Failed { token, reason } => f
+            StdioOutput::Failed { cmd, reason } => f
                 .debug_struct("Failed")
-                .field("token", token)
+                .field("cmd", cmd)
                 .field("reason", reason)
                 .finish(),
             StdioOutput::Restart => f.write_str("Restart"),
@@ -285,7 +289,7 @@ enum Kind {
 
 /// A command not yet written.
 struct Queued {
-    token: Token,
+    cmd: CommandId,
     /// The compacted payload and its `\n`.
     line: Vec<u8>,
     kind: Kind,
@@ -293,7 +297,7 @@ struct Queued {
 
 /// The request whose lifecycle is open.
 struct Active {
-    token: Token,
+    cmd: CommandId,
     id: Id,
     initialize: bool,
 }
@@ -320,7 +324,7 @@ impl fmt::Debug for StdioBinding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StdioBinding")
             .field("queued", &self.queue.len())
-            .field("active", &self.active.as_ref().map(|a| a.token))
+            .field("active", &self.active.as_ref().map(|a| a.cmd))
             .field("retired", &self.retired.len())
             .field("awaiting_exit", &self.awaiting_exit)
             .field("buffered", &self.line.len())
@@ -350,9 +354,14 @@ impl StdioBinding {
     ///
     /// On `Err` the command was not admitted and the binding produces nothing for it: the caller
     /// must answer it itself (a command is never lost).
-    pub fn handle_command(&mut self, token: Token, payload: &str) -> Result<(), StdioError> {
-        if self.knows(token) {
-            return Err(StdioError::DuplicateToken(token));
+    pub fn handle_command(
+        &mut self,
+        _now: Instant,
+        cmd: CommandId,
+        payload: &str,
+    ) -> Result<(), StdioError> {
+        if self.knows(cmd) {
+            return Err(StdioError::DuplicateCommand(cmd));
         }
         let kind = match Message::parse(payload) {
             Ok(Message::Request { id, method, .. }) => Kind::Request {
@@ -369,11 +378,11 @@ impl StdioBinding {
         };
         let mut line = compact(payload).into_bytes();
         line.push(b'\n');
-        self.queue.push_back(Queued { token, line, kind });
+        self.queue.push_back(Queued { cmd, line, kind });
         self.pump();
         if self.queue.len() > self.config.max_queued {
             // Pumping only takes from the front; the new command is still waiting at the back.
-            if self.queue.back().is_some_and(|q| q.token == token) {
+            if self.queue.back().is_some_and(|q| q.cmd == cmd) {
                 self.queue.pop_back();
             }
             return Err(StdioError::QueueFull {
@@ -390,19 +399,20 @@ impl StdioBinding {
     /// On `Err` the command was not admitted: the caller answers it with this failure.
     pub fn handle_forward(
         &mut self,
-        token: Token,
+        now: Instant,
+        cmd: CommandId,
         kind: &ForwardKind,
     ) -> Result<(), TunnelFailure> {
         match kind {
             ForwardKind::JsonRpc { payload, .. } => self
-                .handle_command(token, payload.get())
+                .handle_command(now, cmd, payload.get())
                 .map_err(|e| e.to_tunnel_failure()),
             ForwardKind::SessionTermination => Err(session_termination_failure()),
         }
     }
 
     /// Bytes read from the child's stdout, split anywhere.
-    pub fn handle_stdout(&mut self, bytes: &[u8]) {
+    pub fn handle_stdout(&mut self, _now: Instant, bytes: &[u8]) {
         if self.awaiting_exit {
             // The old child is being replaced; nothing it says is attributable.
             return;
@@ -438,14 +448,14 @@ impl StdioBinding {
     ///
     /// A queued command is removed. The active request's id is retired and the next command
     /// admitted; for `initialize`, or past [`StdioConfig::max_retired`], the binding fails closed
-    /// with [`StdioOutput::Restart`]. An unknown or finished token is ignored.
-    pub fn handle_deadline(&mut self, token: Token) {
-        if let Some(pos) = self.queue.iter().position(|q| q.token == token) {
+    /// with [`StdioOutput::Restart`]. An unknown or finished cmd is ignored.
+    pub fn handle_deadline(&mut self, _now: Instant, cmd: CommandId) {
+        if let Some(pos) = self.queue.iter().position(|q| q.cmd == cmd) {
             self.queue.remove(pos);
             self.pump();
             return;
         }
-        let Some(active) = self.active.take_if(|a| a.token == token) else {
+        let Some(active) = self.active.take_if(|a| a.cmd == cmd) else {
             return;
         };
         if active.initialize || self.retired.len() >= self.config.max_retired {
@@ -463,7 +473,7 @@ impl StdioBinding {
     /// After [`StdioOutput::Restart`], this call instead reports that the old child is gone:
     /// commands that waited for the replacement are then written, so call it once the
     /// replacement can take them.
-    pub fn handle_child_exit(&mut self) {
+    pub fn handle_child_exit(&mut self, _now: Instant) {
         if self.awaiting_exit {
             self.awaiting_exit = false;
             self.reset_child_state();
@@ -474,10 +484,10 @@ impl StdioBinding {
             self.finish_frame();
         }
         if let Some(active) = self.active.take() {
-            self.fail(active.token, StdioFailure::TransportClosed);
+            self.fail(active.cmd, StdioFailure::TransportClosed);
         }
         while let Some(q) = self.queue.pop_front() {
-            self.fail(q.token, StdioFailure::TransportClosed);
+            self.fail(q.cmd, StdioFailure::TransportClosed);
         }
         self.reset_child_state();
     }
@@ -503,14 +513,13 @@ impl StdioBinding {
         self.retired.len()
     }
 
-    fn knows(&self, token: Token) -> bool {
-        self.active.as_ref().is_some_and(|a| a.token == token)
-            || self.queue.iter().any(|q| q.token == token)
+    fn knows(&self, cmd: CommandId) -> bool {
+        self.active.as_ref().is_some_and(|a| a.cmd == cmd)
+            || self.queue.iter().any(|q| q.cmd == cmd)
     }
 
-    fn fail(&mut self, token: Token, reason: StdioFailure) {
-        self.outputs
-            .push_back(StdioOutput::Failed { token, reason });
+    fn fail(&mut self, cmd: CommandId, reason: StdioFailure) {
+        self.outputs.push_back(StdioOutput::Failed { cmd, reason });
     }
 
     fn reset_child_state(&mut self) {
@@ -524,10 +533,10 @@ impl StdioBinding {
     /// child's exit is reported.
     fn fail_closed(&mut self) {
         if let Some(active) = self.active.take() {
-            self.fail(active.token, StdioFailure::Restarted);
+            self.fail(active.cmd, StdioFailure::Restarted);
         }
         while let Some(q) = self.queue.pop_front() {
-            self.fail(q.token, StdioFailure::Restarted);
+            self.fail(q.cmd, StdioFailure::Restarted);
         }
         self.outputs.push_back(StdioOutput::Restart);
         self.reset_child_state();
@@ -560,7 +569,7 @@ impl StdioBinding {
         match q.kind {
             Kind::Request { id, initialize } => {
                 if self.retired.contains(&id) {
-                    self.fail(q.token, StdioFailure::RetiredIdInUse);
+                    self.fail(q.cmd, StdioFailure::RetiredIdInUse);
                     return;
                 }
                 if initialize {
@@ -568,7 +577,7 @@ impl StdioBinding {
                 }
                 self.outputs.push_back(StdioOutput::Write(q.line));
                 self.active = Some(Active {
-                    token: q.token,
+                    cmd: q.cmd,
                     id,
                     initialize,
                 });
@@ -581,7 +590,7 @@ impl StdioBinding {
                     self.outputs.push_back(StdioOutput::Write(q.line));
                 }
                 self.outputs
-                    .push_back(StdioOutput::NotificationSent { token: q.token });
+                    .push_back(StdioOutput::NotificationSent { cmd: q.cmd });
             }
         }
     }
@@ -624,7 +633,7 @@ impl StdioBinding {
             } => {
                 if let Some(active) = self.active.take_if(|a| a.id == id) {
                     self.outputs.push_back(StdioOutput::Response {
-                        token: active.token,
+                        cmd: active.cmd,
                         json,
                     });
                     if success && active.initialize && self.config.send_initialized_notification {
@@ -644,8 +653,8 @@ impl StdioBinding {
                 if !self.retired.is_empty() {
                     self.discard(DiscardReason::Ambiguous, id);
                 } else if let Some(active) = &self.active {
-                    let token = active.token;
-                    self.outputs.push_back(StdioOutput::Message { token, json });
+                    let cmd = active.cmd;
+                    self.outputs.push_back(StdioOutput::Message { cmd, json });
                 } else {
                     self.discard(DiscardReason::NoActiveRequest, id);
                 }
@@ -660,7 +669,7 @@ impl StdioBinding {
             return;
         };
         if let Some(active) = self.active.take_if(|a| a.id == id) {
-            self.fail(active.token, StdioFailure::FrameTooLarge);
+            self.fail(active.cmd, StdioFailure::FrameTooLarge);
             self.pump();
         } else {
             self.retired.remove(&id);
@@ -861,6 +870,10 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 
+    fn now() -> Instant {
+        Instant::now()
+    }
+
     fn binding() -> StdioBinding {
         StdioBinding::new(StdioConfig::default())
     }
@@ -903,29 +916,32 @@ mod tests {
     }
 
     fn feed(b: &mut StdioBinding, json: &str) {
-        b.handle_stdout(format!("{json}\n").as_bytes());
+        b.handle_stdout(now(), format!("{json}\n").as_bytes());
     }
 
-    fn response(token: Token, json: &str) -> StdioOutput {
+    fn response(n: u64, json: &str) -> StdioOutput {
         StdioOutput::Response {
-            token,
+            cmd: CommandId(n),
             json: json.to_owned(),
         }
     }
 
-    fn message(token: Token, json: &str) -> StdioOutput {
+    fn message(n: u64, json: &str) -> StdioOutput {
         StdioOutput::Message {
-            token,
+            cmd: CommandId(n),
             json: json.to_owned(),
         }
     }
 
-    fn failed(token: Token, reason: StdioFailure) -> StdioOutput {
-        StdioOutput::Failed { token, reason }
+    fn failed(n: u64, reason: StdioFailure) -> StdioOutput {
+        StdioOutput::Failed {
+            cmd: CommandId(n),
+            reason,
+        }
     }
 
-    fn sent(token: Token) -> StdioOutput {
-        StdioOutput::NotificationSent { token }
+    fn sent(n: u64) -> StdioOutput {
+        StdioOutput::NotificationSent { cmd: CommandId(n) }
     }
 
     fn discarded(reason: DiscardReason, id: Option<i64>) -> StdioOutput {
@@ -938,7 +954,8 @@ mod tests {
     #[test]
     fn request_is_written_as_one_line_and_waits_for_its_response() {
         let mut b = binding();
-        b.handle_command(1, &req(1, "tools/list")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "tools/list"))
+            .unwrap();
         assert_eq!(drain(&mut b), [write(&req(1, "tools/list"))]);
         assert!(!b.is_idle());
     }
@@ -948,7 +965,7 @@ mod tests {
         let pretty = "{\n  \"jsonrpc\" : \"2.0\",\r\n\t\"id\": \"a b\",\n  \"method\": \"tools/call\",\n  \"params\": { \"text\": \"one\\ntwo \\\" three \\\\\", \"u\": \"\u{e9} \\u00e9 \u{1F600}\", \"sp\": \"  two  spaces \" , \"n\": [ 1 , 2.5e3 , true , null ] }\n}\n";
         let expected = "{\"jsonrpc\":\"2.0\",\"id\":\"a b\",\"method\":\"tools/call\",\"params\":{\"text\":\"one\\ntwo \\\" three \\\\\",\"u\":\"\u{e9} \\u00e9 \u{1F600}\",\"sp\":\"  two  spaces \",\"n\":[1,2.5e3,true,null]}}";
         let mut b = binding();
-        b.handle_command(1, pretty).unwrap();
+        b.handle_command(now(), CommandId(1), pretty).unwrap();
         let out = drain(&mut b);
         assert_eq!(out, [write(expected)]);
         let StdioOutput::Write(bytes) = &out[0] else {
@@ -978,8 +995,10 @@ mod tests {
     #[test]
     fn response_with_the_active_id_ends_the_lifecycle() {
         let mut b = binding();
-        b.handle_command(1, &req(7, "tools/list")).unwrap();
-        b.handle_command(2, &req(8, "tools/list")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(7, "tools/list"))
+            .unwrap();
+        b.handle_command(now(), CommandId(2), &req(8, "tools/list"))
+            .unwrap();
         assert_eq!(drain(&mut b), [write(&req(7, "tools/list"))]);
         feed(&mut b, &ok(7));
         assert_eq!(
@@ -994,7 +1013,8 @@ mod tests {
     #[test]
     fn server_messages_during_a_request_are_messages_for_that_token() {
         let mut b = binding();
-        b.handle_command(1, &req(1, "tools/call")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "tools/call"))
+            .unwrap();
         drain(&mut b);
         feed(&mut b, PROGRESS);
         // A server request that happens to use the active id is not the response.
@@ -1011,8 +1031,12 @@ mod tests {
     #[test]
     fn notification_is_written_and_acknowledged() {
         let mut b = binding();
-        b.handle_command(1, &notif("notifications/roots/list_changed"))
-            .unwrap();
+        b.handle_command(
+            now(),
+            CommandId(1),
+            &notif("notifications/roots/list_changed"),
+        )
+        .unwrap();
         assert_eq!(
             drain(&mut b),
             [write(&notif("notifications/roots/list_changed")), sent(1)]
@@ -1023,20 +1047,21 @@ mod tests {
     #[test]
     fn notification_is_not_held_behind_an_active_request() {
         let mut b = binding();
-        b.handle_command(1, &req(1, "tools/call")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "tools/call"))
+            .unwrap();
         drain(&mut b);
         let cancel =
             r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#;
-        b.handle_command(2, cancel).unwrap();
+        b.handle_command(now(), CommandId(2), cancel).unwrap();
         assert_eq!(drain(&mut b), [write(cancel), sent(2)]);
     }
 
     #[test]
     fn commands_are_written_in_arrival_order() {
         let mut b = binding();
-        b.handle_command(1, &req(1, "a")).unwrap();
-        b.handle_command(2, &req(2, "b")).unwrap();
-        b.handle_command(3, &notif("n")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "a")).unwrap();
+        b.handle_command(now(), CommandId(2), &req(2, "b")).unwrap();
+        b.handle_command(now(), CommandId(3), &notif("n")).unwrap();
         assert_eq!(drain(&mut b), [write(&req(1, "a"))]);
         feed(&mut b, &ok(1));
         assert_eq!(
@@ -1053,8 +1078,9 @@ mod tests {
     #[test]
     fn nothing_is_written_while_initialize_is_active() {
         let mut b = binding();
-        b.handle_command(1, &req(0, "initialize")).unwrap();
-        b.handle_command(2, &notif("notifications/initialized"))
+        b.handle_command(now(), CommandId(1), &req(0, "initialize"))
+            .unwrap();
+        b.handle_command(now(), CommandId(2), &notif("notifications/initialized"))
             .unwrap();
         assert_eq!(drain(&mut b), [write(&req(0, "initialize"))]);
         feed(&mut b, &ok(0));
@@ -1071,10 +1097,12 @@ mod tests {
     #[test]
     fn deadline_retires_id_and_next_command_is_served() {
         let mut b = binding();
-        b.handle_command(1, &req(1, "tools/call")).unwrap();
-        b.handle_command(2, &req(2, "tools/list")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "tools/call"))
+            .unwrap();
+        b.handle_command(now(), CommandId(2), &req(2, "tools/list"))
+            .unwrap();
         assert_eq!(drain(&mut b), [write(&req(1, "tools/call"))]);
-        b.handle_deadline(1);
+        b.handle_deadline(now(), CommandId(1));
         assert_eq!(drain(&mut b), [write(&req(2, "tools/list"))]);
         assert_eq!(b.retired(), 1);
         feed(&mut b, &ok(2));
@@ -1091,9 +1119,11 @@ mod tests {
     #[test]
     fn late_response_is_not_mistaken_for_the_active_request() {
         let mut b = binding();
-        b.handle_command(1, &req(1, "tools/call")).unwrap();
-        b.handle_deadline(1);
-        b.handle_command(2, &req(2, "tools/list")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "tools/call"))
+            .unwrap();
+        b.handle_deadline(now(), CommandId(1));
+        b.handle_command(now(), CommandId(2), &req(2, "tools/list"))
+            .unwrap();
         drain(&mut b);
         // The late response arrives while request 2 is active: it is not 2's answer.
         feed(&mut b, &ok(1));
@@ -1107,9 +1137,11 @@ mod tests {
     #[test]
     fn response_for_active_id_is_delivered_while_a_retired_id_is_outstanding() {
         let mut b = binding();
-        b.handle_command(1, &req(1, "tools/call")).unwrap();
-        b.handle_deadline(1);
-        b.handle_command(2, &req(2, "tools/list")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "tools/call"))
+            .unwrap();
+        b.handle_deadline(now(), CommandId(1));
+        b.handle_command(now(), CommandId(2), &req(2, "tools/list"))
+            .unwrap();
         drain(&mut b);
         feed(&mut b, &ok(2));
         assert_eq!(drain(&mut b), [response(2, &ok(2))]);
@@ -1119,9 +1151,11 @@ mod tests {
     #[test]
     fn server_messages_are_ambiguous_while_a_retired_response_is_outstanding() {
         let mut b = binding();
-        b.handle_command(1, &req(1, "tools/call")).unwrap();
-        b.handle_deadline(1);
-        b.handle_command(2, &req(2, "tools/call")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "tools/call"))
+            .unwrap();
+        b.handle_deadline(now(), CommandId(1));
+        b.handle_command(now(), CommandId(2), &req(2, "tools/call"))
+            .unwrap();
         drain(&mut b);
         feed(&mut b, PROGRESS);
         feed(&mut b, &req(40, "roots/list"));
@@ -1147,25 +1181,29 @@ mod tests {
     #[test]
     fn command_reusing_an_outstanding_retired_id_fails_with_retired_id_in_use() {
         let mut b = binding();
-        b.handle_command(1, &req(5, "tools/call")).unwrap();
-        b.handle_deadline(1);
+        b.handle_command(now(), CommandId(1), &req(5, "tools/call"))
+            .unwrap();
+        b.handle_deadline(now(), CommandId(1));
         drain(&mut b);
-        b.handle_command(2, &req(5, "tools/call")).unwrap();
+        b.handle_command(now(), CommandId(2), &req(5, "tools/call"))
+            .unwrap();
         assert_eq!(drain(&mut b), [failed(2, StdioFailure::RetiredIdInUse)]);
         // The string id "5" is a different id.
         let string_id = r#"{"jsonrpc":"2.0","id":"5","method":"tools/call"}"#;
-        b.handle_command(3, string_id).unwrap();
+        b.handle_command(now(), CommandId(3), string_id).unwrap();
         assert_eq!(drain(&mut b), [write(string_id)]);
     }
 
     #[test]
     fn retired_id_is_free_again_after_its_late_response() {
         let mut b = binding();
-        b.handle_command(1, &req(5, "tools/call")).unwrap();
-        b.handle_deadline(1);
+        b.handle_command(now(), CommandId(1), &req(5, "tools/call"))
+            .unwrap();
+        b.handle_deadline(now(), CommandId(1));
         feed(&mut b, &ok(5));
         drain(&mut b);
-        b.handle_command(2, &req(5, "tools/call")).unwrap();
+        b.handle_command(now(), CommandId(2), &req(5, "tools/call"))
+            .unwrap();
         assert_eq!(drain(&mut b), [write(&req(5, "tools/call"))]);
         feed(&mut b, &ok(5));
         assert_eq!(drain(&mut b), [response(2, &ok(5))]);
@@ -1174,12 +1212,14 @@ mod tests {
     #[test]
     fn initialize_deadline_fails_closed() {
         let mut b = binding();
-        b.handle_command(1, &req(0, "initialize")).unwrap();
-        b.handle_command(2, &req(1, "tools/list")).unwrap();
-        b.handle_command(3, &notif("notifications/initialized"))
+        b.handle_command(now(), CommandId(1), &req(0, "initialize"))
+            .unwrap();
+        b.handle_command(now(), CommandId(2), &req(1, "tools/list"))
+            .unwrap();
+        b.handle_command(now(), CommandId(3), &notif("notifications/initialized"))
             .unwrap();
         drain(&mut b);
-        b.handle_deadline(1);
+        b.handle_deadline(now(), CommandId(1));
         assert_eq!(
             drain(&mut b),
             [
@@ -1194,15 +1234,17 @@ mod tests {
     #[test]
     fn commands_after_restart_wait_for_the_replacement_child() {
         let mut b = binding();
-        b.handle_command(1, &req(0, "initialize")).unwrap();
-        b.handle_deadline(1);
+        b.handle_command(now(), CommandId(1), &req(0, "initialize"))
+            .unwrap();
+        b.handle_deadline(now(), CommandId(1));
         drain(&mut b);
-        b.handle_command(2, &req(0, "initialize")).unwrap();
+        b.handle_command(now(), CommandId(2), &req(0, "initialize"))
+            .unwrap();
         assert!(!b.is_idle());
         // The old child's output is not attributable to anything.
         feed(&mut b, &ok(0));
         assert_eq!(drain(&mut b), []);
-        b.handle_child_exit();
+        b.handle_child_exit(now());
         assert_eq!(drain(&mut b), [write(&req(0, "initialize"))]);
         feed(&mut b, &ok(0));
         assert_eq!(drain(&mut b), [response(2, &ok(0))]);
@@ -1211,10 +1253,10 @@ mod tests {
     #[test]
     fn queued_command_deadline_removes_it_without_output() {
         let mut b = binding();
-        b.handle_command(1, &req(1, "a")).unwrap();
-        b.handle_command(2, &req(2, "b")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "a")).unwrap();
+        b.handle_command(now(), CommandId(2), &req(2, "b")).unwrap();
         drain(&mut b);
-        b.handle_deadline(2);
+        b.handle_deadline(now(), CommandId(2));
         assert_eq!(drain(&mut b), []);
         assert_eq!(b.queued(), 0);
         feed(&mut b, &ok(1));
@@ -1224,10 +1266,11 @@ mod tests {
     #[test]
     fn queued_initialize_deadline_does_not_restart() {
         let mut b = binding();
-        b.handle_command(1, &req(1, "a")).unwrap();
-        b.handle_command(2, &req(0, "initialize")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "a")).unwrap();
+        b.handle_command(now(), CommandId(2), &req(0, "initialize"))
+            .unwrap();
         drain(&mut b);
-        b.handle_deadline(2);
+        b.handle_deadline(now(), CommandId(2));
         assert_eq!(drain(&mut b), []);
         assert!(!b.awaiting_exit);
     }
@@ -1235,10 +1278,10 @@ mod tests {
     #[test]
     fn deadline_after_the_terminal_output_is_ignored() {
         let mut b = binding();
-        b.handle_command(1, &req(1, "a")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "a")).unwrap();
         feed(&mut b, &ok(1));
         drain(&mut b);
-        b.handle_deadline(1);
+        b.handle_deadline(now(), CommandId(1));
         assert_eq!(drain(&mut b), []);
         assert_eq!(b.retired(), 0);
     }
@@ -1249,12 +1292,12 @@ mod tests {
             max_retired: 1,
             ..StdioConfig::default()
         });
-        b.handle_command(1, &req(1, "a")).unwrap();
-        b.handle_deadline(1);
-        b.handle_command(2, &req(2, "a")).unwrap();
-        b.handle_command(3, &req(3, "a")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "a")).unwrap();
+        b.handle_deadline(now(), CommandId(1));
+        b.handle_command(now(), CommandId(2), &req(2, "a")).unwrap();
+        b.handle_command(now(), CommandId(3), &req(3, "a")).unwrap();
         drain(&mut b);
-        b.handle_deadline(2);
+        b.handle_deadline(now(), CommandId(2));
         assert_eq!(
             drain(&mut b),
             [failed(3, StdioFailure::Restarted), StdioOutput::Restart]
@@ -1264,8 +1307,10 @@ mod tests {
     #[test]
     fn guard_writes_initialized_after_successful_initialize_before_the_next_command() {
         let mut b = guarded();
-        b.handle_command(1, &req(0, "initialize")).unwrap();
-        b.handle_command(2, &req(1, "tools/list")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(0, "initialize"))
+            .unwrap();
+        b.handle_command(now(), CommandId(2), &req(1, "tools/list"))
+            .unwrap();
         drain(&mut b);
         feed(&mut b, &ok(0));
         assert_eq!(
@@ -1281,14 +1326,15 @@ mod tests {
     #[test]
     fn guard_acknowledges_the_callers_initialized_without_a_duplicate() {
         let mut b = guarded();
-        b.handle_command(1, &req(0, "initialize")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(0, "initialize"))
+            .unwrap();
         feed(&mut b, &ok(0));
         drain(&mut b);
-        b.handle_command(2, &notif("notifications/initialized"))
+        b.handle_command(now(), CommandId(2), &notif("notifications/initialized"))
             .unwrap();
         assert_eq!(drain(&mut b), [sent(2)]);
         // Only the one the guard stood in for is absorbed.
-        b.handle_command(3, &notif("notifications/initialized"))
+        b.handle_command(now(), CommandId(3), &notif("notifications/initialized"))
             .unwrap();
         assert_eq!(
             drain(&mut b),
@@ -1299,11 +1345,12 @@ mod tests {
     #[test]
     fn guard_does_not_write_after_an_initialize_error() {
         let mut b = guarded();
-        b.handle_command(1, &req(0, "initialize")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(0, "initialize"))
+            .unwrap();
         drain(&mut b);
         feed(&mut b, &err(0));
         assert_eq!(drain(&mut b), [response(1, &err(0))]);
-        b.handle_command(2, &notif("notifications/initialized"))
+        b.handle_command(now(), CommandId(2), &notif("notifications/initialized"))
             .unwrap();
         assert_eq!(
             drain(&mut b),
@@ -1315,11 +1362,12 @@ mod tests {
     fn guard_disabled_by_default_forwards_verbatim() {
         assert!(!StdioConfig::default().send_initialized_notification);
         let mut b = binding();
-        b.handle_command(1, &req(0, "initialize")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(0, "initialize"))
+            .unwrap();
         drain(&mut b);
         feed(&mut b, &ok(0));
         assert_eq!(drain(&mut b), [response(1, &ok(0))]);
-        b.handle_command(2, &notif("notifications/initialized"))
+        b.handle_command(now(), CommandId(2), &notif("notifications/initialized"))
             .unwrap();
         assert_eq!(
             drain(&mut b),
@@ -1330,13 +1378,13 @@ mod tests {
     #[test]
     fn child_exit_answers_every_queued_command() {
         let mut b = binding();
-        b.handle_command(9, &req(9, "a")).unwrap();
-        b.handle_deadline(9);
-        b.handle_command(1, &req(1, "a")).unwrap();
-        b.handle_command(2, &req(2, "b")).unwrap();
-        b.handle_command(3, &notif("n")).unwrap();
+        b.handle_command(now(), CommandId(9), &req(9, "a")).unwrap();
+        b.handle_deadline(now(), CommandId(9));
+        b.handle_command(now(), CommandId(1), &req(1, "a")).unwrap();
+        b.handle_command(now(), CommandId(2), &req(2, "b")).unwrap();
+        b.handle_command(now(), CommandId(3), &notif("n")).unwrap();
         drain(&mut b);
-        b.handle_child_exit();
+        b.handle_child_exit(now());
         assert_eq!(
             drain(&mut b),
             [
@@ -1347,18 +1395,18 @@ mod tests {
         );
         assert!(b.is_idle());
         assert_eq!(b.retired(), 0, "a fresh child has no retired ids");
-        b.handle_command(4, &req(9, "a")).unwrap();
+        b.handle_command(now(), CommandId(4), &req(9, "a")).unwrap();
         assert_eq!(drain(&mut b), [write(&req(9, "a"))]);
     }
 
     #[test]
     fn unterminated_last_frame_is_read_at_exit() {
         let mut b = binding();
-        b.handle_command(1, &req(1, "a")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "a")).unwrap();
         drain(&mut b);
-        b.handle_stdout(ok(1).as_bytes());
+        b.handle_stdout(now(), ok(1).as_bytes());
         assert_eq!(drain(&mut b), []);
-        b.handle_child_exit();
+        b.handle_child_exit(now());
         assert_eq!(drain(&mut b), [response(1, &ok(1))]);
     }
 
@@ -1368,20 +1416,20 @@ mod tests {
             max_queued: 2,
             ..StdioConfig::default()
         });
-        b.handle_command(1, &req(1, "a")).unwrap();
-        b.handle_command(2, &req(2, "a")).unwrap();
-        b.handle_command(3, &req(3, "a")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "a")).unwrap();
+        b.handle_command(now(), CommandId(2), &req(2, "a")).unwrap();
+        b.handle_command(now(), CommandId(3), &req(3, "a")).unwrap();
         assert_eq!(
-            b.handle_command(4, &req(4, "a")),
+            b.handle_command(now(), CommandId(4), &req(4, "a")),
             Err(StdioError::QueueFull { max: 2 })
         );
         assert_eq!(b.queued(), 2);
         drain(&mut b);
-        b.handle_child_exit();
-        let tokens: Vec<Token> = drain(&mut b)
+        b.handle_child_exit(now());
+        let tokens: Vec<u64> = drain(&mut b)
             .into_iter()
             .filter_map(|o| match o {
-                StdioOutput::Failed { token, .. } => Some(token),
+                StdioOutput::Failed { cmd, .. } => Some(cmd.0),
                 _ => None,
             })
             .collect();
@@ -1394,10 +1442,10 @@ mod tests {
             max_queued: 0,
             ..StdioConfig::default()
         });
-        b.handle_command(1, &req(1, "a")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "a")).unwrap();
         assert_eq!(drain(&mut b), [write(&req(1, "a"))]);
         assert!(matches!(
-            b.handle_command(2, &req(2, "a")),
+            b.handle_command(now(), CommandId(2), &req(2, "a")),
             Err(StdioError::QueueFull { .. })
         ));
     }
@@ -1405,11 +1453,11 @@ mod tests {
     #[test]
     fn frame_split_across_chunks_is_one_message() {
         let mut b = binding();
-        b.handle_command(1, &req(1, "a")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "a")).unwrap();
         drain(&mut b);
         let bytes = format!("{PROGRESS}\r\n{}\r\n", ok(1)).into_bytes();
         for byte in bytes.chunks(1) {
-            b.handle_stdout(byte);
+            b.handle_stdout(now(), byte);
         }
         assert_eq!(drain(&mut b), [message(1, PROGRESS), response(1, &ok(1))]);
     }
@@ -1417,19 +1465,19 @@ mod tests {
     #[test]
     fn two_frames_in_one_chunk_are_two_messages() {
         let mut b = binding();
-        b.handle_command(1, &req(1, "a")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "a")).unwrap();
         drain(&mut b);
-        b.handle_stdout(format!("{PROGRESS}\n{}\n", ok(1)).as_bytes());
+        b.handle_stdout(now(), format!("{PROGRESS}\n{}\n", ok(1)).as_bytes());
         assert_eq!(drain(&mut b), [message(1, PROGRESS), response(1, &ok(1))]);
     }
 
     #[test]
     fn crlf_line_ends_and_blank_lines_are_tolerated() {
         let mut b = binding();
-        b.handle_command(1, &req(1, "a")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "a")).unwrap();
         drain(&mut b);
-        b.handle_stdout(b"\r\n   \n\n");
-        b.handle_stdout(format!("{}\r\n", ok(1)).as_bytes());
+        b.handle_stdout(now(), b"\r\n   \n\n");
+        b.handle_stdout(now(), format!("{}\r\n", ok(1)).as_bytes());
         assert_eq!(drain(&mut b), [response(1, &ok(1))]);
     }
 
@@ -1447,14 +1495,14 @@ mod tests {
     #[test]
     fn oversized_frame_is_discarded_without_buffering_it() {
         let mut b = small_frames();
-        b.handle_command(1, &req(1, "a")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "a")).unwrap();
         drain(&mut b);
         let frame = big(
             r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"data":""#,
             "\"}}\n",
         );
         for chunk in frame.as_bytes().chunks(100) {
-            b.handle_stdout(chunk);
+            b.handle_stdout(now(), chunk);
             assert!(b.line.len() <= 64, "buffered {}", b.line.len());
         }
         assert_eq!(
@@ -1473,7 +1521,7 @@ mod tests {
             max_frame_bytes: json.len(),
             ..StdioConfig::default()
         });
-        b.handle_command(1, &req(1, "a")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "a")).unwrap();
         drain(&mut b);
         feed(&mut b, &json);
         assert_eq!(drain(&mut b), [response(1, &json)]);
@@ -1482,7 +1530,7 @@ mod tests {
             max_frame_bytes: json.len() - 1,
             ..StdioConfig::default()
         });
-        b.handle_command(1, &req(1, "a")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "a")).unwrap();
         drain(&mut b);
         feed(&mut b, &json);
         assert_eq!(
@@ -1497,8 +1545,8 @@ mod tests {
     #[test]
     fn oversized_response_for_the_active_id_fails_the_command() {
         let mut b = small_frames();
-        b.handle_command(1, &req(1, "a")).unwrap();
-        b.handle_command(2, &req(2, "b")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "a")).unwrap();
+        b.handle_command(now(), CommandId(2), &req(2, "b")).unwrap();
         drain(&mut b);
         feed(
             &mut b,
@@ -1517,7 +1565,7 @@ mod tests {
     #[test]
     fn oversized_frame_scan_reads_only_the_top_level_id() {
         let mut b = small_frames();
-        b.handle_command(1, &req(1, "a")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "a")).unwrap();
         drain(&mut b);
         // A nested "id" and an id key inside a string come first; the top-level id is last.
         feed(
@@ -1539,7 +1587,7 @@ mod tests {
     #[test]
     fn oversized_server_request_with_the_active_id_is_not_the_response() {
         let mut b = small_frames();
-        b.handle_command(1, &req(1, "a")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "a")).unwrap();
         drain(&mut b);
         feed(
             &mut b,
@@ -1558,8 +1606,8 @@ mod tests {
     #[test]
     fn oversized_late_response_frees_the_retired_id() {
         let mut b = small_frames();
-        b.handle_command(1, &req(1, "a")).unwrap();
-        b.handle_deadline(1);
+        b.handle_command(now(), CommandId(1), &req(1, "a")).unwrap();
+        b.handle_deadline(now(), CommandId(1));
         drain(&mut b);
         feed(
             &mut b,
@@ -1588,11 +1636,11 @@ mod tests {
     #[test]
     fn malformed_and_non_utf8_lines_are_discarded() {
         let mut b = binding();
-        b.handle_command(1, &req(1, "a")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "a")).unwrap();
         drain(&mut b);
-        b.handle_stdout(b"\xff\xfe{}\n");
-        b.handle_stdout(b"server starting...\n");
-        b.handle_stdout(b"{\"id\":1,\"result\":{}}\n");
+        b.handle_stdout(now(), b"\xff\xfe{}\n");
+        b.handle_stdout(now(), b"server starting...\n");
+        b.handle_stdout(now(), b"{\"id\":1,\"result\":{}}\n");
         assert_eq!(
             drain(&mut b),
             [
@@ -1607,7 +1655,7 @@ mod tests {
     #[test]
     fn null_id_error_is_discarded_as_unattributable() {
         let mut b = binding();
-        b.handle_command(1, &req(1, "a")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "a")).unwrap();
         drain(&mut b);
         feed(
             &mut b,
@@ -1620,7 +1668,7 @@ mod tests {
     #[test]
     fn unmatched_response_is_discarded() {
         let mut b = binding();
-        b.handle_command(1, &req(1, "a")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "a")).unwrap();
         drain(&mut b);
         feed(&mut b, &ok(9));
         assert_eq!(
@@ -1644,7 +1692,7 @@ mod tests {
         let mut b = binding();
         for bad in ["not json", r#"{"id":1,"method":"x"}"#, "[1]", ""] {
             assert!(matches!(
-                b.handle_command(1, bad),
+                b.handle_command(now(), CommandId(1), bad),
                 Err(StdioError::InvalidPayload(_))
             ));
         }
@@ -1655,15 +1703,15 @@ mod tests {
     #[test]
     fn duplicate_token_is_refused() {
         let mut b = binding();
-        b.handle_command(1, &req(1, "a")).unwrap();
-        b.handle_command(2, &req(2, "a")).unwrap();
+        b.handle_command(now(), CommandId(1), &req(1, "a")).unwrap();
+        b.handle_command(now(), CommandId(2), &req(2, "a")).unwrap();
         assert_eq!(
-            b.handle_command(1, &req(3, "a")),
-            Err(StdioError::DuplicateToken(1))
+            b.handle_command(now(), CommandId(1), &req(3, "a")),
+            Err(StdioError::DuplicateCommand(CommandId(1)))
         );
         assert_eq!(
-            b.handle_command(2, &req(3, "a")),
-            Err(StdioError::DuplicateToken(2))
+            b.handle_command(now(), CommandId(2), &req(3, "a")),
+            Err(StdioError::DuplicateCommand(CommandId(2)))
         );
         assert_eq!(b.queued(), 1);
     }
@@ -1672,7 +1720,7 @@ mod tests {
     fn caller_response_payload_is_written_and_acknowledged() {
         let mut b = binding();
         let answer = r#"{"jsonrpc":"2.0","id":"s1","result":{}}"#;
-        b.handle_command(1, answer).unwrap();
+        b.handle_command(now(), CommandId(1), answer).unwrap();
         assert_eq!(drain(&mut b), [write(answer), sent(1)]);
     }
 
@@ -1709,9 +1757,13 @@ mod tests {
         let payload = format!(
             r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"key":"{secret}"}}}}"#
         );
-        b.handle_command(1, &payload).unwrap();
-        b.handle_command(2, &payload.replace("\"id\":1", "\"id\":2"))
-            .unwrap();
+        b.handle_command(now(), CommandId(1), &payload).unwrap();
+        b.handle_command(
+            now(),
+            CommandId(2),
+            &payload.replace("\"id\":1", "\"id\":2"),
+        )
+        .unwrap();
         let reply = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"key":"{secret}"}}}}"#);
         feed(&mut b, &reply);
         let out = drain(&mut b);
@@ -1729,10 +1781,21 @@ mod tests {
                 StdioOutput::Write(bytes) => {
                     format!("stdin <- {}", String::from_utf8_lossy(bytes).trim_end())
                 }
-                StdioOutput::Message { token, json } => format!("message {token}: {json}"),
-                StdioOutput::Response { token, json } => format!("response {token}: {json}"),
-                StdioOutput::NotificationSent { token } => format!("sent {token}"),
-                StdioOutput::Failed { token, reason } => format!("failed {token}: {reason:?}"),
+                StdioOutput::Message {
+                    cmd: CommandId(token),
+                    json,
+                } => format!("message {token}: {json}"),
+                StdioOutput::Response {
+                    cmd: CommandId(token),
+                    json,
+                } => format!("response {token}: {json}"),
+                StdioOutput::NotificationSent {
+                    cmd: CommandId(token),
+                } => format!("sent {token}"),
+                StdioOutput::Failed {
+                    cmd: CommandId(token),
+                    reason,
+                } => format!("failed {token}: {reason:?}"),
                 StdioOutput::Restart => "restart".to_owned(),
                 StdioOutput::Discarded { reason, id } => format!("discarded {reason:?} {id:?}"),
             };
@@ -1746,24 +1809,23 @@ mod tests {
     fn wire_transcript_of_a_guarded_session_with_a_timeout() {
         let mut b = guarded();
         let mut out = Vec::new();
-        b.handle_command(
-            1,
+        b.handle_command(now(), CommandId(1),
             "{\n  \"jsonrpc\": \"2.0\",\n  \"id\": 0,\n  \"method\": \"initialize\",\n  \"params\": {\"protocolVersion\": \"2025-11-25\", \"capabilities\": {}, \"clientInfo\": {\"name\": \"c\", \"version\": \"1\"}}\n}",
         )
         .unwrap();
         out.extend(drain(&mut b));
-        b.handle_stdout(b"{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},\"serverInfo\":{\"name\":\"s\",\"version\":\"1\"}}}\r\n");
+        b.handle_stdout(now(), b"{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},\"serverInfo\":{\"name\":\"s\",\"version\":\"1\"}}}\r\n");
         out.extend(drain(&mut b));
-        b.handle_command(2, &notif("notifications/initialized"))
+        b.handle_command(now(), CommandId(2), &notif("notifications/initialized"))
             .unwrap();
-        b.handle_command(
-            3,
+        b.handle_command(now(), CommandId(3),
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{}}}"#,
         )
         .unwrap();
-        b.handle_command(4, &req(2, "tools/list")).unwrap();
+        b.handle_command(now(), CommandId(4), &req(2, "tools/list"))
+            .unwrap();
         out.extend(drain(&mut b));
-        b.handle_deadline(3);
+        b.handle_deadline(now(), CommandId(3));
         out.extend(drain(&mut b));
         feed(&mut b, PROGRESS);
         feed(
@@ -1773,7 +1835,7 @@ mod tests {
         feed(&mut b, PROGRESS);
         feed(&mut b, r#"{"jsonrpc":"2.0","id":2,"result":{"tools":[]}}"#);
         out.extend(drain(&mut b));
-        b.handle_child_exit();
+        b.handle_child_exit(now());
         out.extend(drain(&mut b));
         insta::assert_snapshot!(transcript(&out));
     }
@@ -1820,7 +1882,7 @@ mod tests {
     /// Checks one batch of outputs against the records: no output after a terminal or a handled
     /// deadline, at most one terminal, and a response carries its own request's id.
     fn check(
-        records: &mut BTreeMap<Token, Record>,
+        records: &mut BTreeMap<CommandId, Record>,
         out: &[StdioOutput],
     ) -> Result<(), TestCaseError> {
         for o in out {
@@ -1831,18 +1893,18 @@ mod tests {
                     continue;
                 }
                 StdioOutput::Restart | StdioOutput::Discarded { .. } => continue,
-                StdioOutput::Message { token, .. }
-                | StdioOutput::Response { token, .. }
-                | StdioOutput::NotificationSent { token }
-                | StdioOutput::Failed { token, .. } => *token,
+                StdioOutput::Message { cmd: token, .. }
+                | StdioOutput::Response { cmd: token, .. }
+                | StdioOutput::NotificationSent { cmd: token }
+                | StdioOutput::Failed { cmd: token, .. } => *token,
             };
             let Some(r) = records.get_mut(&token) else {
                 return Err(TestCaseError::fail(format!(
-                    "output for unknown token {token}"
+                    "output for unknown token {token:?}"
                 )));
             };
-            prop_assert!(!r.deadline_first, "output after deadline for {}", token);
-            prop_assert_eq!(r.terminals, 0, "output after terminal for {}", token);
+            prop_assert!(!r.deadline_first, "output after deadline for {:?}", token);
+            prop_assert_eq!(r.terminals, 0, "output after terminal for {:?}", token);
             match o {
                 StdioOutput::Response { json, .. } => {
                     let id = Message::parse(json).ok().and_then(|m| m.id().cloned());
@@ -1902,29 +1964,29 @@ mod tests {
                 max_frame_bytes: 200,
                 max_retired,
             });
-            let mut records: BTreeMap<Token, Record> = BTreeMap::new();
-            let mut next: Token = 0;
+            let mut records: BTreeMap<CommandId, Record> = BTreeMap::new();
+            let mut next = 0u64;
             for op in &ops {
                 match op {
                     Op::Request { id, initialize } => {
                         next += 1;
                         let method = if *initialize { "initialize" } else { "tools/call" };
-                        if b.handle_command(next, &req(*id, method)).is_ok() {
-                            records.insert(next, Record { request_id: Some(Id::from(*id)), ..Record::default() });
+                        if b.handle_command(now(), CommandId(next), &req(*id, method)).is_ok() {
+                            records.insert(CommandId(next), Record { request_id: Some(Id::from(*id)), ..Record::default() });
                         }
                     }
                     Op::Notify { initialized } => {
                         next += 1;
                         let method = if *initialized { "notifications/initialized" } else { "notifications/cancelled" };
-                        if b.handle_command(next, &notif(method)).is_ok() {
-                            records.insert(next, Record::default());
+                        if b.handle_command(now(), CommandId(next), &notif(method)).is_ok() {
+                            records.insert(CommandId(next), Record::default());
                         }
                     }
                     Op::Deadline(i) => {
-                        let keys: Vec<Token> = records.keys().copied().collect();
+                        let keys: Vec<CommandId> = records.keys().copied().collect();
                         if !keys.is_empty() {
                             let token = keys[i % keys.len()];
-                            b.handle_deadline(token);
+                            b.handle_deadline(now(), token);
                             if let Some(r) = records.get_mut(&token) {
                                 if r.terminals == 0 {
                                     r.deadline_first = true;
@@ -1932,13 +1994,13 @@ mod tests {
                             }
                         }
                     }
-                    Op::Exit => b.handle_child_exit(),
+                    Op::Exit => b.handle_child_exit(now()),
                     other => {
                         if let Some(line) = child_line(other) {
                             let bytes = format!("{line}\n").into_bytes();
                             let (a, c) = bytes.split_at(split.min(bytes.len()));
-                            b.handle_stdout(a);
-                            b.handle_stdout(c);
+                            b.handle_stdout(now(), a);
+                            b.handle_stdout(now(), c);
                         }
                     }
                 }
@@ -1946,14 +2008,14 @@ mod tests {
                 check(&mut records, &out)?;
             }
             // The first exit may only end a pending restart; the second fails the rest.
-            b.handle_child_exit();
-            b.handle_child_exit();
+            b.handle_child_exit(now());
+            b.handle_child_exit(now());
             let out = drain(&mut b);
             check(&mut records, &out)?;
             for (token, r) in &records {
                 prop_assert!(
                     r.deadline_first || r.terminals == 1,
-                    "token {} ended with {} terminals", token, r.terminals
+                    "token {:?} ended with {} terminals", token, r.terminals
                 );
             }
             prop_assert!(b.is_idle());

@@ -6,31 +6,8 @@
 use std::time::Duration;
 
 use mcpwire_core::tunnel::engine::{Config, Secret};
+pub use mcpwire_core::tunnel::machine::{Target, TargetKind};
 use mcpwire_core::tunnel::stdio::StdioConfig;
-
-/// Where one channel's MCP server is.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TargetKind {
-    /// A Streamable HTTP endpoint.
-    Http {
-        /// Its URL.
-        url: String,
-    },
-    /// A child process speaking newline-delimited JSON-RPC on stdio (argv, no shell).
-    Stdio {
-        /// The program and its arguments.
-        argv: Vec<String>,
-    },
-}
-
-/// One channel and its server.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Target {
-    /// The channel name.
-    pub channel: String,
-    /// The server.
-    pub kind: TargetKind,
-}
 
 /// Where the cloudflared companion's token comes from.
 #[derive(Clone, Debug)]

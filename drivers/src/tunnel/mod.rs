@@ -9,7 +9,9 @@
 //! - [`blocking::run`] (feature `blocking`): ureq, bounded std thread pools, `std::process`;
 //! - `smol::run` (feature `smol`): hyper 1 on smol's sockets, smol tasks, async-process.
 //!
-//! Both run the same loop (`driver_core`): every protocol and policy decision is the core's.
+//! Both run the same loop (`driver_core`) on the core's [`mcpwire_core::tunnel::Tunnel`]:
+//! every protocol and policy decision (routing, deadlines, stdio restarts, retries, bounds) is
+//! the core's; a driver performs polls, forwards, stdio spawns, writes and kills, and posts.
 //! Serving the status over HTTP, signal handling and reading flags are the embedder's part
 //! (the `mcpwire tunnel run` command does them).
 //!

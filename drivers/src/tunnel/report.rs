@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use mcpwire_core::http::ResponseHead;
-use mcpwire_core::tunnel::engine::{CommandId, Event, Forward, ForwardKind, PostAnswer, Stage};
+use mcpwire_core::tunnel::engine::{CommandId, Event, PostAnswer, Stage};
 use mcpwire_core::tunnel::failure::TunnelFailure;
+use mcpwire_core::tunnel::machine::{self, Forwarded};
 
 use super::log::{Level, Logger};
 use super::status::Metrics;
@@ -40,16 +41,54 @@ impl Report {
         }
     }
 
+    /// Logs a tunnel event and counts it: the engine's, a forward's start or local refusal, a
+    /// stdio child's restart, exit or dropped frame.
+    pub fn tunnel_event(&mut self, e: machine::Event) {
+        match e {
+            machine::Event::Engine(e) => self.event(e),
+            machine::Event::ForwardStarted {
+                request_id,
+                channel,
+                what,
+                ..
+            } => self.forward_started(request_id, channel, what),
+            machine::Event::ForwardRefused {
+                request_id,
+                failure,
+            } => self.note_failure(&request_id, failure),
+            machine::Event::StdioRestarting { channel } => self.log.log(
+                Level::Warn,
+                "restarting stdio server (initialize deadline passed)",
+                &[("channel", &channel)],
+            ),
+            machine::Event::StdioExited { channel } => self.log.log(
+                Level::Warn,
+                "stdio server exited; its commands fail with transport_closed and it restarts",
+                &[("channel", &channel)],
+            ),
+            machine::Event::StdioDiscarded { channel, reason } => self.log.log(
+                Level::Debug,
+                "stdio frame discarded",
+                &[("channel", &channel), ("reason", &format!("{reason:?}"))],
+            ),
+            other => self.log.log(
+                Level::Debug,
+                "tunnel event",
+                &[("event", &format!("{other:?}"))],
+            ),
+        }
+    }
+
     /// A forward starts: remember its channel, method and start for its outcome line.
-    pub fn forward_started(&mut self, f: &Forward) {
-        let method = match &f.kind {
-            ForwardKind::JsonRpc { method, .. } => method.clone().unwrap_or_else(|| "-".into()),
-            ForwardKind::SessionTermination => "session_termination".into(),
+    fn forward_started(&mut self, request_id: String, channel: String, what: Forwarded) {
+        let method = match what {
+            Forwarded::JsonRpc { method } => method.unwrap_or_else(|| "-".into()),
+            Forwarded::SessionTermination => "session_termination".into(),
         };
         self.info.insert(
-            f.request_id.clone(),
+            request_id,
             CmdInfo {
-                channel: f.channel.clone(),
+                channel,
                 method,
                 started: Instant::now(),
                 failure: None,
@@ -76,7 +115,7 @@ impl Report {
     }
 
     /// Remembers why a command failed, for its outcome line.
-    pub fn note_failure(&mut self, request_id: &str, failure: TunnelFailure) {
+    fn note_failure(&mut self, request_id: &str, failure: TunnelFailure) {
         if let Some(info) = self.info.get_mut(request_id) {
             info.failure = Some(failure.source().as_str());
         }
@@ -115,7 +154,7 @@ impl Report {
     }
 
     /// Logs an engine event and counts it.
-    pub fn event(&mut self, e: Event) {
+    fn event(&mut self, e: Event) {
         match e {
             Event::Polled { commands } => {
                 self.metrics.polled_now();
@@ -242,9 +281,14 @@ impl Report {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::tunnel::log::tests::Sink;
     use mcpwire_core::http::Headers;
+    use mcpwire_core::tunnel::failure::FailureSource;
+    use mcpwire_core::tunnel::stdio::DiscardReason;
+    use mcpwire_core::tunnel::wire::RespType;
 
     fn answered(status: u16) -> Result<ResponseHead, ()> {
         Ok(ResponseHead {
@@ -274,5 +318,66 @@ mod tests {
             let counted = r.metrics.delivery_retries - before;
             assert_eq!(counted, u64::from(retry), "{result:?}");
         }
+    }
+
+    /// The tunnel's own events are logged with the lines the drivers wrote when they composed
+    /// the engine and the stdio bindings themselves (text, level and fields).
+    #[test]
+    fn tunnel_events_are_logged_as_the_drivers_logged_them() {
+        let sink = Sink::default();
+        let log = Logger::new(Level::Debug, false, Vec::new(), Box::new(sink.clone()));
+        let mut r = Report::new(Arc::new(log));
+        let channel = || "main".to_owned();
+        r.tunnel_event(machine::Event::StdioRestarting { channel: channel() });
+        r.tunnel_event(machine::Event::StdioExited { channel: channel() });
+        r.tunnel_event(machine::Event::StdioDiscarded {
+            channel: channel(),
+            reason: DiscardReason::LateResponse,
+        });
+        r.tunnel_event(machine::Event::ForwardStarted {
+            cmd: CommandId(1),
+            request_id: "r1".into(),
+            channel: channel(),
+            what: Forwarded::JsonRpc {
+                method: Some("tools/call".into()),
+            },
+        });
+        r.tunnel_event(machine::Event::ForwardRefused {
+            request_id: "r1".into(),
+            failure: TunnelFailure::before_response(FailureSource::ClientInternal, None),
+        });
+        r.tunnel_event(machine::Event::Engine(Event::Completed {
+            request_id: "r1".into(),
+            resp_type: RespType::JsonrpcResponse,
+            resp_code: 502,
+        }));
+        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        // Each line without its timestamp.
+        let lines: Vec<&str> = text
+            .lines()
+            .map(|l| l.split_once(' ').map_or(l, |(_, rest)| rest))
+            .collect();
+        assert_eq!(
+            lines[..3],
+            [
+                "WARN  restarting stdio server (initialize deadline passed) channel=main",
+                "WARN  stdio server exited; its commands fail with transport_closed and it restarts channel=main",
+                "DEBUG stdio frame discarded channel=main reason=LateResponse",
+            ]
+        );
+        assert!(
+            lines[3].starts_with(
+                "INFO  command request_id=r1 channel=main method=tools/call duration_ms="
+            ),
+            "{}",
+            lines[3]
+        );
+        assert!(lines[3].contains(" outcome=failed"), "{}", lines[3]);
+        assert!(
+            lines[3].ends_with(" failure=client_internal"),
+            "{}",
+            lines[3]
+        );
+        assert_eq!(lines.len(), 4);
     }
 }

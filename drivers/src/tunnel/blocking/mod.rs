@@ -1,14 +1,15 @@
 //! The blocking driver: ureq for HTTP, bounded pools of std threads, `std::process` for stdio
 //! MCP servers.
 //!
-//! One thread runs the loop and owns the [`Engine`] and the stdio bindings: read the clock,
-//! feed the engine, drain its outputs, perform them, then sleep until [`Engine::poll_timeout`]
-//! or the next completion. Workers (the poll thread, the forward and post pools, the stdio pipe
-//! threads) never touch the engine: they report on one bounded channel of [`Completion`]s.
+//! One thread runs the loop and owns the core's tunnel
+//! ([`mcpwire_core::tunnel::Tunnel`]): read the clock, feed the tunnel, drain its outputs,
+//! perform them, then sleep until its `poll_timeout` or the next completion. Workers (the poll
+//! thread, the forward and post pools, the stdio pipe threads) never touch the tunnel: they
+//! report on one bounded channel of [`Completion`]s.
 //!
 //! - The receipt instant of a poll response is read when its head arrives, before its body.
 //! - A deadline (`CancelForward`/`CancelPost`) closes that job's connection at once (its worker's
-//!   agent is shut down); for stdio the binding retires the id and the pipes stay open.
+//!   agent is shut down); for stdio the tunnel's binding retires the id and the pipes stay open.
 //! - Memory is bounded: job queues and the completion channel are bounded, a poll body is read
 //!   up to [`MAX_POLL_BODY`], forward bodies are streamed to the engine (which bounds them),
 //!   and a stdio binding bounds its queue and frames.
@@ -30,6 +31,7 @@ use mcpwire_core::http::Request;
 use mcpwire_core::tunnel::cloudflare::CompanionState;
 use mcpwire_core::tunnel::engine::{CommandId, PollId, PostId};
 use mcpwire_core::tunnel::failure::{transport_failure, TransportStage};
+use mcpwire_core::tunnel::machine::AttemptLimit;
 
 use self::cloudflared::Companion;
 use self::pool::{JobCtl, Pool};
@@ -37,10 +39,10 @@ use self::stdio::StdioChild;
 use crate::tunnel::config::TunnelConfig;
 use crate::tunnel::driver_core::cloudflared::CHILD_GRACE;
 use crate::tunnel::driver_core::stdio::StdioSpawn;
-use crate::tunnel::driver_core::{
-    post_timeout, NotStarted, Prepared, Runtime, Wake, CHUNK, COMPLETIONS, MAX_POST_ANSWER,
-};
 use crate::tunnel::driver_core::{Completion, MAX_POLL_BODY};
+use crate::tunnel::driver_core::{
+    NotStarted, Prepared, Runtime, Wake, CHUNK, COMPLETIONS, MAX_POST_ANSWER,
+};
 use crate::tunnel::log::{Level, Logger};
 use crate::tunnel::stop::Stopper;
 use crate::tunnel::Error;
@@ -181,12 +183,10 @@ impl Runtime for Threads {
         self.poller.submit(ctl, work).map_err(|_| NotStarted)
     }
 
-    fn cancel_poll(&mut self) -> bool {
-        let Some(ctl) = self.poll_job.take() else {
-            return false;
-        };
-        ctl.cancel();
-        true
+    fn cancel_poll(&mut self) {
+        if let Some(ctl) = self.poll_job.take() {
+            ctl.cancel();
+        }
     }
 
     fn poll_ended(&mut self) {
@@ -227,11 +227,11 @@ impl Runtime for Threads {
         id: PostId,
         cmd: CommandId,
         request: Request,
-        deadline: Option<Instant>,
+        limit: AttemptLimit,
     ) -> Result<(), NotStarted> {
         let tx = self.tx.clone();
         let work = Box::new(move |agent: &ureq::Agent, ctl: &JobCtl| {
-            let timeout = post_timeout(deadline);
+            let timeout = limit.remaining(Instant::now());
             let result = match http::send(agent, &request, Some(timeout)) {
                 Ok(mut response) => {
                     let head = http::head_of(&response);

@@ -1,7 +1,7 @@
 //! A stdio MCP server's child on std threads: spawning it (argv, no shell), pumping bytes
 //! between its pipes and the driver loop, copying its stderr to the log (redacted), killing
 //! and reaping it. The channel's bookkeeping (generations, pending frames, restarts with
-//! backoff) is [`crate::tunnel::driver_core::stdio`]'s.
+//! backoff) is the core's ([`mcpwire_core::tunnel::Tunnel`]).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -35,7 +35,7 @@ impl StdioChild {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()?;
-        let (chan, generation, name) = (spawn.chan, spawn.generation, spawn.name);
+        let (id, name) = (spawn.child, spawn.name);
         let (stdin_tx, stdin_rx) = mpsc::channel::<Vec<u8>>();
         if let Some(stdin) = child.stdin.take() {
             thread_named(&format!("stdio-in-{name}"), move || {
@@ -51,18 +51,14 @@ impl StdioChild {
                         Ok(0) | Err(_) => break,
                         Ok(n) => {
                             let bytes = buf.get(..n).unwrap_or_default().to_vec();
-                            let c = Completion::StdioOut {
-                                chan,
-                                generation,
-                                bytes,
-                            };
+                            let c = Completion::StdioOut { child: id, bytes };
                             if tx.send(c).is_err() {
                                 return;
                             }
                         }
                     }
                 }
-                let _ = tx.send(Completion::StdioExit { chan, generation });
+                let _ = tx.send(Completion::StdioExit { child: id });
             });
         }
         if let Some(stderr) = child.stderr.take() {

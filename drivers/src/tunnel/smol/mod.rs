@@ -1,15 +1,15 @@
 //! The smol driver: hyper 1 over smol's sockets for HTTP (rustls via futures-rustls for
 //! `https`), smol tasks, async-process for stdio MCP servers.
 //!
-//! One future runs the loop and owns the [`Engine`] and the stdio bindings: read the clock,
-//! feed the engine, drain its outputs, perform them, then wait for the next completion or
-//! [`Engine::poll_timeout`], whichever comes first. Tasks (the poll, each forward and response
-//! POST, the stdio pipe tasks) never touch the engine: they report on one bounded channel of
-//! [`Completion`]s.
+//! One future runs the loop and owns the core's tunnel
+//! ([`mcpwire_core::tunnel::Tunnel`]): read the clock, feed the tunnel, drain its outputs,
+//! perform them, then wait for the next completion or its `poll_timeout`, whichever comes
+//! first. Tasks (the poll, each forward and response POST, the stdio pipe tasks) never touch
+//! the tunnel: they report on one bounded channel of [`Completion`]s.
 //!
 //! - The receipt instant of a poll response is read when its head arrives, before its body.
 //! - A deadline (`CancelForward`/`CancelPost`) drops that exchange's task, which closes its
-//!   connection at once; for stdio the binding retires the id and the pipes stay open.
+//!   connection at once; for stdio the tunnel's binding retires the id and the pipes stay open.
 //! - Memory is bounded: the completion channel is bounded (tasks wait when it is full), the
 //!   engine bounds forwards and posts in flight, a poll body is read up to [`MAX_POLL_BODY`],
 //!   forward bodies are streamed to the engine (which bounds them), and a stdio binding bounds
@@ -29,6 +29,7 @@ use futures_rustls::rustls::ClientConfig;
 use mcpwire_core::http::Request;
 use mcpwire_core::tunnel::cloudflare::CompanionState;
 use mcpwire_core::tunnel::engine::{CommandId, PollId, PostId};
+use mcpwire_core::tunnel::machine::AttemptLimit;
 use smol::channel::{self, Receiver, Sender};
 use smol::future::FutureExt as _;
 use smol::lock::Semaphore;
@@ -38,10 +39,10 @@ use self::http::CONNECT_TIMEOUT;
 use self::stdio::StdioChild;
 use crate::tunnel::config::TunnelConfig;
 use crate::tunnel::driver_core::stdio::StdioSpawn;
-use crate::tunnel::driver_core::{
-    post_timeout, NotStarted, Prepared, Runtime, Wake, CHUNK, COMPLETIONS, MAX_POST_ANSWER,
-};
 use crate::tunnel::driver_core::{Completion, MAX_POLL_BODY};
+use crate::tunnel::driver_core::{
+    NotStarted, Prepared, Runtime, Wake, CHUNK, COMPLETIONS, MAX_POST_ANSWER,
+};
 use crate::tunnel::log::Logger;
 use crate::tunnel::stop::Stopper;
 use crate::tunnel::Error;
@@ -177,9 +178,9 @@ impl Runtime for Tasks {
         Ok(())
     }
 
-    fn cancel_poll(&mut self) -> bool {
+    fn cancel_poll(&mut self) {
         // Dropping the task drops the exchange and closes its connection.
-        self.poll_task.take().is_some()
+        self.poll_task = None;
     }
 
     fn poll_ended(&mut self) {
@@ -218,14 +219,14 @@ impl Runtime for Tasks {
         id: PostId,
         cmd: CommandId,
         request: Request,
-        deadline: Option<Instant>,
+        limit: AttemptLimit,
     ) -> Result<(), NotStarted> {
         let tx = self.tx.clone();
         let (pool, tls) = (Arc::clone(&self.pool), Arc::clone(&self.tls));
         let slots = Arc::clone(&self.post_slots);
         let task = smol::spawn(async move {
             let _slot = slots.acquire().await;
-            let timeout = post_timeout(deadline);
+            let timeout = limit.remaining(Instant::now());
             let exchange = async {
                 let mut ex = http::send_pooled(&pool, &tls, &request, CONNECT_TIMEOUT).await?;
                 let _ = ex.read_to_vec(MAX_POST_ANSWER).await;

@@ -2,7 +2,7 @@
 //! between its pipes and the loop with three tasks (stdin writer, stdout reader, stderr
 //! logger; the logger redacts). Dropping a child's tasks and handle kills it
 //! (`kill_on_drop`); async-process reaps it. The channel's bookkeeping (generations, pending
-//! frames, restarts with backoff) is [`crate::tunnel::driver_core::stdio`]'s.
+//! frames, restarts with backoff) is the core's ([`mcpwire_core::tunnel::Tunnel`]).
 
 use std::sync::Arc;
 
@@ -39,7 +39,7 @@ impl StdioChild {
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()?;
-        let (chan, generation) = (spawn.chan, spawn.generation);
+        let id = spawn.child;
         let (stdin_tx, stdin_rx) = channel::unbounded::<Vec<u8>>();
         let mut tasks = Vec::new();
         if let Some(mut stdin) = child.stdin.take() {
@@ -60,18 +60,14 @@ impl StdioChild {
                         Ok(0) | Err(_) => break,
                         Ok(n) => {
                             let bytes = buf.get(..n).unwrap_or_default().to_vec();
-                            let c = Completion::StdioOut {
-                                chan,
-                                generation,
-                                bytes,
-                            };
+                            let c = Completion::StdioOut { child: id, bytes };
                             if tx.send(c).await.is_err() {
                                 return;
                             }
                         }
                     }
                 }
-                let _ = tx.send(Completion::StdioExit { chan, generation }).await;
+                let _ = tx.send(Completion::StdioExit { child: id }).await;
             }));
         }
         if let Some(stderr) = child.stderr.take() {

@@ -28,19 +28,28 @@
 //!   ends the command without replay; `401`/`403` surface an operator-action state and back off at
 //!   the longest delay instead of spinning.
 
+mod api;
+mod config;
+
 use crate::time::{Duration, Instant, SystemTime};
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
 use serde_json::value::RawValue;
 
+pub use self::api::{
+    CommandId, Event, Forward, ForwardKind, Health, NotReady, Output, PollId, PostId, Readiness,
+    Stage, Timeout, TimeoutReason, UsageError,
+};
+use self::config::encode_component;
+pub(crate) use self::config::{common_headers, tunnel_base_url};
+pub use self::config::{Config, ConfigError, Secret};
 use super::failure::{self, FailureSource, TransportErrorKind, TunnelFailure};
 use super::forward_headers::{self, ToolCatalog};
 use super::headers::filter_response_headers;
 use super::server_info::ServerInfo;
 use super::wire::{self, CommandKind, DecodeError, PolledCommand, RespType, ResponsePayload};
-use super::WIRE_PROTOCOL_VERSION;
-use crate::backoff::{self, Backoff, Jitter};
+use crate::backoff::{self, Jitter};
 use crate::http::{self, Headers, Method, ResponseHead};
 use crate::jsonrpc::{Id, Message};
 use crate::sse::SseParser;
@@ -78,471 +87,6 @@ impl PostAnswer {
             _ => PostAnswer::Failed,
         }
     }
-}
-
-/// A secret string (the tunnel API key): never shown by `Debug` or `Display`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a secret.
-    pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
-    }
-
-    /// The secret itself, for building the `Authorization` header.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret([redacted])")
-    }
-}
-
-/// How the engine is set up. [`Config::new`] fills in the defaults.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// The control plane's base URL, e.g. `https://api.openai.com` (no trailing slash needed).
-    pub base_url: String,
-    /// The opaque tunnel id.
-    pub tunnel_id: String,
-    /// The tunnel API key, sent as `Authorization: Bearer`.
-    pub api_key: Secret,
-    /// `X-Tunnel-Client-Name`.
-    pub client_name: String,
-    /// `X-Tunnel-Client-Version`.
-    pub client_version: String,
-    /// `X-Tunnel-Client-Instance-Id`: stable for this process.
-    pub instance_id: String,
-    /// `X-Tunnel-MCP-Server-Info`, when declared.
-    pub server_info: Option<ServerInfo>,
-    /// The channels this client serves; a command for another channel is answered with a
-    /// synthesized `client_internal` failure instead of being forwarded nowhere.
-    pub channels: Vec<String>,
-    /// Poll subscriptions: when set, one sorted `channel` query parameter per entry.
-    pub poll_channels: Option<Vec<String>>,
-    /// The requested long-poll wait (`timeout_ms`).
-    pub poll_wait: Duration,
-    /// The most commands admitted and not yet finished (queued, forwarding or delivering).
-    pub max_in_flight: usize,
-    /// The most forwards running at once.
-    pub max_concurrent_forwards: usize,
-    /// Backoff between failed polls.
-    pub poll_backoff: Backoff,
-    /// Backoff between attempts of one response POST.
-    pub post_backoff: Backoff,
-    /// The most attempts of one response POST (the first included).
-    pub max_post_attempts: u32,
-    /// The cap on a `Retry-After` value.
-    pub retry_after_cap: Duration,
-    /// The most bytes of one forwarded response body (JSON) or SSE event kept in memory.
-    pub max_response_body: usize,
-    /// How many recent forward outcomes the readiness verdict looks at.
-    pub readiness_window: usize,
-    /// The seed of the jitter source (the caller draws it from its own randomness).
-    pub jitter_seed: u64,
-}
-
-impl Config {
-    /// A configuration with the defaults: one `main` channel, a 15 s poll wait, 32 commands in
-    /// flight, 16 concurrent forwards, 5 POST attempts, `Retry-After` capped at 60 s, 16 MiB
-    /// bodies, a readiness window of 5.
-    pub fn new(
-        base_url: impl Into<String>,
-        tunnel_id: impl Into<String>,
-        api_key: Secret,
-        instance_id: impl Into<String>,
-    ) -> Self {
-        Config {
-            base_url: base_url.into(),
-            tunnel_id: tunnel_id.into(),
-            api_key,
-            client_name: "mcpwire".to_owned(),
-            client_version: env!("CARGO_PKG_VERSION").to_owned(),
-            instance_id: instance_id.into(),
-            server_info: None,
-            channels: vec![wire::DEFAULT_CHANNEL.to_owned()],
-            poll_channels: None,
-            poll_wait: Duration::from_secs(15),
-            max_in_flight: 32,
-            max_concurrent_forwards: 16,
-            poll_backoff: Backoff::default(),
-            post_backoff: Backoff::default(),
-            max_post_attempts: 5,
-            retry_after_cap: backoff::DEFAULT_RETRY_AFTER_CAP,
-            max_response_body: 16 * 1024 * 1024,
-            readiness_window: 5,
-            jitter_seed: 0,
-        }
-    }
-}
-
-/// Why a configuration was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// A value is out of range.
-    #[error("invalid tunnel configuration: {0}")]
-    Invalid(&'static str),
-    /// A header value built from the configuration is not a valid header value.
-    #[error("invalid tunnel configuration: {0}")]
-    Header(#[from] http::HeaderError),
-}
-
-/// The engine's handle for one admitted command (unique for the engine's lifetime).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct CommandId(pub u64);
-
-/// The engine's handle for one poll request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PollId(pub u64);
-
-/// The engine's handle for one response POST attempt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PostId(pub u64);
-
-/// What a forward asks the driver to do.
-#[derive(Clone)]
-pub enum ForwardKind {
-    /// Send this raw JSON-RPC payload (request or notification) to the channel's MCP server.
-    JsonRpc {
-        /// The payload, exactly as polled.
-        payload: Box<RawValue>,
-        /// The JSON-RPC method, when the payload has one.
-        method: Option<String>,
-        /// The request id, `None` for a notification (the reply is an acknowledgement).
-        id: Option<Id>,
-    },
-    /// Close the Streamable HTTP session named by the `Mcp-Session-Id` header (`DELETE`).
-    SessionTermination,
-}
-
-impl fmt::Debug for ForwardKind {
-    /// Shows the payload's size only: its arguments may be private to the user.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ForwardKind::JsonRpc {
-                payload,
-                method,
-                id,
-            } => f
-                .debug_struct("JsonRpc")
-                .field("payload_bytes", &payload.get().len())
-                .field("method", method)
-                .field("id", id)
-                .finish(),
-            ForwardKind::SessionTermination => f.write_str("SessionTermination"),
-        }
-    }
-}
-
-impl PartialEq for ForwardKind {
-    fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                ForwardKind::JsonRpc {
-                    payload: a,
-                    method: ma,
-                    id: ia,
-                },
-                ForwardKind::JsonRpc {
-                    payload: b,
-                    method: mb,
-                    id: ib,
-                },
-            ) => a.get() == b.get() && ma == mb && ia == ib,
-            (ForwardKind::SessionTermination, ForwardKind::SessionTermination) => true,
-            _ => false,
-        }
-    }
-}
-
-/// One forward for the driver to perform.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Forward {
-    /// The command's handle: report every outcome with it.
-    pub cmd: CommandId,
-    /// The logical channel (picks the MCP server).
-    pub channel: String,
-    /// The command's opaque request id, for logs.
-    pub request_id: String,
-    /// The final headers of the HTTP request to a Streamable HTTP MCP server, built by
-    /// [`forward_headers::forward_headers`] from the command's headers, the body and the
-    /// channel's last `tools/list`: send exactly these (a stdio forward ignores them).
-    pub headers: Headers,
-    /// When the whole command must be done; the driver applies it to connect, write and read.
-    pub deadline: Option<Instant>,
-    /// What to send.
-    pub kind: ForwardKind,
-}
-
-impl Forward {
-    /// The HTTP request that performs this forward on the Streamable HTTP MCP server at `url`:
-    /// a JSON-RPC payload is `POST`ed as the body, a session termination is a bodiless
-    /// `DELETE`; the headers are [`Forward::headers`], exactly.
-    pub fn into_http_request(self, url: String) -> http::Request {
-        let (method, body) = match self.kind {
-            ForwardKind::JsonRpc { payload, .. } => {
-                (Method::Post, payload.get().as_bytes().to_vec())
-            }
-            ForwardKind::SessionTermination => (Method::Delete, Vec::new()),
-        };
-        http::Request {
-            method,
-            url,
-            headers: self.headers,
-            body,
-        }
-    }
-}
-
-/// An output of the engine.
-#[derive(Debug)]
-pub enum Output {
-    /// Send this poll request; report back with [`Engine::handle_poll_response`] or
-    /// [`Engine::handle_poll_failed`].
-    Poll {
-        /// The poll's handle.
-        id: PollId,
-        /// The `GET` request.
-        request: http::Request,
-    },
-    /// Perform this forward; report back with the `handle_forward_*` inputs.
-    Forward(Forward),
-    /// Stop the command's MCP work and report nothing more for it: its deadline passed (close
-    /// that connection, or retire the stdio id), or the engine has what it needs (the terminal
-    /// response arrived on an SSE stream, or the body outgrew its bound: close the stream).
-    CancelForward {
-        /// The command.
-        cmd: CommandId,
-    },
-    /// Send this response POST; report back with [`Engine::handle_post_response`] or
-    /// [`Engine::handle_post_failed`].
-    Post {
-        /// The attempt's handle.
-        id: PostId,
-        /// The command it belongs to.
-        cmd: CommandId,
-        /// The `POST` request (the same bytes on every attempt).
-        request: http::Request,
-        /// Do not let the attempt run past this instant.
-        deadline: Option<Instant>,
-    },
-    /// Abort this POST (the command's deadline passed). Report nothing more for it.
-    CancelPost {
-        /// The attempt.
-        id: PostId,
-    },
-    /// A fact for the host's log or metrics.
-    Event(Event),
-}
-
-/// Where a command was when its deadline passed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stage {
-    /// Before its forward started (already expired on receipt, or while queued).
-    BeforeForward,
-    /// While the MCP server was working on it.
-    DuringForward,
-    /// While its responses were being delivered to the control plane.
-    DuringDelivery,
-}
-
-/// A fact the engine reports. Never carries payloads, header values or secrets.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub enum Event {
-    /// A poll completed (`200` or `204`).
-    Polled {
-        /// How many commands it carried.
-        commands: usize,
-    },
-    /// A poll failed; the next one waits `retry_in`.
-    PollFailed {
-        /// The HTTP status, `None` for a transport failure.
-        status: Option<u16>,
-        /// The control plane's error code, when its body named one.
-        code: Option<String>,
-        /// The delay before the next poll.
-        retry_in: Duration,
-    },
-    /// The control plane refuses the credentials or the tunnel (`401`/`403`, or another `4xx`
-    /// on poll): an operator must act. Polling continues at the longest backoff.
-    OperatorActionRequired {
-        /// The HTTP status.
-        status: u16,
-        /// The control plane's error code, when its body named one.
-        code: Option<String>,
-    },
-    /// A command of an unknown `command_type` was skipped (logged, not answered).
-    UnknownCommandType {
-        /// The opaque request id.
-        request_id: String,
-        /// The unsupported discriminator (at most 64 characters).
-        command_type: String,
-    },
-    /// A polled item could not be decoded.
-    MalformedCommand {
-        /// The request id, when it could be read (then the command is answered with a failure).
-        request_id: Option<String>,
-        /// What was wrong.
-        reason: String,
-    },
-    /// A command's deadline passed: it was dropped and no response was or will be posted.
-    Expired {
-        /// The opaque request id.
-        request_id: String,
-        /// Where it was.
-        stage: Stage,
-    },
-    /// A command's terminal response was delivered.
-    Completed {
-        /// The opaque request id.
-        request_id: String,
-        /// The terminal `resp_type`.
-        resp_type: RespType,
-        /// The terminal `resp_code`.
-        resp_code: u16,
-    },
-    /// A response POST answered `404`: the command is already fulfilled or no longer pending.
-    AlreadyFulfilled {
-        /// The opaque request id.
-        request_id: String,
-    },
-    /// A notification could not be delivered; later notifications of the command are skipped.
-    NotificationDropped {
-        /// The opaque request id.
-        request_id: String,
-        /// The HTTP status, `None` for a transport failure.
-        status: Option<u16>,
-    },
-    /// The terminal response could not be delivered (attempts exhausted, a non-retryable status,
-    /// or the next attempt would pass the deadline).
-    DeliveryFailed {
-        /// The opaque request id.
-        request_id: String,
-        /// The last HTTP status, `None` for a transport failure.
-        status: Option<u16>,
-    },
-    /// A tool of a forwarded `tools/list` result has invalid `x-mcp-header` annotations: calls
-    /// to it are forwarded without `Mcp-Param-*` headers (the result itself is posted as is).
-    ToolRejected {
-        /// The opaque request id of the `tools/list` command.
-        request_id: String,
-        /// The channel.
-        channel: String,
-        /// The tool's name.
-        tool: String,
-        /// What is wrong with its annotations (never an argument value).
-        reason: String,
-    },
-    /// Something the MCP server sent was not used (not JSON-RPC, or an SSE event that is not a
-    /// JSON-RPC message).
-    Discarded {
-        /// The opaque request id.
-        request_id: String,
-        /// Why.
-        reason: &'static str,
-    },
-}
-
-/// Why [`Engine::poll_timeout`] wants to be woken.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TimeoutReason {
-    /// The next poll is due (after a backoff).
-    Poll,
-    /// A command's deadline.
-    Deadline {
-        /// The command.
-        cmd: CommandId,
-    },
-    /// A response POST retry is due.
-    PostRetry {
-        /// The command.
-        cmd: CommandId,
-    },
-}
-
-/// The next instant the engine needs [`Engine::handle_timeout`], and why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Timeout {
-    /// When.
-    pub at: Instant,
-    /// Why.
-    pub reason: TimeoutReason,
-}
-
-/// Why the client is not ready.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum NotReady {
-    /// No poll has succeeded yet.
-    NoSuccessfulPoll,
-    /// The control plane refuses the client (`401`/`403` or another `4xx`): operator action.
-    OperatorAction {
-        /// The HTTP status.
-        status: u16,
-    },
-    /// The last polls failed.
-    PollFailing {
-        /// How many in a row.
-        consecutive_failures: u32,
-    },
-    /// Every recent forward failed (the MCP server is unreachable or broken).
-    ForwardsFailing {
-        /// How many recent forwards failed.
-        recent_failures: usize,
-    },
-    /// The managed `cloudflared` companion is not ready (never set by the engine; see
-    /// [`super::cloudflare::combine_readiness`]).
-    Companion {
-        /// Where the companion stands.
-        state: super::cloudflare::CompanionState,
-    },
-}
-
-/// The readiness verdict.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Readiness {
-    /// Polling works and recent forwards are not all failing.
-    Ready,
-    /// Not ready, and why.
-    NotReady(NotReady),
-}
-
-/// The engine's state, for health endpoints and metrics.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Health {
-    /// When the last poll succeeded (its receipt instant).
-    pub last_successful_poll: Option<Instant>,
-    /// Failed polls since the last success.
-    pub consecutive_poll_failures: u32,
-    /// Commands admitted and not finished.
-    pub in_flight: usize,
-    /// Commands waiting for a forward slot.
-    pub queued_forwards: usize,
-    /// Forwards running.
-    pub forwards_in_flight: usize,
-    /// Response POSTs in flight.
-    pub posts_in_flight: usize,
-    /// The readiness verdict.
-    pub readiness: Readiness,
-}
-
-/// Why a `handle_*` input was refused (the caller broke the API contract).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum UsageError {
-    /// The handle is unknown, finished or canceled (a late report after a cancellation is
-    /// harmless: ignore this error for it).
-    #[error("no active {0} with this handle (unknown, finished or canceled)")]
-    UnknownHandle(&'static str),
-    /// The input does not fit the handle's state (e.g. body bytes before a response head).
-    #[error("out-of-order input: {0}")]
-    OutOfOrder(&'static str),
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -656,49 +200,6 @@ impl fmt::Debug for Engine {
             .field("outputs", &self.outputs.len())
             .finish_non_exhaustive()
     }
-}
-
-/// Percent-encodes everything but RFC 3986 unreserved characters (ids are opaque strings).
-fn encode_component(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// The headers every control-plane request carries: the API key, the client's name, version,
-/// wire version and instance id, and the server-info declaration when there is one.
-pub(crate) fn common_headers(config: &Config) -> Result<Headers, ConfigError> {
-    let mut common = Headers::new();
-    common.append(
-        "Authorization",
-        format!("Bearer {}", config.api_key.expose()),
-    )?;
-    common.append("X-Tunnel-Client-Name", config.client_name.clone())?;
-    common.append("X-Tunnel-Client-Version", config.client_version.clone())?;
-    common.append(
-        "X-Tunnel-Client-Wire-Protocol-Version",
-        WIRE_PROTOCOL_VERSION,
-    )?;
-    common.append("X-Tunnel-Client-Instance-Id", config.instance_id.clone())?;
-    if let Some(info) = &config.server_info {
-        common.append("X-Tunnel-MCP-Server-Info", info.header_value())?;
-    }
-    Ok(common)
-}
-
-/// `{base_url}/v1/tunnels/{tunnel_id}`, the id percent-encoded (ids are opaque strings).
-pub(crate) fn tunnel_base_url(config: &Config) -> String {
-    format!(
-        "{}/v1/tunnels/{}",
-        config.base_url.trim_end_matches('/'),
-        encode_component(&config.tunnel_id)
-    )
 }
 
 impl Engine {
@@ -849,9 +350,25 @@ impl Engine {
         Readiness::Ready
     }
 
-    /// Stops polling; commands already admitted are finished. See [`Engine::is_idle`].
-    pub fn shutdown(&mut self) {
+    /// Stops polling; commands already admitted are finished. See [`Engine::is_idle`]. A poll
+    /// in flight is not cancelled here: its report (or [`Engine::handle_poll_failed`] once the
+    /// caller abandoned it) ends it, and no other poll follows. `now` is taken as by every
+    /// machine's `shutdown`; stopping starts no timer and emits nothing by itself.
+    pub fn shutdown(&mut self, _now: Instant) {
         self.stopped = true;
+    }
+
+    /// The poll in flight, if any (a caller abandoning it at shutdown reports it failed).
+    pub fn poll_in_flight(&self) -> Option<PollId> {
+        match self.poll {
+            PollState::InFlight(id) => Some(id),
+            PollState::Due(_) => None,
+        }
+    }
+
+    /// Whether this engine issued `handle` (handles of every kind come from one sequence).
+    fn issued(&self, handle: u64) -> bool {
+        handle < self.next_id
     }
 
     /// Whether nothing is in flight (no poll, no command).
@@ -912,7 +429,9 @@ impl Engine {
         head: &ResponseHead,
         body: &[u8],
     ) -> Result<(), UsageError> {
-        self.take_poll(id)?;
+        if !self.take_poll(id)? {
+            return Ok(());
+        }
         self.expire(now);
         match head.status {
             204 => self.poll_succeeded(received_at, 0),
@@ -944,16 +463,21 @@ impl Engine {
 
     /// A poll failed before a response arrived (connect, TLS, reset, timeout...).
     pub fn handle_poll_failed(&mut self, now: Instant, id: PollId) -> Result<(), UsageError> {
-        self.take_poll(id)?;
+        if !self.take_poll(id)? {
+            return Ok(());
+        }
         self.expire(now);
         self.poll_failed(now, None, None, None);
         self.drive(now);
         Ok(())
     }
 
-    fn take_poll(&mut self, id: PollId) -> Result<(), UsageError> {
+    /// `Ok(true)` for the poll in flight, `Ok(false)` for a late report (a poll that already
+    /// ended: drop the input), `Err` for a handle never issued.
+    fn take_poll(&mut self, id: PollId) -> Result<bool, UsageError> {
         match self.poll {
-            PollState::InFlight(current) if current == id => Ok(()),
+            PollState::InFlight(current) if current == id => Ok(true),
+            _ if self.issued(id.0) => Ok(false),
             _ => Err(UsageError::UnknownHandle("poll")),
         }
     }
@@ -1201,9 +725,16 @@ impl Engine {
     // -----------------------------------------------------------------------------------------
     // Forward outcomes.
 
-    fn forwarding(&mut self, cmd: CommandId) -> Result<&mut Command, UsageError> {
+    /// The command whose forward runs; `Ok(None)` for a late report (the forward already ended:
+    /// drop the input); `Err` for a command never issued, or one whose forward has not started.
+    fn forwarding(&mut self, cmd: CommandId) -> Result<Option<&mut Command>, UsageError> {
+        let issued = self.issued(cmd.0);
         match self.commands.get_mut(&cmd) {
-            Some(c) if c.forward.is_some() => Ok(c),
+            Some(c) if c.forward.is_some() => Ok(Some(c)),
+            Some(c) if c.to_forward.is_some() => Err(UsageError::OutOfOrder(
+                "a forward outcome before the forward was emitted",
+            )),
+            _ if issued => Ok(None),
             _ => Err(UsageError::UnknownHandle("forward")),
         }
     }
@@ -1217,9 +748,11 @@ impl Engine {
     ) -> Result<(), UsageError> {
         self.expire(now);
         let max = self.config.max_response_body;
-        let c = self.forwarding(cmd)?;
+        let Some(c) = self.forwarding(cmd)? else {
+            return Ok(());
+        };
         let Some(state) = c.forward.as_mut() else {
-            return Err(UsageError::UnknownHandle("forward"));
+            return Ok(());
         };
         if state.head.is_some() {
             return Err(UsageError::OutOfOrder("a second response head"));
@@ -1248,9 +781,11 @@ impl Engine {
     ) -> Result<(), UsageError> {
         self.expire(now);
         let max = self.config.max_response_body;
-        let c = self.forwarding(cmd)?;
+        let Some(c) = self.forwarding(cmd)? else {
+            return Ok(());
+        };
         let Some(state) = c.forward.as_mut() else {
-            return Err(UsageError::UnknownHandle("forward"));
+            return Ok(());
         };
         let mut messages = Vec::new();
         let mut failure = None;
@@ -1308,9 +843,11 @@ impl Engine {
     /// The MCP server's response body ended.
     pub fn handle_forward_end(&mut self, now: Instant, cmd: CommandId) -> Result<(), UsageError> {
         self.expire(now);
-        let c = self.forwarding(cmd)?;
+        let Some(c) = self.forwarding(cmd)? else {
+            return Ok(());
+        };
         let Some(state) = c.forward.take() else {
-            return Err(UsageError::UnknownHandle("forward"));
+            return Ok(());
         };
         let Some(head) = state.head else {
             c.forward = Some(state);
@@ -1409,7 +946,9 @@ impl Engine {
         json: &str,
     ) -> Result<(), UsageError> {
         self.expire(now);
-        self.forwarding(cmd)?;
+        if self.forwarding(cmd)?.is_none() {
+            return Ok(());
+        }
         self.forward_message(cmd, json);
         self.drive(now);
         Ok(())
@@ -1424,7 +963,10 @@ impl Engine {
         cmd: CommandId,
     ) -> Result<(), UsageError> {
         self.expire(now);
-        let (resp_type, code) = match self.forwarding(cmd)?.expect {
+        let Some(c) = self.forwarding(cmd)? else {
+            return Ok(());
+        };
+        let (resp_type, code) = match c.expect {
             Expect::Ack => (RespType::NotifyAck, 202),
             Expect::SessionClosed => (RespType::SessionTerminationResponse, 204),
             Expect::Reply(_) => {
@@ -1446,7 +988,9 @@ impl Engine {
         failure: TunnelFailure,
     ) -> Result<(), UsageError> {
         self.expire(now);
-        self.forwarding(cmd)?;
+        if self.forwarding(cmd)?.is_none() {
+            return Ok(());
+        }
         self.fail_command(cmd, failure);
         self.drive(now);
         Ok(())
@@ -1695,17 +1239,21 @@ impl Engine {
         });
     }
 
-    fn take_post(&mut self, id: PostId) -> Result<(CommandId, PendingPost), UsageError> {
-        let cmd = self
-            .posts
-            .remove(&id)
-            .ok_or(UsageError::UnknownHandle("post"))?;
-        let post = self
+    /// The POST in flight; `Ok(None)` for a late report (the attempt already ended or was
+    /// cancelled: drop the input); `Err` for a handle never issued.
+    fn take_post(&mut self, id: PostId) -> Result<Option<(CommandId, PendingPost)>, UsageError> {
+        let Some(cmd) = self.posts.remove(&id) else {
+            return if self.issued(id.0) {
+                Ok(None)
+            } else {
+                Err(UsageError::UnknownHandle("post"))
+            };
+        };
+        Ok(self
             .commands
             .get_mut(&cmd)
             .and_then(|c| c.post_in_flight.take())
-            .ok_or(UsageError::UnknownHandle("post"))?;
-        Ok((cmd, post.post))
+            .map(|p| (cmd, p.post)))
     }
 
     /// A response POST was answered. `wall` is the wall clock (for `Retry-After` HTTP-dates).
@@ -1717,7 +1265,9 @@ impl Engine {
         head: &ResponseHead,
     ) -> Result<(), UsageError> {
         self.expire(now);
-        let (cmd, post) = self.take_post(id)?;
+        let Some((cmd, post)) = self.take_post(id)? else {
+            return Ok(());
+        };
         let status = head.status;
         match PostAnswer::of(status) {
             PostAnswer::Accepted => self.post_delivered(cmd, &post),
@@ -1757,7 +1307,9 @@ impl Engine {
         written: bool,
     ) -> Result<(), UsageError> {
         self.expire(now);
-        let (cmd, post) = self.take_post(id)?;
+        let Some((cmd, post)) = self.take_post(id)? else {
+            return Ok(());
+        };
         let retryable = match post.kind {
             PostKind::Terminal => true,
             PostKind::Notify => !written,
