@@ -5,13 +5,13 @@
 //! ([`mcpwire_core::tunnel::Tunnel`]): read the clock, feed the tunnel, drain its outputs,
 //! perform them, then sleep until its `poll_timeout` or the next completion. Workers (the poll
 //! thread, the forward and post pools, the stdio pipe threads) never touch the tunnel: they
-//! report on one bounded channel of [`Completion`]s.
+//! report on one bounded channel of completions.
 //!
 //! - The receipt instant of a poll response is read when its head arrives, before its body.
 //! - A deadline (`CancelForward`/`CancelPost`) closes that job's connection at once (its worker's
 //!   agent is shut down); for stdio the tunnel's binding retires the id and the pipes stay open.
 //! - Memory is bounded: job queues and the completion channel are bounded, a poll body is read
-//!   up to [`MAX_POLL_BODY`], forward bodies are streamed to the engine (which bounds them),
+//!   up to 64 MiB, forward bodies are streamed to the engine (which bounds them),
 //!   and a stdio binding bounds its queue and frames.
 
 mod cloudflared;

@@ -5,13 +5,13 @@
 //! ([`mcpwire_core::tunnel::Tunnel`]): read the clock, feed the tunnel, drain its outputs,
 //! perform them, then wait for the next completion or its `poll_timeout`, whichever comes
 //! first. Tasks (the poll, each forward and response POST, the stdio pipe tasks) never touch
-//! the tunnel: they report on one bounded channel of [`Completion`]s.
+//! the tunnel: they report on one bounded channel of completions.
 //!
 //! - The receipt instant of a poll response is read when its head arrives, before its body.
 //! - A deadline (`CancelForward`/`CancelPost`) drops that exchange's task, which closes its
 //!   connection at once; for stdio the tunnel's binding retires the id and the pipes stay open.
 //! - Memory is bounded: the completion channel is bounded (tasks wait when it is full), the
-//!   engine bounds forwards and posts in flight, a poll body is read up to [`MAX_POLL_BODY`],
+//!   engine bounds forwards and posts in flight, a poll body is read up to 64 MiB,
 //!   forward bodies are streamed to the engine (which bounds them), and a stdio binding bounds
 //!   its queue and frames.
 
