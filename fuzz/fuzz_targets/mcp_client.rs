@@ -206,8 +206,8 @@ impl World {
     fn drain(&mut self) {
         while let Some(o) = self.c.poll_output() {
             match o {
-                Output::Http { stream, body, .. } => {
-                    let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+                Output::Http { stream, request } => {
+                    let v: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
                     self.note_id(&v);
                     self.streams.push((stream, v["id"].clone()));
                     if self.streams.len() > 64 {

@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
-use mcpwire_core::http::{Headers, Method, Request, ResponseHead};
+use mcpwire_core::http::{Request, ResponseHead};
 use mcpwire_core::mcp::cache::ListKind;
 use mcpwire_core::mcp::client::{Client, OpId, OpOptions, Operation, Output, StreamId};
 use mcpwire_core::mcp::era::CachedEra;
@@ -43,8 +43,7 @@ use mcpwire_core::mcp::subscription::{self, SubscriptionFilter, SubscriptionHand
 use serde_json::Value;
 
 use super::{
-    arguments_object, check_http_url, http_request, ClientOptions, Error, Host, LinkView, Outcomes,
-    StderrTail,
+    arguments_object, check_http_url, ClientOptions, Error, Host, LinkView, Outcomes, StderrTail,
 };
 use crate::net::threads::{AgentFactory, JobCtl, Pool, Work};
 use crate::net::ureq as http;
@@ -120,7 +119,6 @@ impl Canceller {
 
 struct HttpLink {
     url: String,
-    extra: Vec<(String, String)>,
     pool: Pool,
     jobs: BTreeMap<StreamId, Arc<JobCtl>>,
 }
@@ -183,10 +181,9 @@ impl McpClient {
         let agents: AgentFactory = Arc::new(move || mcp_client_agent(connect_timeout));
         let pool = Pool::new("mcp-client", options.max_exchanges, JOB_QUEUE, agents);
         let (tx, rx) = mpsc::sync_channel(CHANNEL_DEPTH);
-        let core = Client::new(options.core_config(Transport::Http, crate::random_seed()));
+        let core = Client::new(options.core_config(Transport::Http, url, crate::random_seed()));
         let link = Link::Http(HttpLink {
             url: url.to_owned(),
-            extra: options.headers.clone(),
             pool,
             jobs: BTreeMap::new(),
         });
@@ -262,7 +259,7 @@ impl McpClient {
             drop(done_tx);
         })
         .map_err(spawn_err)?;
-        let core = Client::new(options.core_config(Transport::Stdio, crate::random_seed()));
+        let core = Client::new(options.core_config(Transport::Stdio, "", crate::random_seed()));
         let link = Link::Stdio(StdioLink {
             program: program.to_owned(),
             child,
@@ -596,12 +593,7 @@ impl McpClient {
     fn drain(&mut self) {
         while let Some(out) = self.core.poll_output() {
             match out {
-                Output::Http {
-                    stream,
-                    method,
-                    headers,
-                    body,
-                } => self.send_http(stream, method, headers, body),
+                Output::Http { stream, request } => self.send_http(stream, request),
                 Output::CloseStream(stream) => {
                     if let Link::Http(h) = &mut self.link {
                         if let Some(ctl) = h.jobs.remove(&stream) {
@@ -619,11 +611,10 @@ impl McpClient {
         }
     }
 
-    fn send_http(&mut self, stream: StreamId, method: Method, headers: Headers, body: String) {
+    fn send_http(&mut self, stream: StreamId, request: Request) {
         let Link::Http(h) = &mut self.link else {
             return;
         };
-        let request = http_request(&h.url, &h.extra, method, headers, body);
         let ctl = JobCtl::new();
         let tx = self.tx.clone();
         let work: Work = Box::new(move |agent, ctl| exchange(agent, ctl, &request, stream, &tx));

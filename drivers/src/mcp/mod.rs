@@ -24,7 +24,6 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use mcpwire_core::http::{Headers, Method, Request};
 use mcpwire_core::mcp::cache::CacheConfig;
 use mcpwire_core::mcp::client::{
     Client, ClientConfig, Event, OpError, OpId, ProtocolChoice, TransportError, UsageError,
@@ -179,10 +178,21 @@ impl ClientOptions {
         self
     }
 
-    /// The core's configuration for `transport`; `jitter_seed` comes from the driver.
-    pub(crate) fn core_config(&self, transport: Transport, jitter_seed: u64) -> ClientConfig {
+    /// The core's configuration for `transport` (and the server's `url`, on HTTP); `jitter_seed`
+    /// comes from the driver. An extra header whose name or value HTTP does not allow is not
+    /// sent.
+    pub(crate) fn core_config(
+        &self,
+        transport: Transport,
+        url: &str,
+        jitter_seed: u64,
+    ) -> ClientConfig {
         let mut config = ClientConfig::new(transport, self.client_info.clone())
-            .with_capabilities(self.capabilities.clone());
+            .with_capabilities(self.capabilities.clone())
+            .with_url(url);
+        for (name, value) in &self.headers {
+            let _ = config.headers.append(name, value);
+        }
         if let Some(host) = &self.host_capabilities {
             config.host_capabilities = host.clone();
         }
@@ -442,29 +452,6 @@ pub(crate) fn arguments_object(arguments: Value) -> Result<JsonObject, Error> {
     }
 }
 
-/// The HTTP request for one [`Output::Http`](mcpwire_core::mcp::client::Output::Http) of the
-/// core: its method, headers and body, sent to `url`, plus the host's `extra` headers where
-/// the core set no header of that name.
-pub(crate) fn http_request(
-    url: &str,
-    extra: &[(String, String)],
-    method: Method,
-    mut headers: Headers,
-    body: String,
-) -> Request {
-    for (name, value) in extra {
-        if headers.get(name).is_none() {
-            let _ = headers.append(name, value);
-        }
-    }
-    Request {
-        method,
-        url: url.to_owned(),
-        headers,
-        body: body.into_bytes(),
-    }
-}
-
 /// What the core's events lead to, the same for every driver: the host's hooks are called,
 /// final outcomes are kept by operation, input requests are answered (through the host) and
 /// subscription events are queued for the reader.
@@ -530,12 +517,12 @@ impl Outcomes {
                 for request in requests {
                     let answer = self.host.on_input_request(op, &request);
                     let now = Instant::now();
-                    if let Err(error) = core.answer_input(now, op, &request.key, answer) {
+                    // The core cancels the operation of a refused answer.
+                    if let Err(error) = core.answer_input_or_cancel(now, op, &request.key, answer) {
                         self.finished.entry(op).or_insert(Err(Error::InputRefused {
                             key: request.key.clone(),
                             error: Box::new(error),
                         }));
-                        let _ = core.cancel(now, op);
                         break;
                     }
                 }
@@ -591,25 +578,6 @@ mod tests {
             arguments_object(serde_json::json!([1])),
             Err(Error::InvalidArguments("an array"))
         ));
-    }
-
-    #[test]
-    fn extra_headers_never_override_the_cores() {
-        let mut headers = Headers::new();
-        headers.append("Accept", "application/json").unwrap();
-        let r = http_request(
-            "http://127.0.0.1/mcp",
-            &[
-                ("accept".into(), "text/plain".into()),
-                ("Authorization".into(), "Bearer t".into()),
-            ],
-            Method::Post,
-            headers,
-            "{}".into(),
-        );
-        assert_eq!(r.headers.get("accept"), Some("application/json"));
-        assert_eq!(r.headers.get("authorization"), Some("Bearer t"));
-        assert_eq!(r.body, b"{}");
     }
 
     #[test]

@@ -50,7 +50,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant, SystemTime};
 
 use futures_rustls::rustls::ClientConfig as TlsConfig;
-use mcpwire_core::http::{Headers, Method, Request, ResponseHead};
+use mcpwire_core::http::{Request, ResponseHead};
 use mcpwire_core::mcp::cache::ListKind;
 use mcpwire_core::mcp::client::{Client, OpId, OpOptions, Operation, Output, StreamId};
 use mcpwire_core::mcp::era::CachedEra;
@@ -66,8 +66,7 @@ use smol::{Task, Timer};
 
 use super::lines::LineBuffer;
 use super::{
-    arguments_object, check_http_url, http_request, ClientOptions, Error, Host, LinkView, Outcomes,
-    StderrTail,
+    arguments_object, check_http_url, ClientOptions, Error, Host, LinkView, Outcomes, StderrTail,
 };
 use crate::net::hyper_smol::{self as http, HttpError};
 
@@ -128,7 +127,6 @@ impl Canceller {
 
 struct HttpLink {
     url: String,
-    extra: Vec<(String, String)>,
     tls: Result<Arc<TlsConfig>, String>,
     connect_timeout: Duration,
     /// Idle kept-alive connections.
@@ -267,10 +265,9 @@ impl McpClient {
         check_http_url(url)?;
         // A TLS set-up failure (not expected: the settings are fixed) fails each exchange.
         let tls = http::tls_config();
-        let core = Client::new(options.core_config(Transport::Http, crate::random_seed()));
+        let core = Client::new(options.core_config(Transport::Http, url, crate::random_seed()));
         let link = Link::Http(HttpLink {
             url: url.to_owned(),
-            extra: options.headers.clone(),
             tls,
             connect_timeout: options.connect_timeout,
             pool: http::Pool::new(options.max_exchanges),
@@ -317,7 +314,7 @@ impl McpClient {
             keep_stderr(err, &tail).await;
             drop(done_tx);
         });
-        let core = Client::new(options.core_config(Transport::Stdio, crate::random_seed()));
+        let core = Client::new(options.core_config(Transport::Stdio, "", crate::random_seed()));
         let link = Link::Stdio(StdioLink {
             program: program.to_owned(),
             child,
@@ -713,12 +710,7 @@ impl McpClient {
     fn drain(&mut self) {
         while let Some(out) = self.core.poll_output() {
             match out {
-                Output::Http {
-                    stream,
-                    method,
-                    headers,
-                    body,
-                } => self.send_http(stream, method, headers, body),
+                Output::Http { stream, request } => self.send_http(stream, request),
                 Output::CloseStream(stream) => {
                     if let Link::Http(h) = &mut self.link {
                         // Dropping the task drops its connection.
@@ -742,11 +734,10 @@ impl McpClient {
         }
     }
 
-    fn send_http(&mut self, stream: StreamId, method: Method, headers: Headers, body: String) {
+    fn send_http(&mut self, stream: StreamId, request: Request) {
         let Link::Http(h) = &mut self.link else {
             return;
         };
-        let request = http_request(&h.url, &h.extra, method, headers, body);
         let tls = match &h.tls {
             Ok(tls) => Arc::clone(tls),
             Err(e) => {
