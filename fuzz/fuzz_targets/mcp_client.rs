@@ -405,10 +405,13 @@ fuzz_target!(|input: Input| {
                     .last()
                     .map(|l| l["id"].clone())
                     .unwrap_or(Value::Null);
-                let bytes = message(&b, &id);
-                if let Ok(text) = std::str::from_utf8(&bytes) {
-                    let _ = w.c.handle_stdio_line(w.now, text);
-                }
+                // As a child writes it: the line and its newline, read in two pieces (the
+                // client cuts the lines; bytes that are not UTF-8 reach it too).
+                let mut bytes = message(&b, &id);
+                bytes.push(b'\n');
+                let (head, tail) = bytes.split_at(bytes.len() / 2);
+                let _ = w.c.handle_stdio_bytes(w.now, head);
+                let _ = w.c.handle_stdio_bytes(w.now, tail);
             }
             Step::StdioClosed => {
                 let _ = w.c.handle_stdio_closed(w.now);

@@ -7,12 +7,12 @@
 //! stdio bytes or an async-io timer at the session's deadline, whichever comes first. This
 //! runtime makes no protocol decision; it only moves bytes:
 //!
-//! - **HTTP**: every [`Output::Http`] is one smol task: it takes an idle kept-alive connection
+//! - **HTTP**: every [`Output::Http`](mcpwire_core::mcp::client::Output::Http) is one smol task: it takes an idle kept-alive connection
 //!   to the server (or opens one), sends the request, reports the response head, then each body
 //!   chunk as it arrives (SSE is never buffered whole), then the end, over a bounded channel (a
 //!   task waits while it is full); a connection whose body was read to its end is kept for the
 //!   next exchange. At most [`ClientOptions::max_exchanges`] exchanges run at once (more wait
-//!   for one to end), and as many idle connections are kept. [`Output::CloseStream`] drops the
+//!   for one to end), and as many idle connections are kept. [`Output::CloseStream`](mcpwire_core::mcp::client::Output::CloseStream) drops the
 //!   task, which drops its connection at once.
 //! - **stdio**: the child is started without a shell (`kill_on_drop`). The loop itself owns
 //!   its stdin and stdout (async-io registered pipes) and uses them on the caller's task, with
