@@ -6,11 +6,12 @@
 //! workers report to, or in `poll(2)` on a stdio child's pipes, until the session's deadline.
 //! This runtime makes no protocol decision; it only moves bytes:
 //!
-//! - **HTTP**: every [`Output::Http`](mcpwire_core::mcp::client::Output::Http) is one job on a bounded pool of worker threads, each with
-//!   its own ureq agent (16 KiB buffers, no redirects: a bearer token must not follow one). The
-//!   worker sends the response head, then each body chunk as it arrives (SSE is never buffered
-//!   whole), then the end, over a bounded channel. [`Output::CloseStream`](mcpwire_core::mcp::client::Output::CloseStream) cancels the job: its
-//!   agent is shut down, which closes the connection at once.
+//! - **HTTP**: every [`Output::Http`] (the whole request, as the core built it) is one job on a
+//!   bounded pool of worker threads, each with its own ureq agent (16 KiB buffers, no
+//!   redirects: a bearer token must not follow one). The worker sends the response head, then
+//!   each body chunk as it arrives (SSE is never buffered whole), then the end, over a bounded
+//!   channel. [`Output::CloseStream`] cancels the job: its agent is shut down, which closes the
+//!   connection at once.
 //! - **stdio**: the child is started without a shell. On unix the loop's own thread writes its
 //!   stdin and reads its stdout, waiting in `poll(2)`; elsewhere a thread writes and one reads
 //!   (see `pipes`). One more thread keeps the tail of its stderr (`StderrTail`). The child is
@@ -24,6 +25,9 @@
 //! let answer = client.call_tool("echo", serde_json::json!({"text": "hi"}))?;
 //! # Ok::<(), mcpwire::mcp::Error>(())
 //! ```
+//!
+//! [`Output::Http`]: mcpwire_core::mcp::client::Output::Http
+//! [`Output::CloseStream`]: mcpwire_core::mcp::client::Output::CloseStream
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};

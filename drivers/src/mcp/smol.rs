@@ -7,21 +7,23 @@
 //! stdio bytes or an async-io timer at the session's deadline, whichever comes first. This
 //! runtime makes no protocol decision; it only moves bytes:
 //!
-//! - **HTTP**: every [`Output::Http`](mcpwire_core::mcp::client::Output::Http) is one smol task: it takes an idle kept-alive connection
-//!   to the server (or opens one), sends the request, reports the response head, then each body
-//!   chunk as it arrives (SSE is never buffered whole), then the end, over a bounded channel (a
-//!   task waits while it is full); a connection whose body was read to its end is kept for the
-//!   next exchange. At most [`ClientOptions::max_exchanges`] exchanges run at once (more wait
-//!   for one to end), and as many idle connections are kept. [`Output::CloseStream`](mcpwire_core::mcp::client::Output::CloseStream) drops the
-//!   task, which drops its connection at once.
+//! - **HTTP**: every [`Output::Http`] (the whole request, as the core built it) is one smol
+//!   task: it takes an idle kept-alive connection to the server (or opens one), sends the
+//!   request, reports the response head, then each body chunk as it arrives (SSE is never
+//!   buffered whole), then the end, over a bounded channel (a task waits while it is full); a
+//!   connection whose body was read to its end is kept for the next exchange. At most
+//!   [`ClientOptions::max_exchanges`] exchanges run at once (more wait for one to end), and as
+//!   many idle connections are kept. [`Output::CloseStream`] drops the task, which drops its
+//!   connection at once.
 //! - **stdio**: the child is started without a shell (`kill_on_drop`). The loop itself owns
 //!   its stdin and stdout (async-io registered pipes) and uses them on the caller's task, with
 //!   no thread hand-off per message: a request line is written as soon as the core emits it,
 //!   as far as the pipe takes it; the rest is written while the loop waits, so a child that
 //!   stops reading never holds up timeouts or cancellation. While waiting, the loop reads
 //!   stdout into a buffer of its own and hands the bytes to the core, which cuts the lines
-//!   (a line longer than 16 MiB is skipped). One task keeps the tail of its stderr. If the child exits,
-//!   the waiting operation fails with [`Error::ServerExited`], its exit status and stderr tail.
+//!   (a line longer than 16 MiB is skipped). One task keeps the tail of its stderr. If the
+//!   child exits, the waiting operation fails with [`Error::ServerExited`], its exit status
+//!   and stderr tail.
 //!
 //! HTTP exchange tasks run on smol's global executor, so they progress while no method is
 //! awaited. The stdio pipes are served while a method runs (between methods the child's output
@@ -40,6 +42,9 @@
 //! })?;
 //! # Ok::<(), mcpwire::mcp::Error>(())
 //! ```
+//!
+//! [`Output::Http`]: mcpwire_core::mcp::client::Output::Http
+//! [`Output::CloseStream`]: mcpwire_core::mcp::client::Output::CloseStream
 
 use std::collections::BTreeMap;
 use std::future::poll_fn;
@@ -388,11 +393,11 @@ impl McpClient {
         let wake = self.session.wake_at(until);
         match self.session.rt.wait(wake).await {
             Woke::Pipe(Pipe::Read(n)) => {
-                let Link::Stdio(s) = &mut self.session.rt.link else {
-                    return;
-                };
                 // Taken out while the session reads it (feeding writes to the link).
-                let buf = std::mem::take(&mut s.read_buf);
+                let buf = match &mut self.session.rt.link {
+                    Link::Stdio(s) => std::mem::take(&mut s.read_buf),
+                    Link::Http(_) => Vec::new(),
+                };
                 self.session.stdio_bytes(buf.get(..n).unwrap_or_default());
                 if let Link::Stdio(s) = &mut self.session.rt.link {
                     s.read_buf = buf;
