@@ -136,10 +136,10 @@ fn json_head() -> ResponseHead {
 
 /// Feeds a JSON answer to the request on `out`'s stream.
 fn reply_http(client: &mut Client, now: Instant, wall: SystemTime, out: Output, result: &str) {
-    let Output::Http { stream, body, .. } = out else {
+    let Output::Http { stream, request } = out else {
         panic!("expected an HTTP request, got {out:?}");
     };
-    let reply = answer(id_of(&body), result);
+    let reply = answer(id_of(&String::from_utf8_lossy(&request.body)), result);
     client
         .handle_response_head(now, wall, stream, json_head())
         .unwrap();
@@ -154,10 +154,14 @@ fn http_client(now: Instant, wall: SystemTime) -> Client {
     let mut client = Client::new(ClientConfig::new(Transport::Http, info()));
     let op = client.call_tool(now, "echo", arguments(), options());
     let list = drain(&mut client, op).0.unwrap();
-    assert!(matches!(&list, Output::Http { body, .. } if body.contains("tools/list")));
+    assert!(
+        matches!(&list, Output::Http { request, .. } if String::from_utf8_lossy(&request.body).contains("tools/list"))
+    );
     reply_http(&mut client, now, wall, list, TOOLS_LIST_RESULT);
     let call = drain(&mut client, op).0.unwrap();
-    assert!(matches!(&call, Output::Http { body, .. } if body.contains("tools/call")));
+    assert!(
+        matches!(&call, Output::Http { request, .. } if String::from_utf8_lossy(&request.body).contains("tools/call"))
+    );
     reply_http(&mut client, now, wall, call, ECHO_RESULT);
     assert!(drain(&mut client, op).1, "the first call has its result");
     client

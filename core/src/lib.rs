@@ -10,6 +10,7 @@
 //! - [`jsonrpc`]: ids, message shapes, error objects and codes;
 //! - [`http`]: request/response values with multi-valued, case-insensitive headers;
 //! - [`sse`]: a push parser for `text/event-stream`;
+//! - [`stdio_lines`]: newline-delimited framing of a stdio server's stdout, with one line limit;
 //! - [`backoff`]: exponential backoff with injected jitter, and `Retry-After`;
 //! - [`mcp`]: the MCP client's pieces (request building, eras, MRTR, caching, subscriptions);
 //! - [`time`]: the `Instant`/`SystemTime` types every input takes (`std`'s, or `web-time`'s on
@@ -24,5 +25,6 @@ pub mod http;
 pub mod jsonrpc;
 pub mod mcp;
 pub mod sse;
+pub mod stdio_lines;
 pub mod time;
 pub mod tunnel;

@@ -108,19 +108,14 @@ impl Harness {
     fn drain(&mut self) {
         while let Some(o) = self.c.poll_output() {
             match o {
-                Output::Http {
+                Output::Http { stream, request } => self.sent.push(Sent {
                     stream,
-                    method,
-                    headers,
-                    body,
-                } => self.sent.push(Sent {
-                    stream,
-                    method,
-                    headers,
-                    body: if body.is_empty() {
+                    method: request.method,
+                    headers: request.headers,
+                    body: if request.body.is_empty() {
                         Value::Null
                     } else {
-                        serde_json::from_str(&body).unwrap()
+                        serde_json::from_slice(&request.body).unwrap()
                     },
                 }),
                 Output::CloseStream(s) => self.closed.push(s),
@@ -853,10 +848,9 @@ fn mrtr_decline_is_sent_and_the_tool_error_is_a_result() {
     assert!(is_error);
 }
 
-/// `basic/patterns/mrtr.mdx`: an answer that does not fit `requestedSchema` is refused before
-/// anything is sent, and the operation keeps waiting for a valid one.
-#[test]
-fn mrtr_answers_are_validated_before_sending() {
+/// A tool call whose server asked for a confirmation (the recorded Python exchange): the
+/// harness, the operation and the input request's key.
+fn awaiting_confirmation() -> (Harness, OpId, String) {
     let mut h = Harness::new(elicit_config());
     let op = h.c.call_tool(
         h.now,
@@ -877,6 +871,14 @@ fn mrtr_answers_are_validated_before_sending() {
             _ => None,
         })
         .unwrap();
+    (h, op, key)
+}
+
+/// `basic/patterns/mrtr.mdx`: an answer that does not fit `requestedSchema` is refused before
+/// anything is sent, and the operation keeps waiting for a valid one.
+#[test]
+fn mrtr_answers_are_validated_before_sending() {
+    let (mut h, op, key) = awaiting_confirmation();
     let bad = InputAnswer::Elicitation(ElicitAnswer::Accept(obj(json!({"confirm": "yes"}))));
     assert!(h.c.answer_input(h.now, op, &key, bad).is_err());
     h.drain();
@@ -2754,4 +2756,160 @@ fn sse_priming_event_and_ping_comments_are_skipped_before_the_answer() {
         !events.iter().any(|e| matches!(e, Event::Ignored { .. })),
         "{events:?}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the driver hands over whole: stdout bytes (the client cuts the lines), the request
+// (URL and the host's headers), the host's refused answer.
+
+fn stdio_modern() -> Harness {
+    let mut config = ClientConfig::new(Transport::Stdio, info());
+    config.protocol = ProtocolChoice::Modern;
+    Harness::new(config)
+}
+
+/// `basic/transports/stdio.mdx`: "Messages are delimited by newlines". Stdout read in chunks
+/// of any size: a line split across reads is joined, several lines in one read are each taken,
+/// blank lines are nothing.
+#[test]
+fn stdio_bytes_are_cut_into_lines_across_reads() {
+    let mut h = stdio_modern();
+    let first = h.c.call_tool(
+        h.now,
+        "echo",
+        obj(json!({"text": "one"})),
+        OpOptions::default(),
+    );
+    let second = h.c.call_tool(
+        h.now,
+        "echo",
+        obj(json!({"text": "two"})),
+        OpOptions::default(),
+    );
+    let (a, b) = (h.next_line(), h.next_line());
+    let text = format!(
+        "{}\n\n{}\n",
+        text_result(&a["id"], "one"),
+        text_result(&b["id"], "two")
+    );
+    let (x, y) = text.as_bytes().split_at(7);
+    h.c.handle_stdio_bytes(h.now, x).unwrap();
+    assert!(
+        result_of(&h.take_events(), first).is_none(),
+        "half a line is no message"
+    );
+    h.c.handle_stdio_bytes(h.now, y).unwrap();
+    let events = h.take_events();
+    assert_eq!(
+        result_of(&events, first).unwrap().0["content"][0]["text"],
+        "one"
+    );
+    assert_eq!(
+        result_of(&events, second).unwrap().0["content"][0]["text"],
+        "two"
+    );
+}
+
+/// A stdout line longer than `MAX_STDIO_LINE` (16 MiB) is skipped whole, wherever the reads cut
+/// it, and the next line is taken; a line of exactly the limit is kept.
+#[test]
+fn an_over_long_stdio_line_is_skipped_whole() {
+    use mcpwire_core::stdio_lines::MAX_STDIO_LINE;
+    let mut h = stdio_modern();
+    let op = h.c.call_tool(
+        h.now,
+        "echo",
+        obj(json!({"text": "one"})),
+        OpOptions::default(),
+    );
+    let sent = h.next_line();
+    let answer = text_result(&sent["id"], "one");
+    // The answer, padded past the limit with spaces JSON allows.
+    let mut long = answer.clone().into_bytes();
+    long.resize(MAX_STDIO_LINE + 1, b' ');
+    let (x, y) = long.split_at(MAX_STDIO_LINE / 2);
+    h.c.handle_stdio_bytes(h.now, x).unwrap();
+    h.c.handle_stdio_bytes(h.now, y).unwrap();
+    h.c.handle_stdio_bytes(h.now, b"\n").unwrap();
+    assert!(
+        result_of(&h.take_events(), op).is_none(),
+        "the long line was skipped"
+    );
+    // Exactly the limit is not over it.
+    long.truncate(MAX_STDIO_LINE);
+    long.push(b'\n');
+    h.c.handle_stdio_bytes(h.now, &long).unwrap();
+    assert!(result_of(&h.take_events(), op).is_some());
+}
+
+/// The last line a server wrote without its newline is taken when its stdout closes.
+#[test]
+fn a_last_stdio_line_without_a_newline_is_taken_when_stdout_closes() {
+    let mut h = stdio_modern();
+    let op = h.c.call_tool(
+        h.now,
+        "echo",
+        obj(json!({"text": "one"})),
+        OpOptions::default(),
+    );
+    let sent = h.next_line();
+    h.c.handle_stdio_bytes(h.now, text_result(&sent["id"], "one").as_bytes())
+        .unwrap();
+    assert!(result_of(&h.take_events(), op).is_none());
+    h.c.handle_stdio_closed(h.now).unwrap();
+    assert!(result_of(&h.take_events(), op).is_some());
+}
+
+/// Stdout bytes given to an HTTP client are the caller's mistake, named.
+#[test]
+fn stdio_bytes_on_http_are_a_usage_error() {
+    let mut h = Harness::http();
+    assert!(matches!(
+        h.c.handle_stdio_bytes(h.now, b"{}\n"),
+        Err(mcpwire_core::mcp::client::UsageError::WrongTransport {
+            input: "handle_stdio_bytes"
+        })
+    ));
+}
+
+/// Every request is whole: it goes to the configured URL, and the host's extra headers follow
+/// the client's own, except one whose name the client set (the client's header wins).
+#[test]
+fn every_request_goes_to_the_url_with_the_hosts_headers_after_the_clients() {
+    let mut config = recorded_http_config().with_url("http://127.0.0.1:9/mcp");
+    config.headers.append("accept", "text/plain").unwrap();
+    config.headers.append("Authorization", "Bearer t").unwrap();
+    let mut c = Client::new(config);
+    c.list(Instant::now(), ListKind::Tools, None);
+    let request = std::iter::from_fn(|| c.poll_output())
+        .find_map(|o| match o {
+            Output::Http { request, .. } => Some(request),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(request.url, "http://127.0.0.1:9/mcp");
+    assert_eq!(request.method, Method::Post);
+    assert_eq!(
+        request.headers.get_all("accept").collect::<Vec<_>>(),
+        ["application/json, text/event-stream"]
+    );
+    assert_eq!(request.headers.get("authorization"), Some("Bearer t"));
+    assert_eq!(request.headers.get("Mcp-Method"), Some("tools/list"));
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["method"], "tools/list");
+}
+
+/// A driver answering on the host's behalf: an answer the client refuses ends the operation
+/// (it is cancelled, nobody is left to answer again) and the refusal comes back to report.
+#[test]
+fn a_refused_answer_cancels_the_operation() {
+    let (mut h, op, key) = awaiting_confirmation();
+    let bad = InputAnswer::Elicitation(ElicitAnswer::Accept(obj(json!({"confirm": "yes"}))));
+    assert!(h.c.answer_input_or_cancel(h.now, op, &key, bad).is_err());
+    let events = h.take_events();
+    assert!(events
+        .iter()
+        .any(|e| matches!(e, Event::Cancelled { op: o } if *o == op)));
+    assert!(h.sent.is_empty(), "no retry goes out");
+    assert_eq!(h.c.active_ops(), 0);
 }

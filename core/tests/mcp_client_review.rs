@@ -55,17 +55,15 @@ impl H {
     fn drain(&mut self) {
         while let Some(o) = self.c.poll_output() {
             match o {
-                Output::Http {
-                    stream,
-                    headers,
-                    body,
-                    ..
-                } => self.sent.push(Sent {
-                    stream,
-                    headers,
-                    body: serde_json::from_str(&body).unwrap_or(Value::Null),
-                    raw: body,
-                }),
+                Output::Http { stream, request } => {
+                    let body = String::from_utf8(request.body).unwrap();
+                    self.sent.push(Sent {
+                        stream,
+                        headers: request.headers,
+                        body: serde_json::from_str(&body).unwrap_or(Value::Null),
+                        raw: body,
+                    })
+                }
                 Output::CloseStream(s) => self.closed.push(s),
                 Output::Stdio(line) => self.lines.push(serde_json::from_str(&line).unwrap()),
                 Output::Event(e) => self.events.push(e),

@@ -30,12 +30,9 @@ fn wire(c: &mut Client) -> Vec<Value> {
     let mut out = Vec::new();
     while let Some(o) = c.poll_output() {
         match o {
-            Output::Http {
-                method,
-                headers,
-                body,
-                ..
-            } => {
+            Output::Http { request, .. } => {
+                let (method, headers) = (request.method, request.headers);
+                let body = String::from_utf8(request.body).unwrap();
                 let hs: Vec<Value> = headers.iter().map(|(k, v)| json!([k, v])).collect();
                 out.push(json!({
                     "http": method.as_str(),
@@ -57,13 +54,9 @@ fn last_stream(c: &mut Client) -> (StreamId, Value, Vec<Value>) {
     let mut found = None;
     let mut all = Vec::new();
     while let Some(o) = c.poll_output() {
-        if let Output::Http {
-            stream,
-            body,
-            headers,
-            method,
-        } = &o
-        {
+        if let Output::Http { stream, request } = &o {
+            let (method, headers) = (&request.method, &request.headers);
+            let body = std::str::from_utf8(&request.body).unwrap();
             let hs: Vec<Value> = headers.iter().map(|(k, v)| json!([k, v])).collect();
             let b: Value = serde_json::from_str(body).unwrap_or(Value::Null);
             all.push(json!({"http": method.as_str(), "headers": hs, "body": b.clone()}));

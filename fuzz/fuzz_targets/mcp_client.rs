@@ -206,8 +206,8 @@ impl World {
     fn drain(&mut self) {
         while let Some(o) = self.c.poll_output() {
             match o {
-                Output::Http { stream, body, .. } => {
-                    let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+                Output::Http { stream, request } => {
+                    let v: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
                     self.note_id(&v);
                     self.streams.push((stream, v["id"].clone()));
                     if self.streams.len() > 64 {
@@ -405,10 +405,13 @@ fuzz_target!(|input: Input| {
                     .last()
                     .map(|l| l["id"].clone())
                     .unwrap_or(Value::Null);
-                let bytes = message(&b, &id);
-                if let Ok(text) = std::str::from_utf8(&bytes) {
-                    let _ = w.c.handle_stdio_line(w.now, text);
-                }
+                // As a child writes it: the line and its newline, read in two pieces (the
+                // client cuts the lines; bytes that are not UTF-8 reach it too).
+                let mut bytes = message(&b, &id);
+                bytes.push(b'\n');
+                let (head, tail) = bytes.split_at(bytes.len() / 2);
+                let _ = w.c.handle_stdio_bytes(w.now, head);
+                let _ = w.c.handle_stdio_bytes(w.now, tail);
             }
             Step::StdioClosed => {
                 let _ = w.c.handle_stdio_closed(w.now);

@@ -1,19 +1,20 @@
 //! The blocking MCP client: [`McpClient`] runs [`mcpwire_core::mcp::client::Client`] on ureq,
 //! std threads and `std::process`.
 //!
-//! Each method starts one operation in the core and runs the loop until that operation's final
-//! event: read the clock, feed what the workers reported, drain the core's outputs and perform
-//! them, then wait on the channel until [`Client::poll_timeout`]. The loop makes no protocol
-//! decision; it only moves bytes:
+//! Each method starts one operation in the session (`super::session`: the core, the outcomes,
+//! the running operation) and waits until that operation's final event: on the channel the
+//! workers report to, or in `poll(2)` on a stdio child's pipes, until the session's deadline.
+//! This runtime makes no protocol decision; it only moves bytes:
 //!
-//! - **HTTP**: every [`Output::Http`] is one job on a bounded pool of worker threads, each with
-//!   its own ureq agent (16 KiB buffers, no redirects: a bearer token must not follow one). The
-//!   worker sends the response head, then each body chunk as it arrives (SSE is never buffered
-//!   whole), then the end, over a bounded channel. [`Output::CloseStream`] cancels the job: its
-//!   agent is shut down, which closes the connection at once.
+//! - **HTTP**: every [`Output::Http`] (the whole request, as the core built it) is one job on a
+//!   bounded pool of worker threads, each with its own ureq agent (16 KiB buffers, no
+//!   redirects: a bearer token must not follow one). The worker sends the response head, then
+//!   each body chunk as it arrives (SSE is never buffered whole), then the end, over a bounded
+//!   channel. [`Output::CloseStream`] cancels the job: its agent is shut down, which closes the
+//!   connection at once.
 //! - **stdio**: the child is started without a shell. On unix the loop's own thread writes its
 //!   stdin and reads its stdout, waiting in `poll(2)`; elsewhere a thread writes and one reads
-//!   (see `pipes`). One more thread keeps the tail of its stderr ([`StderrTail`]). The child is
+//!   (see `pipes`). One more thread keeps the tail of its stderr (`StderrTail`). The child is
 //!   killed when the client is dropped; if it exits, the waiting operation fails with
 //!   [`Error::ServerExited`], its exit status and stderr tail.
 //!
@@ -24,27 +25,30 @@
 //! let answer = client.call_tool("echo", serde_json::json!({"text": "hi"}))?;
 //! # Ok::<(), mcpwire::mcp::Error>(())
 //! ```
+//!
+//! [`Output::Http`]: mcpwire_core::mcp::client::Output::Http
+//! [`Output::CloseStream`]: mcpwire_core::mcp::client::Output::CloseStream
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use mcpwire_core::http::{Headers, Method, Request, ResponseHead};
+use mcpwire_core::http::Request;
 use mcpwire_core::mcp::cache::ListKind;
-use mcpwire_core::mcp::client::{Client, OpId, OpOptions, Operation, Output, StreamId};
+use mcpwire_core::mcp::client::{Client, OpId, OpOptions, Operation, StreamId};
 use mcpwire_core::mcp::era::CachedEra;
 use mcpwire_core::mcp::request::Transport;
 use mcpwire_core::mcp::subscription::{self, SubscriptionFilter, SubscriptionHandle};
 use serde_json::Value;
 
+use super::session::{Exchange, LinkView, Runtime, Session};
 use super::{
-    arguments_object, check_http_url, http_request, ClientOptions, Error, Host, LinkView, Outcomes,
-    StderrTail,
+    arguments_object, check_http_url, stdio_command, ClientOptions, Error, Host, StderrTail,
 };
 use crate::net::threads::{AgentFactory, JobCtl, Pool, Work};
 use crate::net::ureq as http;
@@ -62,37 +66,12 @@ const HEAD_BYTES: usize = 64 * 1024;
 const CHANNEL_DEPTH: usize = 256;
 /// HTTP jobs waiting for a worker.
 const JOB_QUEUE: usize = 64;
-/// The longest the loop sleeps without looking at the clock again.
-const MAX_SLEEP: Duration = Duration::from_secs(1);
-/// The longest stdout line of a stdio server (a longer one is skipped).
-const MAX_STDIO_LINE: usize = 16 * 1024 * 1024;
-/// How long dropping the client waits for its goodbye requests (a legacy `DELETE`).
-const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
 
-/// What the workers report to the loop.
+/// What the workers and pipe threads report to the loop.
 enum Input {
-    Head {
-        stream: StreamId,
-        head: ResponseHead,
-    },
-    Data {
-        stream: StreamId,
-        bytes: Vec<u8>,
-    },
-    End {
-        stream: StreamId,
-    },
-    /// A whole response at once: the head, its body (of a known, small length), the end.
-    Whole {
-        stream: StreamId,
-        head: ResponseHead,
-        body: Vec<u8>,
-    },
-    Failed {
-        stream: StreamId,
-        cause: String,
-    },
-    Line(String),
+    Exchange(Exchange),
+    /// Bytes of the stdio child's stdout (the pipe threads).
+    Stdout(Vec<u8>),
     StdioClosed,
     /// A [`Canceller`] asked to cancel this operation (ignored unless it is still running).
     Cancel(OpId),
@@ -120,7 +99,6 @@ impl Canceller {
 
 struct HttpLink {
     url: String,
-    extra: Vec<(String, String)>,
     pool: Pool,
     jobs: BTreeMap<StreamId, Arc<JobCtl>>,
 }
@@ -143,35 +121,7 @@ enum Link {
 
 /// A blocking MCP client of one server (see the module docs).
 pub struct McpClient {
-    core: Client,
-    link: Link,
-    tx: SyncSender<Input>,
-    rx: Receiver<Input>,
-    /// The host, final outcomes and subscription events.
-    outcomes: Outcomes,
-    /// The transport's last error (HTTP), for the message of an operation it failed.
-    last_cause: Option<String>,
-    /// The operation a method is running.
-    current: Option<OpId>,
-    /// The same, for [`Canceller`]s: its id plus one, 0 for none.
-    running: Arc<AtomicU64>,
-    /// Wakes the loop for a [`Canceller`] (stdio on unix, where it does not wait on `rx`).
-    waker: Waker,
-    /// Reports read by the loop itself (stdio on unix), kept for their allocation.
-    inbox: Vec<Input>,
-}
-
-impl std::fmt::Debug for McpClient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let target = match &self.link {
-            Link::Http(h) => h.url.as_str(),
-            Link::Stdio(s) => s.program.as_str(),
-        };
-        f.debug_struct("McpClient")
-            .field("target", &target)
-            .field("core", &self.core)
-            .finish_non_exhaustive()
-    }
+    session: Session<Blocking>,
 }
 
 impl McpClient {
@@ -183,10 +133,9 @@ impl McpClient {
         let agents: AgentFactory = Arc::new(move || mcp_client_agent(connect_timeout));
         let pool = Pool::new("mcp-client", options.max_exchanges, JOB_QUEUE, agents);
         let (tx, rx) = mpsc::sync_channel(CHANNEL_DEPTH);
-        let core = Client::new(options.core_config(Transport::Http, crate::random_seed()));
+        let core = Client::new(options.core_config(Transport::Http, url, crate::random_seed()));
         let link = Link::Http(HttpLink {
             url: url.to_owned(),
-            extra: options.headers.clone(),
             pool,
             jobs: BTreeMap::new(),
         });
@@ -220,17 +169,8 @@ impl McpClient {
         options: ClientOptions,
         polled: bool,
     ) -> Result<McpClient, Error> {
-        let spawn_err = |source| Error::Spawn {
-            program: program.to_owned(),
-            source,
-        };
-        let mut child = Command::new(program)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(spawn_err)?;
+        let (mut command, spawn_err) = stdio_command(program, args);
+        let mut child = command.spawn().map_err(&spawn_err)?;
         let (tx, rx) = mpsc::sync_channel(CHANNEL_DEPTH);
         let stderr = Arc::new(Mutex::new(StderrTail::default()));
         let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
@@ -246,12 +186,12 @@ impl McpClient {
             (stdin, stdout, true) => match pipes::Polled::start(stdin, stdout) {
                 Ok((p, waker)) => (Pipes::Polled(p), waker),
                 Err((stdin, stdout)) => {
-                    let threads = Threads::start(stdin, stdout, tx.clone()).map_err(spawn_err)?;
+                    let threads = Threads::start(stdin, stdout, tx.clone()).map_err(&spawn_err)?;
                     (Pipes::Threads(threads), Waker::default())
                 }
             },
             (stdin, stdout, _) => {
-                let threads = Threads::start(stdin, stdout, tx.clone()).map_err(spawn_err)?;
+                let threads = Threads::start(stdin, stdout, tx.clone()).map_err(&spawn_err)?;
                 (Pipes::Threads(threads), Waker::default())
             }
         };
@@ -261,8 +201,8 @@ impl McpClient {
             keep_stderr(err, &tail);
             drop(done_tx);
         })
-        .map_err(spawn_err)?;
-        let core = Client::new(options.core_config(Transport::Stdio, crate::random_seed()));
+        .map_err(&spawn_err)?;
+        let core = Client::new(options.core_config(Transport::Stdio, "", crate::random_seed()));
         let link = Link::Stdio(StdioLink {
             program: program.to_owned(),
             child,
@@ -281,131 +221,51 @@ impl McpClient {
         rx: Receiver<Input>,
         waker: Waker,
     ) -> Self {
-        // Nothing is drained yet: events the core emits at creation (a pinned era) reach the
-        // host set with `set_host` before the first operation.
-        McpClient {
-            core,
+        let rt = Blocking {
             link,
             tx,
             rx,
-            outcomes: Outcomes::default(),
-            last_cause: None,
-            current: None,
-            running: Arc::new(AtomicU64::new(0)),
             waker,
             inbox: Vec::new(),
+        };
+        McpClient {
+            session: Session::new(core, rt),
         }
     }
 
     /// Sets the host hooks (elicitation answers, progress, notifications, events).
     pub fn set_host(&mut self, host: Box<dyn Host + Send>) {
-        self.outcomes.set_host(host);
+        self.session.set_host(host);
     }
 
     /// A handle that cancels the running operation from another thread.
     pub fn canceller(&self) -> Canceller {
         Canceller {
-            tx: self.tx.clone(),
-            waker: self.waker.clone(),
-            running: Arc::clone(&self.running),
+            tx: self.session.rt.tx.clone(),
+            waker: self.session.rt.waker.clone(),
+            running: self.session.running(),
         }
     }
 
     /// The era and version in use, once known.
     pub fn era(&self) -> Option<CachedEra> {
-        self.core.era()
+        self.session.era()
     }
 
     // -----------------------------------------------------------------------------------------
     // Operations.
 
-    /// `server/discover` (in the legacy era: the `initialize` result).
-    pub fn discover(&mut self) -> Result<Value, Error> {
-        self.run(Operation::Discover, OpOptions::default())
-    }
-
-    /// One page of `tools/list` (`cursor: None` for the first).
-    pub fn list_tools(&mut self, cursor: Option<&str>) -> Result<Value, Error> {
-        self.list(ListKind::Tools, cursor)
-    }
-
-    /// One page of `prompts/list`.
-    pub fn list_prompts(&mut self, cursor: Option<&str>) -> Result<Value, Error> {
-        self.list(ListKind::Prompts, cursor)
-    }
-
-    /// One page of `resources/list`.
-    pub fn list_resources(&mut self, cursor: Option<&str>) -> Result<Value, Error> {
-        self.list(ListKind::Resources, cursor)
-    }
-
-    /// One page of `resources/templates/list`.
-    pub fn list_resource_templates(&mut self, cursor: Option<&str>) -> Result<Value, Error> {
-        self.list(ListKind::ResourceTemplates, cursor)
-    }
-
-    /// One page of any list.
-    pub fn list(&mut self, kind: ListKind, cursor: Option<&str>) -> Result<Value, Error> {
-        let operation = Operation::List {
-            kind,
-            cursor: cursor.map(str::to_owned),
-        };
-        self.run(operation, OpOptions::default())
-    }
-
-    /// `tools/call` with progress notifications requested (they reach [`Host::on_progress`]).
-    /// A tool that failed answers a result with `isError: true`, not an error.
-    pub fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, Error> {
-        let options = OpOptions {
-            progress: true,
-            ..OpOptions::default()
-        };
-        self.call_tool_with(name, arguments, options)
-    }
-
-    /// `tools/call` with the core's per-operation options (timeout, progress, cache policy).
-    pub fn call_tool_with(
-        &mut self,
-        name: &str,
-        arguments: Value,
-        options: OpOptions,
-    ) -> Result<Value, Error> {
-        let operation = Operation::CallTool {
-            name: name.to_owned(),
-            arguments: arguments_object(arguments)?,
-        };
-        self.run(operation, options)
-    }
-
-    /// `prompts/get`.
-    pub fn get_prompt(&mut self, name: &str, arguments: Value) -> Result<Value, Error> {
-        let operation = Operation::GetPrompt {
-            name: name.to_owned(),
-            arguments: arguments_object(arguments)?,
-        };
-        self.run(operation, OpOptions::default())
-    }
-
-    /// `resources/read`.
-    pub fn read_resource(&mut self, uri: &str) -> Result<Value, Error> {
-        let operation = Operation::ReadResource {
-            uri: uri.to_owned(),
-        };
-        self.run(operation, OpOptions::default())
-    }
-
-    /// `ping` (the legacy era only; the modern era has none and answers
-    /// [`IncompatibleError::Unsupported`](mcpwire_core::mcp::client::IncompatibleError::Unsupported)).
-    pub fn ping(&mut self) -> Result<Value, Error> {
-        self.run(Operation::Ping, OpOptions::default())
-    }
+    operations!();
 
     /// Any operation, with its options.
     pub fn run(&mut self, operation: Operation, options: OpOptions) -> Result<Value, Error> {
-        self.check_alive()?;
-        let op = self.core.start(Instant::now(), operation, options);
-        let text = self.wait_for(op)?;
-        serde_json::from_str(&text).map_err(|e| Error::BadResult(e.to_string()))
+        let op = self.session.start(operation, options)?;
+        loop {
+            if let Some(outcome) = self.session.outcome(op) {
+                return outcome;
+            }
+            self.wait(None);
+        }
     }
 
     // -----------------------------------------------------------------------------------------
@@ -415,13 +275,7 @@ impl McpClient {
     /// learns it first and opens the subscription in it). Read the events, the acknowledgment
     /// first, with [`McpClient::next_subscription_event`].
     pub fn subscribe(&mut self, filter: SubscriptionFilter) -> Result<SubscriptionHandle, Error> {
-        self.check_alive()?;
-        let sub = self
-            .core
-            .subscribe(Instant::now(), filter)
-            .map_err(|e| Error::Usage(Box::new(e)))?;
-        self.drain();
-        Ok(sub)
+        self.session.subscribe(filter)
     }
 
     /// Waits up to `timeout` for the next subscription event (acknowledged, changed,
@@ -430,27 +284,18 @@ impl McpClient {
         &mut self,
         timeout: Duration,
     ) -> Result<Option<subscription::Event>, Error> {
-        let until = Instant::now().checked_add(timeout);
+        let until = self.session.events_until(timeout);
         loop {
-            self.drain();
-            if let Some(e) = self.outcomes.next_subscription_event() {
-                return Ok(Some(e));
+            if let Some(event) = self.session.subscription_event(until) {
+                return event;
             }
-            self.check_alive()?;
-            if until.is_none_or(|u| Instant::now() >= u) {
-                return Ok(None);
-            }
-            self.wait_once(until);
+            self.wait(until);
         }
     }
 
     /// Ends a subscription.
     pub fn unsubscribe(&mut self, sub: SubscriptionHandle) -> Result<(), Error> {
-        self.core
-            .unsubscribe(Instant::now(), sub)
-            .map_err(|e| Error::Usage(Box::new(e)))?;
-        self.drain();
-        Ok(())
+        self.session.unsubscribe(sub)
     }
 
     /// Ends the client: cancels what is in flight, ends a legacy HTTP session (`DELETE`),
@@ -460,199 +305,106 @@ impl McpClient {
     }
 
     // -----------------------------------------------------------------------------------------
-    // The loop.
+    // Waiting.
 
-    /// Runs the loop until `op` ends.
-    fn wait_for(&mut self, op: OpId) -> Result<String, Error> {
-        self.current = Some(op);
-        self.running.store(op.0.saturating_add(1), Ordering::SeqCst);
-        let outcome = self.wait_for_current(op);
-        self.running.store(0, Ordering::SeqCst);
-        self.current = None;
-        outcome
-    }
-
-    fn wait_for_current(&mut self, op: OpId) -> Result<String, Error> {
-        loop {
-            self.drain();
-            if let Some(outcome) = self.outcomes.take(op) {
-                return outcome.map_err(|e| self.explain(e));
-            }
-            if let Err(e) = self.check_alive() {
-                let _ = self.core.cancel(Instant::now(), op);
-                self.drain();
-                self.outcomes.take(op);
-                return Err(e);
-            }
-            self.wait_once(None);
+    /// Waits for reports (at most until the session's deadline or `until`) and hands them to
+    /// the session, stdout bytes first; then the core's timer fires when due.
+    fn wait(&mut self, until: Option<Instant>) {
+        let sleep = self
+            .session
+            .wake_at(until)
+            .saturating_duration_since(Instant::now());
+        let mut inbox = std::mem::take(&mut self.session.rt.inbox);
+        self.session.rt.wait(sleep, &mut inbox);
+        // Taken out while the session reads them (no copy).
+        let read = self.session.rt.take_read();
+        if !read.is_empty() {
+            self.session.stdio_bytes(&read);
         }
-    }
-
-    /// Waits for one report (at most until the core's deadline or `until`), feeds it and any
-    /// that follow it, and fires the core's timer when due.
-    fn wait_once(&mut self, until: Option<Instant>) {
-        let now = Instant::now();
-        let deadline = self.core.poll_timeout().map(|t| t.at);
-        let mut sleep = MAX_SLEEP;
-        for d in [deadline, until].into_iter().flatten() {
-            sleep = sleep.min(d.saturating_duration_since(now));
-        }
-        if !self.wait_polled(sleep) {
-            self.wait_channel(sleep);
-        }
-        let now = Instant::now();
-        if deadline.is_some_and(|d| now >= d) {
-            self.core.handle_timeout(now);
-        }
-    }
-
-    /// stdio on unix: waits up to `sleep` on the pipes (or a canceller) and feeds what came;
-    /// `false` on any other link, which reports over the channel.
-    fn wait_polled(&mut self, sleep: Duration) -> bool {
-        #[cfg(unix)]
-        if let Link::Stdio(StdioLink {
-            pipes: Pipes::Polled(pipes),
-            ..
-        }) = &mut self.link
-        {
-            let mut inbox = std::mem::take(&mut self.inbox);
-            // A canceller's request first; only without one wait for the pipes.
-            match self.rx.try_recv() {
-                Ok(input) => inbox.push(input),
-                Err(_) => {
-                    pipes.wait(sleep, &mut inbox);
-                    inbox.extend(self.rx.try_iter().take(CHANNEL_DEPTH));
+        self.session.rt.give_back(read);
+        for input in inbox.drain(..) {
+            match input {
+                Input::Exchange(report) => self.session.exchange(report),
+                Input::Stdout(bytes) => self.session.stdio_bytes(&bytes),
+                Input::StdioClosed => {
+                    self.session.rt.reap();
+                    self.session.stdio_closed();
                 }
-            }
-            for input in inbox.drain(..) {
-                self.feed(input);
-            }
-            self.inbox = inbox;
-            return true;
-        }
-        let _ = sleep;
-        false
-    }
-
-    /// Waits up to `sleep` for a report on the channel and feeds it, with a bounded batch of
-    /// what else is waiting.
-    fn wait_channel(&mut self, sleep: Duration) {
-        match self.rx.recv_timeout(sleep) {
-            Ok(input) => {
-                self.feed(input);
-                for _ in 0..CHANNEL_DEPTH {
-                    match self.rx.try_recv() {
-                        Ok(input) => self.feed(input),
-                        Err(_) => break,
-                    }
-                }
-            }
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
-        }
-    }
-
-    /// Feeds one report to the core. The core refuses only inputs of the other transport,
-    /// which this driver never mixes, so its `UsageError`s are not expected here.
-    fn feed(&mut self, input: Input) {
-        if let Input::Whole { stream, head, body } = input {
-            // The three inputs in their order, each followed by a drain.
-            self.feed(Input::Head { stream, head });
-            if !body.is_empty() {
-                self.feed(Input::Data {
-                    stream,
-                    bytes: body,
-                });
-            }
-            return self.feed(Input::End { stream });
-        }
-        let now = Instant::now();
-        let _ = match input {
-            Input::Head { stream, head } => {
-                self.core
-                    .handle_response_head(now, SystemTime::now(), stream, head)
-            }
-            Input::Data { stream, bytes } => self.core.handle_response_data(now, stream, &bytes),
-            Input::End { stream } => {
-                self.forget_job(stream);
-                self.core.handle_response_end(now, stream)
-            }
-            Input::Failed { stream, cause } => {
-                self.forget_job(stream);
-                self.last_cause = Some(cause);
-                self.core.handle_transport_failed(now, stream)
-            }
-            Input::Line(line) => self.core.handle_stdio_line(now, &line),
-            Input::StdioClosed => {
-                self.reap();
-                self.core.handle_stdio_closed(now)
-            }
-            Input::Cancel(op) if self.current == Some(op) => self.core.cancel(now, op),
-            Input::Cancel(_) | Input::Whole { .. } => Ok(()),
-        };
-        self.drain();
-    }
-
-    /// Performs every output of the core.
-    fn drain(&mut self) {
-        while let Some(out) = self.core.poll_output() {
-            match out {
-                Output::Http {
-                    stream,
-                    method,
-                    headers,
-                    body,
-                } => self.send_http(stream, method, headers, body),
-                Output::CloseStream(stream) => {
-                    if let Link::Http(h) = &mut self.link {
-                        if let Some(ctl) = h.jobs.remove(&stream) {
-                            ctl.cancel();
-                        }
-                    }
-                }
-                Output::Stdio(line) => {
-                    if let Link::Stdio(s) = &mut self.link {
-                        s.pipes.send(line);
-                    }
-                }
-                Output::Event(event) => self.outcomes.on_event(&mut self.core, event),
+                Input::Cancel(op) => self.session.cancel_requested(op),
             }
         }
+        self.session.rt.inbox = inbox;
+        self.session.after_wait();
     }
 
-    fn send_http(&mut self, stream: StreamId, method: Method, headers: Headers, body: String) {
+    fn shutdown(&mut self) {
+        let until = self.session.shutdown();
+        while self.session.rt.jobs_open() && until.is_some_and(|u| Instant::now() < u) {
+            self.wait(until);
+        }
+        self.session.rt.stop();
+    }
+}
+
+impl std::fmt::Debug for McpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.session.fmt(f)
+    }
+}
+
+impl Drop for McpClient {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// The blocking runtime: the link, the channel every worker and pipe thread reports to.
+struct Blocking {
+    link: Link,
+    tx: SyncSender<Input>,
+    rx: Receiver<Input>,
+    /// Wakes the loop for a [`Canceller`] (stdio on unix, where it does not wait on `rx`).
+    waker: Waker,
+    /// Reports taken by one wait, kept for their allocation.
+    inbox: Vec<Input>,
+}
+
+impl Runtime for Blocking {
+    fn start_http(&mut self, stream: StreamId, request: Request) -> Result<(), String> {
         let Link::Http(h) = &mut self.link else {
-            return;
+            return Ok(());
         };
-        let request = http_request(&h.url, &h.extra, method, headers, body);
         let ctl = JobCtl::new();
         let tx = self.tx.clone();
         let work: Work = Box::new(move |agent, ctl| exchange(agent, ctl, &request, stream, &tx));
-        if h.pool.submit(Arc::clone(&ctl), work).is_ok() {
-            h.jobs.insert(stream, ctl);
-        } else {
-            self.last_cause = Some("too many HTTP exchanges at once (the queue is full)".into());
-            let _ = self.core.handle_transport_failed(Instant::now(), stream);
+        if h.pool.submit(Arc::clone(&ctl), work).is_err() {
+            return Err("too many HTTP exchanges at once (the queue is full)".into());
+        }
+        h.jobs.insert(stream, ctl);
+        Ok(())
+    }
+
+    fn close_http(&mut self, stream: StreamId) {
+        if let Link::Http(h) = &mut self.link {
+            if let Some(ctl) = h.jobs.remove(&stream) {
+                ctl.cancel();
+            }
         }
     }
 
-    fn forget_job(&mut self, stream: StreamId) {
+    fn exchange_ended(&mut self, stream: StreamId) {
         if let Link::Http(h) = &mut self.link {
             h.jobs.remove(&stream);
         }
     }
 
-    /// Adds what the transport said to an operation's error (see [`LinkView::explain`]).
-    fn explain(&mut self, e: Error) -> Error {
-        let cause = self.last_cause.take();
-        self.view().explain(e, cause)
+    fn write_stdio(&mut self, line: String) {
+        if let Link::Stdio(s) = &mut self.link {
+            s.pipes.send(line);
+        }
     }
 
-    /// stdio: fails once the child has ended (it is not restarted).
-    fn check_alive(&self) -> Result<(), Error> {
-        self.view().check_alive()
-    }
-
-    fn view(&self) -> LinkView<'_> {
+    fn link(&self) -> LinkView<'_> {
         match &self.link {
             Link::Http(h) => LinkView::Http { url: &h.url },
             Link::Stdio(s) => LinkView::Stdio {
@@ -661,6 +413,70 @@ impl McpClient {
                 stderr: &s.stderr,
             },
         }
+    }
+}
+
+impl Blocking {
+    /// Waits up to `sleep` for reports (a bounded batch) into `inbox`: on the pipes (stdio on
+    /// unix, whose stdout bytes stay in the pipes' buffer) or on the channel.
+    fn wait(&mut self, sleep: Duration, inbox: &mut Vec<Input>) {
+        #[cfg(unix)]
+        if let Link::Stdio(StdioLink {
+            pipes: Pipes::Polled(pipes),
+            ..
+        }) = &mut self.link
+        {
+            // A canceller's request first; only without one wait for the pipes.
+            match self.rx.try_recv() {
+                Ok(input) => inbox.push(input),
+                Err(_) => {
+                    if pipes.wait(sleep) {
+                        inbox.push(Input::StdioClosed);
+                    }
+                    inbox.extend(self.rx.try_iter().take(CHANNEL_DEPTH));
+                }
+            }
+            return;
+        }
+        match self.rx.recv_timeout(sleep) {
+            Ok(input) => {
+                inbox.push(input);
+                inbox.extend(self.rx.try_iter().take(CHANNEL_DEPTH));
+            }
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
+        }
+    }
+
+    /// The stdout bytes the polled pipes read in the last wait (none elsewhere).
+    fn take_read(&mut self) -> Vec<u8> {
+        #[cfg(unix)]
+        if let Link::Stdio(StdioLink {
+            pipes: Pipes::Polled(pipes),
+            ..
+        }) = &mut self.link
+        {
+            return std::mem::take(&mut pipes.read);
+        }
+        Vec::new()
+    }
+
+    /// The buffer [`Blocking::take_read`] took, emptied, for the next reads.
+    fn give_back(&mut self, mut read: Vec<u8>) {
+        #[cfg(unix)]
+        if let Link::Stdio(StdioLink {
+            pipes: Pipes::Polled(pipes),
+            ..
+        }) = &mut self.link
+        {
+            read.clear();
+            pipes.read = read;
+        }
+        #[cfg(not(unix))]
+        drop(read);
+    }
+
+    fn jobs_open(&self) -> bool {
+        matches!(&self.link, Link::Http(h) if !h.jobs.is_empty())
     }
 
     /// stdio: the child's stdout closed; collect its exit status (killing it if it lingers
@@ -689,15 +505,8 @@ impl McpClient {
         s.exit = Some(status);
     }
 
-    fn shutdown(&mut self) {
-        self.core.shutdown(Instant::now());
-        self.drain();
-        let until = Instant::now().checked_add(SHUTDOWN_WAIT);
-        while matches!(&self.link, Link::Http(h) if !h.jobs.is_empty())
-            && until.is_some_and(|u| Instant::now() < u)
-        {
-            self.wait_once(until);
-        }
+    /// Drops the exchanges still open, or closes the child's stdin and stops it.
+    fn stop(&mut self) {
         match &mut self.link {
             Link::Http(h) => {
                 for ctl in std::mem::take(&mut h.jobs).into_values() {
@@ -713,12 +522,6 @@ impl McpClient {
                 }
             }
         }
-    }
-}
-
-impl Drop for McpClient {
-    fn drop(&mut self) {
-        self.shutdown();
     }
 }
 
@@ -749,7 +552,7 @@ fn exchange(
 ) {
     let failed = |cause: String| {
         if !ctl.is_cancelled() {
-            let _ = tx.send(Input::Failed { stream, cause });
+            let _ = tx.send(Input::Exchange(Exchange::Failed { stream, cause }));
         }
     };
     let head_bytes = request.url.len()
@@ -788,14 +591,17 @@ fn exchange(
             }
             match reader.read(&mut buf) {
                 Ok(0) => {
-                    let _ = tx.send(Input::Whole { stream, head, body });
+                    let _ = tx.send(Input::Exchange(Exchange::Whole { stream, head, body }));
                     return;
                 }
                 Ok(n) => body.extend_from_slice(buf.get(..n).unwrap_or_default()),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     // The head did arrive: report it, then the failure, as a stream would.
-                    if tx.send(Input::Head { stream, head }).is_ok() {
+                    if tx
+                        .send(Input::Exchange(Exchange::Head { stream, head }))
+                        .is_ok()
+                    {
                         failed(format!("reading the response body: {e}"));
                     }
                     return;
@@ -803,7 +609,10 @@ fn exchange(
             }
         }
     }
-    if tx.send(Input::Head { stream, head }).is_err() {
+    if tx
+        .send(Input::Exchange(Exchange::Head { stream, head }))
+        .is_err()
+    {
         return;
     }
     loop {
@@ -812,12 +621,15 @@ fn exchange(
         }
         match reader.read(&mut buf) {
             Ok(0) => {
-                let _ = tx.send(Input::End { stream });
+                let _ = tx.send(Input::Exchange(Exchange::End { stream }));
                 return;
             }
             Ok(n) => {
                 let bytes = buf.get(..n).unwrap_or_default().to_vec();
-                if tx.send(Input::Data { stream, bytes }).is_err() {
+                if tx
+                    .send(Input::Exchange(Exchange::Data { stream, bytes }))
+                    .is_err()
+                {
                     return;
                 }
             }

@@ -1,39 +1,130 @@
-//! An MCP client of one server, on a driver: [`mcp_client::blocking::McpClient`](blocking)
-//! (plain methods) or `mcp_client::smol::McpClient` (feature `smol`: the same methods as
-//! `async fn`s).
+//! An MCP client of one server, on a driver: [`blocking::McpClient`](blocking) (plain
+//! methods) or `smol::McpClient` (feature `smol`: the same methods as `async fn`s).
 //!
-//! The protocol lives in [`mcpwire_core::mcp::client::Client`]; this module holds what every
-//! driver of it shares: the options a host sets ([`ClientOptions`]), the host's hooks
-//! ([`Host`]: elicitation answers, progress, notifications, informational events), the
-//! error type ([`Error`]: the core's [`OpError`] plus what only a driver can see, such as a
-//! refused connection or a crashed child process), and the plain data handling both drivers
-//! do the same way: checking a URL and arguments, building an HTTP request from the core's
-//! output, and handing the core's events to the host ([`Outcomes`]).
+//! The protocol lives in [`mcpwire_core::mcp::client::Client`]: it builds every request whole
+//! (the URL and the host's extra headers are part of its configuration), cuts a stdio server's
+//! stdout into lines, and decides what a refused answer does. The driver loop around it is
+//! written once, in `session` (the core, the outcomes, the running operation, the transport's
+//! last cause, over a small `Runtime` trait); `blocking` and `smol` are runtimes of it (ureq on
+//! worker threads and `poll(2)`, hyper and async-io on smol) with a thin face of methods.
+//!
+//! This module holds what the faces share: the options a host sets ([`ClientOptions`]), the
+//! host's hooks ([`Host`]: elicitation answers, progress, notifications, informational
+//! events), the error type ([`Error`]: the core's [`OpError`] plus what only a driver can see,
+//! such as a refused connection or a crashed child process), the operation methods (one
+//! `operations!` list for both faces), and the checks of a URL and of arguments.
 
 // Without a driver feature only the shared types build; the helpers below serve the drivers.
 #![cfg_attr(not(any(feature = "blocking", feature = "smol")), allow(dead_code))]
 
+/// The operations both faces offer, written once over their `run`: plain methods
+/// (`operations!()`) or `async fn`s (`operations!(async await)`).
+#[cfg(any(feature = "blocking", feature = "smol"))]
+macro_rules! operations {
+    ($($async:ident $await:ident)?) => {
+        /// `server/discover` (in the legacy era: the `initialize` result).
+        pub $($async)? fn discover(&mut self) -> Result<Value, Error> {
+            self.run(Operation::Discover, OpOptions::default())$(.$await)?
+        }
+
+        /// One page of `tools/list` (`cursor: None` for the first).
+        pub $($async)? fn list_tools(&mut self, cursor: Option<&str>) -> Result<Value, Error> {
+            self.list(ListKind::Tools, cursor)$(.$await)?
+        }
+
+        /// One page of `prompts/list`.
+        pub $($async)? fn list_prompts(&mut self, cursor: Option<&str>) -> Result<Value, Error> {
+            self.list(ListKind::Prompts, cursor)$(.$await)?
+        }
+
+        /// One page of `resources/list`.
+        pub $($async)? fn list_resources(&mut self, cursor: Option<&str>) -> Result<Value, Error> {
+            self.list(ListKind::Resources, cursor)$(.$await)?
+        }
+
+        /// One page of `resources/templates/list`.
+        pub $($async)? fn list_resource_templates(
+            &mut self,
+            cursor: Option<&str>,
+        ) -> Result<Value, Error> {
+            self.list(ListKind::ResourceTemplates, cursor)$(.$await)?
+        }
+
+        /// One page of any list.
+        pub $($async)? fn list(&mut self, kind: ListKind, cursor: Option<&str>) -> Result<Value, Error> {
+            let operation = Operation::List {
+                kind,
+                cursor: cursor.map(str::to_owned),
+            };
+            self.run(operation, OpOptions::default())$(.$await)?
+        }
+
+        /// `tools/call` with progress notifications requested (they reach [`Host::on_progress`]).
+        /// A tool that failed answers a result with `isError: true`, not an error.
+        pub $($async)? fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, Error> {
+            let options = OpOptions {
+                progress: true,
+                ..OpOptions::default()
+            };
+            self.call_tool_with(name, arguments, options)$(.$await)?
+        }
+
+        /// `tools/call` with the core's per-operation options (timeout, progress, cache policy).
+        pub $($async)? fn call_tool_with(
+            &mut self,
+            name: &str,
+            arguments: Value,
+            options: OpOptions,
+        ) -> Result<Value, Error> {
+            let operation = Operation::CallTool {
+                name: name.to_owned(),
+                arguments: arguments_object(arguments)?,
+            };
+            self.run(operation, options)$(.$await)?
+        }
+
+        /// `prompts/get`.
+        pub $($async)? fn get_prompt(&mut self, name: &str, arguments: Value) -> Result<Value, Error> {
+            let operation = Operation::GetPrompt {
+                name: name.to_owned(),
+                arguments: arguments_object(arguments)?,
+            };
+            self.run(operation, OpOptions::default())$(.$await)?
+        }
+
+        /// `resources/read`.
+        pub $($async)? fn read_resource(&mut self, uri: &str) -> Result<Value, Error> {
+            let operation = Operation::ReadResource {
+                uri: uri.to_owned(),
+            };
+            self.run(operation, OpOptions::default())$(.$await)?
+        }
+
+        /// `ping` (the legacy era only; the modern era has none and answers
+        /// [`IncompatibleError::Unsupported`](mcpwire_core::mcp::client::IncompatibleError::Unsupported)).
+        pub $($async)? fn ping(&mut self) -> Result<Value, Error> {
+            self.run(Operation::Ping, OpOptions::default())$(.$await)?
+        }
+    };
+}
+
 #[cfg(feature = "blocking")]
 pub mod blocking;
 #[cfg(any(feature = "blocking", feature = "smol"))]
-mod lines;
+mod session;
 #[cfg(feature = "smol")]
 pub mod smol;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use mcpwire_core::http::{Headers, Method, Request};
 use mcpwire_core::mcp::cache::CacheConfig;
-use mcpwire_core::mcp::client::{
-    Client, ClientConfig, Event, OpError, OpId, ProtocolChoice, TransportError, UsageError,
-};
+use mcpwire_core::mcp::client::{ClientConfig, Event, OpError, OpId, ProtocolChoice, UsageError};
 use mcpwire_core::mcp::elicitation::ElicitAnswer;
 use mcpwire_core::mcp::meta::{ClientCapabilities, Implementation, JsonObject};
 use mcpwire_core::mcp::mrtr::{InputAnswer, InputRequestEvent};
 use mcpwire_core::mcp::request::Transport;
-use mcpwire_core::mcp::subscription;
 use serde_json::Value;
 
 /// Subscription events kept while nobody reads them (the oldest are dropped).
@@ -179,10 +270,21 @@ impl ClientOptions {
         self
     }
 
-    /// The core's configuration for `transport`; `jitter_seed` comes from the driver.
-    pub(crate) fn core_config(&self, transport: Transport, jitter_seed: u64) -> ClientConfig {
+    /// The core's configuration for `transport` (and the server's `url`, on HTTP); `jitter_seed`
+    /// comes from the driver. An extra header whose name or value HTTP does not allow is not
+    /// sent.
+    pub(crate) fn core_config(
+        &self,
+        transport: Transport,
+        url: &str,
+        jitter_seed: u64,
+    ) -> ClientConfig {
         let mut config = ClientConfig::new(transport, self.client_info.clone())
-            .with_capabilities(self.capabilities.clone());
+            .with_capabilities(self.capabilities.clone())
+            .with_url(url);
+        for (name, value) in &self.headers {
+            let _ = config.headers.append(name, value);
+        }
         if let Some(host) = &self.host_capabilities {
             config.host_capabilities = host.clone();
         }
@@ -313,74 +415,6 @@ fn exited_message(program: &str, status: &str, tail: &[String]) -> String {
     m
 }
 
-/// The error of a stdio server whose process ended: its program, exit status and stderr tail
-/// (one place for both drivers).
-pub(crate) fn server_exited(
-    program: &str,
-    exit: Option<&str>,
-    stderr: &std::sync::Mutex<StderrTail>,
-) -> Error {
-    Error::ServerExited {
-        program: program.to_owned(),
-        status: exit.unwrap_or("still running").to_owned(),
-        stderr_tail: stderr
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .lines(),
-    }
-}
-
-/// What a driver's link adds to an operation's error (one place for both drivers).
-pub(crate) enum LinkView<'a> {
-    Http {
-        url: &'a str,
-    },
-    Stdio {
-        program: &'a str,
-        /// How the child ended, once it did.
-        exit: Option<&'a str>,
-        stderr: &'a std::sync::Mutex<StderrTail>,
-    },
-}
-
-impl LinkView<'_> {
-    /// Adds what the transport said to a core error: on HTTP the last transport failure's
-    /// cause; on stdio, once the child has ended, its exit status and stderr tail instead of a
-    /// transport failure.
-    pub(crate) fn explain(&self, e: Error, last_cause: Option<String>) -> Error {
-        match (e, self) {
-            (Error::Op(error), LinkView::Http { url }) => {
-                explain_http_failure(error, url, last_cause)
-            }
-            (Error::Op(error), LinkView::Stdio { exit: Some(_), .. })
-                if matches!(*error, OpError::Transport(TransportError::Failed(_))) =>
-            {
-                self.exited()
-            }
-            (e, _) => e,
-        }
-    }
-
-    /// stdio: an error once the child has ended (it is not restarted).
-    pub(crate) fn check_alive(&self) -> Result<(), Error> {
-        match self {
-            LinkView::Stdio { exit: Some(_), .. } => Err(self.exited()),
-            _ => Ok(()),
-        }
-    }
-
-    fn exited(&self) -> Error {
-        match self {
-            LinkView::Stdio {
-                program,
-                exit,
-                stderr,
-            } => server_exited(program, *exit, stderr),
-            LinkView::Http { .. } => Error::Cancelled,
-        }
-    }
-}
-
 /// The last lines a child wrote to stderr, bounded in count and length.
 #[derive(Debug, Default)]
 pub(crate) struct StderrTail {
@@ -410,6 +444,27 @@ impl StderrTail {
     pub(crate) fn lines(&self) -> Vec<String> {
         self.lines.iter().cloned().collect()
     }
+}
+
+/// The command that starts a stdio server without a shell, its three pipes piped, and the
+/// error of a failed start.
+#[cfg(any(feature = "blocking", feature = "smol"))]
+pub(crate) fn stdio_command(
+    program: &str,
+    args: &[&str],
+) -> (std::process::Command, impl Fn(std::io::Error) -> Error) {
+    let mut command = std::process::Command::new(program);
+    command
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let program = program.to_owned();
+    let spawn_err = move |source| Error::Spawn {
+        program: program.clone(),
+        source,
+    };
+    (command, spawn_err)
 }
 
 /// Checks a server URL before any connection: `http://` or `https://`, no whitespace.
@@ -442,143 +497,6 @@ pub(crate) fn arguments_object(arguments: Value) -> Result<JsonObject, Error> {
     }
 }
 
-/// The HTTP request for one [`Output::Http`](mcpwire_core::mcp::client::Output::Http) of the
-/// core: its method, headers and body, sent to `url`, plus the host's `extra` headers where
-/// the core set no header of that name.
-pub(crate) fn http_request(
-    url: &str,
-    extra: &[(String, String)],
-    method: Method,
-    mut headers: Headers,
-    body: String,
-) -> Request {
-    for (name, value) in extra {
-        if headers.get(name).is_none() {
-            let _ = headers.append(name, value);
-        }
-    }
-    Request {
-        method,
-        url: url.to_owned(),
-        headers,
-        body: body.into_bytes(),
-    }
-}
-
-/// What the core's events lead to, the same for every driver: the host's hooks are called,
-/// final outcomes are kept by operation, input requests are answered (through the host) and
-/// subscription events are queued for the reader.
-pub(crate) struct Outcomes {
-    host: Box<dyn Host + Send>,
-    /// Final outcomes by operation (the JSON text of a result, or the error).
-    finished: BTreeMap<OpId, Result<String, Error>>,
-    subscription_events: VecDeque<subscription::Event>,
-}
-
-impl fmt::Debug for Outcomes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Outcomes")
-            .field("finished", &self.finished.len())
-            .field("subscription_events", &self.subscription_events.len())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Default for Outcomes {
-    fn default() -> Self {
-        Outcomes {
-            host: Box::new(NoHost),
-            finished: BTreeMap::new(),
-            subscription_events: VecDeque::new(),
-        }
-    }
-}
-
-impl Outcomes {
-    /// Replaces the host.
-    pub(crate) fn set_host(&mut self, host: Box<dyn Host + Send>) {
-        self.host = host;
-    }
-
-    /// Takes `op`'s final outcome, once it came.
-    pub(crate) fn take(&mut self, op: OpId) -> Option<Result<String, Error>> {
-        self.finished.remove(&op)
-    }
-
-    /// Takes the oldest subscription event not read yet.
-    pub(crate) fn next_subscription_event(&mut self) -> Option<subscription::Event> {
-        self.subscription_events.pop_front()
-    }
-
-    /// Acts on one event of `core`. An input request's answer goes back to `core` at once;
-    /// an answer the core refuses ends the operation with [`Error::InputRefused`].
-    pub(crate) fn on_event(&mut self, core: &mut Client, event: Event) {
-        self.host.on_event(&event);
-        match event {
-            Event::Result { op, result, .. } => {
-                self.finished.entry(op).or_insert(Ok(result));
-            }
-            Event::Failed { op, error } => {
-                self.finished
-                    .entry(op)
-                    .or_insert(Err(Error::Op(Box::new(error))));
-            }
-            Event::Cancelled { op } => {
-                self.finished.entry(op).or_insert(Err(Error::Cancelled));
-            }
-            Event::InputRequested { op, requests, .. } => {
-                for request in requests {
-                    let answer = self.host.on_input_request(op, &request);
-                    let now = Instant::now();
-                    if let Err(error) = core.answer_input(now, op, &request.key, answer) {
-                        self.finished.entry(op).or_insert(Err(Error::InputRefused {
-                            key: request.key.clone(),
-                            error: Box::new(error),
-                        }));
-                        let _ = core.cancel(now, op);
-                        break;
-                    }
-                }
-            }
-            Event::Progress {
-                op,
-                progress,
-                total,
-                message,
-            } => self
-                .host
-                .on_progress(op, progress, total, message.as_deref()),
-            Event::Notification {
-                op,
-                method,
-                message,
-            } => self.host.on_notification(op, &method, &message),
-            Event::Subscription(e) => {
-                if self.subscription_events.len() == MAX_SUBSCRIPTION_EVENTS {
-                    self.subscription_events.pop_front();
-                }
-                self.subscription_events.push_back(e);
-            }
-            _ => {}
-        }
-    }
-}
-
-/// A transport failure of the core, with what the HTTP transport said about it (when it said
-/// anything) and the server's URL.
-pub(crate) fn explain_http_failure(error: Box<OpError>, url: &str, cause: Option<String>) -> Error {
-    match cause {
-        Some(cause) if matches!(*error, OpError::Transport(TransportError::Failed(_))) => {
-            Error::Transport {
-                url: url.to_owned(),
-                cause,
-                error,
-            }
-        }
-        _ => Error::Op(error),
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -591,25 +509,6 @@ mod tests {
             arguments_object(serde_json::json!([1])),
             Err(Error::InvalidArguments("an array"))
         ));
-    }
-
-    #[test]
-    fn extra_headers_never_override_the_cores() {
-        let mut headers = Headers::new();
-        headers.append("Accept", "application/json").unwrap();
-        let r = http_request(
-            "http://127.0.0.1/mcp",
-            &[
-                ("accept".into(), "text/plain".into()),
-                ("Authorization".into(), "Bearer t".into()),
-            ],
-            Method::Post,
-            headers,
-            "{}".into(),
-        );
-        assert_eq!(r.headers.get("accept"), Some("application/json"));
-        assert_eq!(r.headers.get("authorization"), Some("Bearer t"));
-        assert_eq!(r.body, b"{}");
     }
 
     #[test]

@@ -2,26 +2,28 @@
 //! hyper 1 (the tunnel's smol HTTP stack, `crate::net::hyper_smol`) and async-process. Its methods
 //! are those of the blocking client, as `async fn`s.
 //!
-//! Each method starts one operation in the core and runs the loop until that operation's final
-//! event: read the clock, feed what the tasks reported, drain the core's outputs and perform
-//! them, then wait for the next report or an async-io timer at [`Client::poll_timeout`],
-//! whichever comes first. The loop makes no protocol decision; it only moves bytes:
+//! Each method starts one operation in the session (`super::session`: the core, the outcomes,
+//! the running operation) and waits until that operation's final event: for the next report,
+//! stdio bytes or an async-io timer at the session's deadline, whichever comes first. This
+//! runtime makes no protocol decision; it only moves bytes:
 //!
-//! - **HTTP**: every [`Output::Http`] is one smol task: it takes an idle kept-alive connection
-//!   to the server (or opens one), sends the request, reports the response head, then each body
-//!   chunk as it arrives (SSE is never buffered whole), then the end, over a bounded channel (a
-//!   task waits while it is full); a connection whose body was read to its end is kept for the
-//!   next exchange. At most [`ClientOptions::max_exchanges`] exchanges run at once (more wait
-//!   for one to end), and as many idle connections are kept. [`Output::CloseStream`] drops the
-//!   task, which drops its connection at once.
+//! - **HTTP**: every [`Output::Http`] (the whole request, as the core built it) is one smol
+//!   task: it takes an idle kept-alive connection to the server (or opens one), sends the
+//!   request, reports the response head, then each body chunk as it arrives (SSE is never
+//!   buffered whole), then the end, over a bounded channel (a task waits while it is full); a
+//!   connection whose body was read to its end is kept for the next exchange. At most
+//!   [`ClientOptions::max_exchanges`] exchanges run at once (more wait for one to end), and as
+//!   many idle connections are kept. [`Output::CloseStream`] drops the task, which drops its
+//!   connection at once.
 //! - **stdio**: the child is started without a shell (`kill_on_drop`). The loop itself owns
 //!   its stdin and stdout (async-io registered pipes) and uses them on the caller's task, with
 //!   no thread hand-off per message: a request line is written as soon as the core emits it,
 //!   as far as the pipe takes it; the rest is written while the loop waits, so a child that
 //!   stops reading never holds up timeouts or cancellation. While waiting, the loop reads
-//!   stdout into a buffer of its own and splits the lines itself (a line longer than
-//!   16 MiB is skipped). One task keeps the tail of its stderr. If the child exits,
-//!   the waiting operation fails with [`Error::ServerExited`], its exit status and stderr tail.
+//!   stdout into a buffer of its own and hands the bytes to the core, which cuts the lines
+//!   (a line longer than 16 MiB is skipped). One task keeps the tail of its stderr. If the
+//!   child exits, the waiting operation fails with [`Error::ServerExited`], its exit status
+//!   and stderr tail.
 //!
 //! HTTP exchange tasks run on smol's global executor, so they progress while no method is
 //! awaited. The stdio pipes are served while a method runs (between methods the child's output
@@ -40,6 +42,9 @@
 //! })?;
 //! # Ok::<(), mcpwire::mcp::Error>(())
 //! ```
+//!
+//! [`Output::Http`]: mcpwire_core::mcp::client::Output::Http
+//! [`Output::CloseStream`]: mcpwire_core::mcp::client::Output::CloseStream
 
 use std::collections::BTreeMap;
 use std::future::poll_fn;
@@ -47,12 +52,12 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use futures_rustls::rustls::ClientConfig as TlsConfig;
-use mcpwire_core::http::{Headers, Method, Request, ResponseHead};
+use mcpwire_core::http::Request;
 use mcpwire_core::mcp::cache::ListKind;
-use mcpwire_core::mcp::client::{Client, OpId, OpOptions, Operation, Output, StreamId};
+use mcpwire_core::mcp::client::{Client, OpId, OpOptions, Operation, StreamId};
 use mcpwire_core::mcp::era::CachedEra;
 use mcpwire_core::mcp::request::Transport;
 use mcpwire_core::mcp::subscription::{self, SubscriptionFilter, SubscriptionHandle};
@@ -64,47 +69,21 @@ use smol::lock::Semaphore;
 use smol::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use smol::{Task, Timer};
 
-use super::lines::LineBuffer;
+use super::session::{Exchange, LinkView, Runtime, Session, SHUTDOWN_WAIT};
 use super::{
-    arguments_object, check_http_url, http_request, ClientOptions, Error, Host, LinkView, Outcomes,
-    StderrTail,
+    arguments_object, check_http_url, stdio_command, ClientOptions, Error, Host, StderrTail,
 };
 use crate::net::hyper_smol::{self as http, HttpError};
 
 /// Reports waiting for the loop (the tasks wait when it is full: back-pressure).
 const CHANNEL_DEPTH: usize = 256;
-/// The longest the loop sleeps without looking at the clock again.
-const MAX_SLEEP: Duration = Duration::from_secs(1);
-/// The longest stdout line of a stdio server (a longer one is skipped).
-const MAX_STDIO_LINE: usize = 16 * 1024 * 1024;
 /// How much one read of a stdio server's stdout takes at most.
 const READ_CHUNK: usize = 64 * 1024;
 /// A buffer of request lines that grew beyond this (a long line) is freed once written.
 const KEEP_BUFFER: usize = 1024 * 1024;
-/// How long ending the client waits for its goodbye requests (a legacy `DELETE`).
-const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
 /// How long a child whose stdout closed may take to exit before it is killed, and how long
 /// its stderr reader may take to deliver the last lines.
 const REAP_WAIT: Duration = Duration::from_millis(500);
-
-/// What the tasks report to the loop.
-enum Input {
-    Head {
-        stream: StreamId,
-        head: ResponseHead,
-    },
-    Data {
-        stream: StreamId,
-        bytes: Vec<u8>,
-    },
-    End {
-        stream: StreamId,
-    },
-    Failed {
-        stream: StreamId,
-        cause: String,
-    },
-}
 
 /// Cancels the operation an [`McpClient`] is running, from another task or thread. The
 /// operation then ends with [`Error::Cancelled`] (on HTTP its exchange is closed; on stdio the
@@ -128,7 +107,6 @@ impl Canceller {
 
 struct HttpLink {
     url: String,
-    extra: Vec<(String, String)>,
     tls: Result<Arc<TlsConfig>, String>,
     connect_timeout: Duration,
     /// Idle kept-alive connections.
@@ -152,7 +130,6 @@ struct StdioLink {
     stdout: Option<ChildStdout>,
     /// What one read of stdout fills ([`READ_CHUNK`] bytes, allocated once).
     read_buf: Vec<u8>,
-    lines: LineBuffer,
     stderr: Arc<Mutex<StderrTail>>,
     /// Closed by the stderr reader when the child's stderr ends.
     stderr_done: Receiver<()>,
@@ -227,37 +204,7 @@ enum Link {
 
 /// An async MCP client of one server on smol (see the module docs).
 pub struct McpClient {
-    core: Client,
-    link: Link,
-    tx: Sender<Input>,
-    rx: Receiver<Input>,
-    cancel_tx: Sender<OpId>,
-    cancel_rx: Receiver<OpId>,
-    outcomes: Outcomes,
-    /// The transport's last error (HTTP), for the message of an operation it failed.
-    last_cause: Option<String>,
-    /// The operation a method is running.
-    current: Option<OpId>,
-    /// The same, for [`Canceller`]s: its id plus one, 0 for none.
-    running: Arc<AtomicU64>,
-    closed: bool,
-    /// The loop's wake-up timer, kept between waits (arming one registers it with the reactor
-    /// and wakes the reactor's thread), and when it is set to fire.
-    timer: Timer,
-    timer_at: Option<Instant>,
-}
-
-impl std::fmt::Debug for McpClient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let target = match &self.link {
-            Link::Http(h) => h.url.as_str(),
-            Link::Stdio(s) => s.program.as_str(),
-        };
-        f.debug_struct("McpClient")
-            .field("target", &target)
-            .field("core", &self.core)
-            .finish_non_exhaustive()
-    }
+    session: Session<Smol>,
 }
 
 impl McpClient {
@@ -267,10 +214,9 @@ impl McpClient {
         check_http_url(url)?;
         // A TLS set-up failure (not expected: the settings are fixed) fails each exchange.
         let tls = http::tls_config();
-        let core = Client::new(options.core_config(Transport::Http, crate::random_seed()));
+        let core = Client::new(options.core_config(Transport::Http, url, crate::random_seed()));
         let link = Link::Http(HttpLink {
             url: url.to_owned(),
-            extra: options.headers.clone(),
             tls,
             connect_timeout: options.connect_timeout,
             pool: http::Pool::new(options.max_exchanges),
@@ -291,18 +237,15 @@ impl McpClient {
         args: &[&str],
         options: ClientOptions,
     ) -> Result<McpClient, Error> {
-        let spawn_err = |source| Error::Spawn {
-            program: program.to_owned(),
-            source,
-        };
-        let mut child = Command::new(program)
-            .args(args)
+        let (command, spawn_err) = stdio_command(program, args);
+        // The conversion keeps the program and arguments, not the pipes.
+        let mut child = Command::from(command)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .map_err(spawn_err)?;
+            .map_err(&spawn_err)?;
         let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
         let (Some(stdin), Some(stdout), Some(err)) = pipes else {
             let _ = child.kill();
@@ -317,7 +260,7 @@ impl McpClient {
             keep_stderr(err, &tail).await;
             drop(done_tx);
         });
-        let core = Client::new(options.core_config(Transport::Stdio, crate::random_seed()));
+        let core = Client::new(options.core_config(Transport::Stdio, "", crate::random_seed()));
         let link = Link::Stdio(StdioLink {
             program: program.to_owned(),
             child,
@@ -326,7 +269,6 @@ impl McpClient {
             written: 0,
             stdout: Some(stdout),
             read_buf: vec![0; READ_CHUNK],
-            lines: LineBuffer::new(MAX_STDIO_LINE),
             stderr,
             stderr_done,
             exit: None,
@@ -340,139 +282,62 @@ impl McpClient {
         ))
     }
 
-    fn with_link(core: Client, link: Link, (tx, rx): (Sender<Input>, Receiver<Input>)) -> Self {
-        // Nothing is drained yet: events the core emits at creation (a pinned era) reach the
-        // host set with `set_host` before the first operation.
+    fn with_link(
+        core: Client,
+        link: Link,
+        (tx, rx): (Sender<Exchange>, Receiver<Exchange>),
+    ) -> Self {
         let (cancel_tx, cancel_rx) = channel::unbounded();
-        McpClient {
-            core,
+        let rt = Smol {
             link,
             tx,
             rx,
             cancel_tx,
             cancel_rx,
-            outcomes: Outcomes::default(),
-            last_cause: None,
-            current: None,
-            running: Arc::new(AtomicU64::new(0)),
             closed: false,
             timer: Timer::never(),
             timer_at: None,
+        };
+        McpClient {
+            session: Session::new(core, rt),
         }
     }
 
     /// Sets the host hooks (elicitation answers, progress, notifications, events).
     pub fn set_host(&mut self, host: Box<dyn Host + Send>) {
-        self.outcomes.set_host(host);
+        self.session.set_host(host);
     }
 
     /// A handle that cancels the running operation from another task or thread.
     pub fn canceller(&self) -> Canceller {
         Canceller {
-            tx: self.cancel_tx.clone(),
-            running: Arc::clone(&self.running),
+            tx: self.session.rt.cancel_tx.clone(),
+            running: self.session.running(),
         }
     }
 
     /// The era and version in use, once known.
     pub fn era(&self) -> Option<CachedEra> {
-        self.core.era()
+        self.session.era()
     }
 
     // -----------------------------------------------------------------------------------------
     // Operations.
 
-    /// `server/discover` (in the legacy era: the `initialize` result).
-    pub async fn discover(&mut self) -> Result<Value, Error> {
-        self.run(Operation::Discover, OpOptions::default()).await
-    }
-
-    /// One page of `tools/list` (`cursor: None` for the first).
-    pub async fn list_tools(&mut self, cursor: Option<&str>) -> Result<Value, Error> {
-        self.list(ListKind::Tools, cursor).await
-    }
-
-    /// One page of `prompts/list`.
-    pub async fn list_prompts(&mut self, cursor: Option<&str>) -> Result<Value, Error> {
-        self.list(ListKind::Prompts, cursor).await
-    }
-
-    /// One page of `resources/list`.
-    pub async fn list_resources(&mut self, cursor: Option<&str>) -> Result<Value, Error> {
-        self.list(ListKind::Resources, cursor).await
-    }
-
-    /// One page of `resources/templates/list`.
-    pub async fn list_resource_templates(&mut self, cursor: Option<&str>) -> Result<Value, Error> {
-        self.list(ListKind::ResourceTemplates, cursor).await
-    }
-
-    /// One page of any list.
-    pub async fn list(&mut self, kind: ListKind, cursor: Option<&str>) -> Result<Value, Error> {
-        let operation = Operation::List {
-            kind,
-            cursor: cursor.map(str::to_owned),
-        };
-        self.run(operation, OpOptions::default()).await
-    }
-
-    /// `tools/call` with progress notifications requested (they reach [`Host::on_progress`]).
-    /// A tool that failed answers a result with `isError: true`, not an error.
-    pub async fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, Error> {
-        let options = OpOptions {
-            progress: true,
-            ..OpOptions::default()
-        };
-        self.call_tool_with(name, arguments, options).await
-    }
-
-    /// `tools/call` with the core's per-operation options (timeout, progress, cache policy).
-    pub async fn call_tool_with(
-        &mut self,
-        name: &str,
-        arguments: Value,
-        options: OpOptions,
-    ) -> Result<Value, Error> {
-        let operation = Operation::CallTool {
-            name: name.to_owned(),
-            arguments: arguments_object(arguments)?,
-        };
-        self.run(operation, options).await
-    }
-
-    /// `prompts/get`.
-    pub async fn get_prompt(&mut self, name: &str, arguments: Value) -> Result<Value, Error> {
-        let operation = Operation::GetPrompt {
-            name: name.to_owned(),
-            arguments: arguments_object(arguments)?,
-        };
-        self.run(operation, OpOptions::default()).await
-    }
-
-    /// `resources/read`.
-    pub async fn read_resource(&mut self, uri: &str) -> Result<Value, Error> {
-        let operation = Operation::ReadResource {
-            uri: uri.to_owned(),
-        };
-        self.run(operation, OpOptions::default()).await
-    }
-
-    /// `ping` (the legacy era only; the modern era has none and answers
-    /// [`IncompatibleError::Unsupported`](mcpwire_core::mcp::client::IncompatibleError::Unsupported)).
-    pub async fn ping(&mut self) -> Result<Value, Error> {
-        self.run(Operation::Ping, OpOptions::default()).await
-    }
+    operations!(async await);
 
     /// Any operation, with its options.
     ///
     /// Dropping the returned future before it completes cancels the operation the next time
     /// the client runs (its answer is not waited for).
     pub async fn run(&mut self, operation: Operation, options: OpOptions) -> Result<Value, Error> {
-        self.abandon();
-        self.check_alive()?;
-        let op = self.core.start(Instant::now(), operation, options);
-        let text = self.wait_for(op).await?;
-        serde_json::from_str(&text).map_err(|e| Error::BadResult(e.to_string()))
+        let op = self.session.start(operation, options)?;
+        loop {
+            if let Some(outcome) = self.session.outcome(op) {
+                return outcome;
+            }
+            self.wait(None).await;
+        }
     }
 
     // -----------------------------------------------------------------------------------------
@@ -485,14 +350,7 @@ impl McpClient {
         &mut self,
         filter: SubscriptionFilter,
     ) -> Result<SubscriptionHandle, Error> {
-        self.abandon();
-        self.check_alive()?;
-        let sub = self
-            .core
-            .subscribe(Instant::now(), filter)
-            .map_err(|e| Error::Usage(Box::new(e)))?;
-        self.drain();
-        Ok(sub)
+        self.session.subscribe(filter)
     }
 
     /// Waits up to `timeout` for the next subscription event (acknowledged, changed,
@@ -501,113 +359,216 @@ impl McpClient {
         &mut self,
         timeout: Duration,
     ) -> Result<Option<subscription::Event>, Error> {
-        self.abandon();
-        let until = Instant::now().checked_add(timeout);
+        let until = self.session.events_until(timeout);
         loop {
-            self.drain();
-            if let Some(e) = self.outcomes.next_subscription_event() {
-                return Ok(Some(e));
+            if let Some(event) = self.session.subscription_event(until) {
+                return event;
             }
-            self.check_alive()?;
-            if until.is_none_or(|u| Instant::now() >= u) {
-                return Ok(None);
-            }
-            self.wait_once(until).await;
+            self.wait(until).await;
         }
     }
 
     /// Ends a subscription.
     pub async fn unsubscribe(&mut self, sub: SubscriptionHandle) -> Result<(), Error> {
-        self.core
-            .unsubscribe(Instant::now(), sub)
-            .map_err(|e| Error::Usage(Box::new(e)))?;
-        self.drain();
-        Ok(())
+        self.session.unsubscribe(sub)
     }
 
     /// Ends the client: cancels what is in flight, ends a legacy HTTP session (`DELETE`),
     /// waiting for that at most a couple of seconds, and stops the child process.
     pub async fn close(mut self) {
-        self.core.shutdown(Instant::now());
-        self.drain();
-        let until = Instant::now().checked_add(SHUTDOWN_WAIT);
-        while matches!(&self.link, Link::Http(h) if !h.jobs.is_empty())
-            && until.is_some_and(|u| Instant::now() < u)
-        {
-            self.wait_once(until).await;
+        let until = self.session.shutdown();
+        while self.session.rt.jobs_open() && until.is_some_and(|u| Instant::now() < u) {
+            self.wait(until).await;
         }
-        self.stop_link();
+        self.session.rt.stop_link();
     }
 
     // -----------------------------------------------------------------------------------------
-    // The loop.
+    // Waiting.
 
-    /// Runs the loop until `op` ends.
-    async fn wait_for(&mut self, op: OpId) -> Result<String, Error> {
-        self.current = Some(op);
-        self.running.store(op.0.saturating_add(1), Ordering::SeqCst);
-        let outcome = self.wait_for_current(op).await;
-        self.running.store(0, Ordering::SeqCst);
-        self.current = None;
-        outcome
-    }
-
-    /// Cancels the operation of a method whose future was dropped before it ended.
-    fn abandon(&mut self) {
-        if let Some(old) = self.current.take() {
-            self.running.store(0, Ordering::SeqCst);
-            let _ = self.core.cancel(Instant::now(), old);
-            self.drain();
-            self.outcomes.take(old);
-        }
-    }
-
-    async fn wait_for_current(&mut self, op: OpId) -> Result<String, Error> {
-        loop {
-            self.drain();
-            if let Some(outcome) = self.outcomes.take(op) {
-                return outcome.map_err(|e| self.explain(e));
+    /// Waits for one report, stdio bytes or cancel request (at most until the session's
+    /// deadline or `until`) and hands it to the session, with a bounded batch of the reports
+    /// that follow it; then the core's timer fires when due.
+    async fn wait(&mut self, until: Option<Instant>) {
+        let wake = self.session.wake_at(until);
+        match self.session.rt.wait(wake).await {
+            Woke::Pipe(Pipe::Read(n)) => {
+                // Taken out while the session reads it (feeding writes to the link).
+                let buf = match &mut self.session.rt.link {
+                    Link::Stdio(s) => std::mem::take(&mut s.read_buf),
+                    Link::Http(_) => Vec::new(),
+                };
+                self.session.stdio_bytes(buf.get(..n).unwrap_or_default());
+                if let Link::Stdio(s) = &mut self.session.rt.link {
+                    s.read_buf = buf;
+                }
             }
-            if let Err(e) = self.check_alive() {
-                let _ = self.core.cancel(Instant::now(), op);
-                self.drain();
-                self.outcomes.take(op);
-                return Err(e);
+            Woke::Pipe(Pipe::Closed) => {
+                self.session.rt.reap().await;
+                self.session.stdio_closed();
             }
-            self.wait_once(None).await;
+            Woke::Exchange(report) => {
+                self.session.exchange(report);
+                // Take what else is waiting, a bounded batch, before looking at the clock.
+                for _ in 0..CHANNEL_DEPTH {
+                    match self.session.rt.rx.try_recv() {
+                        Ok(report) => self.session.exchange(report),
+                        Err(_) => break,
+                    }
+                }
+            }
+            Woke::Cancel(op) => self.session.cancel_requested(op),
+            Woke::Timer => {}
+        }
+        self.session.after_wait();
+    }
+}
+
+impl std::fmt::Debug for McpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.session.fmt(f)
+    }
+}
+
+impl Drop for McpClient {
+    fn drop(&mut self) {
+        if self.session.rt.closed {
+            return;
+        }
+        self.session.shutdown();
+        // The goodbye exchanges (a legacy DELETE) finish in the background, bounded.
+        if let Link::Http(h) = &mut self.session.rt.link {
+            let jobs: Vec<Task<()>> = std::mem::take(&mut h.jobs).into_values().collect();
+            if !jobs.is_empty() {
+                smol::spawn(async move {
+                    async move {
+                        for job in jobs {
+                            job.await;
+                        }
+                    }
+                    .or(async {
+                        Timer::after(SHUTDOWN_WAIT).await;
+                    })
+                    .await;
+                })
+                .detach();
+            }
+        }
+        self.session.rt.stop_link();
+    }
+}
+
+/// The smol runtime: the link, the channel the exchange tasks report to, the cancel channel
+/// and the loop's timer.
+struct Smol {
+    link: Link,
+    tx: Sender<Exchange>,
+    rx: Receiver<Exchange>,
+    cancel_tx: Sender<OpId>,
+    cancel_rx: Receiver<OpId>,
+    closed: bool,
+    /// The loop's wake-up timer, kept between waits (arming one registers it with the reactor
+    /// and wakes the reactor's thread), and when it is set to fire.
+    timer: Timer,
+    timer_at: Option<Instant>,
+}
+
+/// What woke the loop.
+enum Woke {
+    Pipe(Pipe),
+    Exchange(Exchange),
+    Cancel(OpId),
+    Timer,
+}
+
+impl Runtime for Smol {
+    fn start_http(&mut self, stream: StreamId, request: Request) -> Result<(), String> {
+        let Link::Http(h) = &mut self.link else {
+            return Ok(());
+        };
+        let tls = Arc::clone(h.tls.as_ref().map_err(Clone::clone)?);
+        let task = smol::spawn(exchange(
+            Route {
+                pool: Arc::clone(&h.pool),
+                permits: Arc::clone(&h.permits),
+                tls,
+                connect_timeout: h.connect_timeout,
+            },
+            request,
+            stream,
+            self.tx.clone(),
+        ));
+        h.jobs.insert(stream, task);
+        Ok(())
+    }
+
+    fn close_http(&mut self, stream: StreamId) {
+        if let Link::Http(h) = &mut self.link {
+            // Dropping the task drops its connection.
+            h.jobs.remove(&stream);
         }
     }
 
-    /// Waits for one report or cancel request (at most until the core's deadline or `until`),
-    /// feeds it and any that follow it, and fires the core's timer when due.
-    async fn wait_once(&mut self, until: Option<Instant>) {
-        let now = Instant::now();
-        let deadline = self.core.poll_timeout().map(|t| t.at);
-        let mut wake = now.checked_add(MAX_SLEEP).unwrap_or(now);
-        for d in [deadline, until].into_iter().flatten() {
-            wake = wake.min(d);
+    fn exchange_ended(&mut self, stream: StreamId) {
+        if let Link::Http(h) = &mut self.link {
+            if let Some(task) = h.jobs.remove(&stream) {
+                // It has reported its end; let it finish on its own.
+                task.detach();
+            }
         }
+    }
+
+    /// Request lines for a stdio child are queued, and written at the end of the drain as far
+    /// as its stdin pipe takes them (the rest while the loop waits).
+    fn write_stdio(&mut self, line: String) {
+        if let Link::Stdio(s) = &mut self.link {
+            s.queue(&line);
+        }
+    }
+
+    fn flush_stdio(&mut self) {
+        if let Link::Stdio(s) = &mut self.link {
+            if s.written < s.pending.len() {
+                // No waker: what the pipe does not take now is written while the loop waits
+                // (which polls the pipe again with its own waker).
+                s.poll_write_pending(&mut Context::from_waker(Waker::noop()));
+            }
+        }
+    }
+
+    fn link(&self) -> LinkView<'_> {
+        match &self.link {
+            Link::Http(h) => LinkView::Http { url: &h.url },
+            Link::Stdio(s) => LinkView::Stdio {
+                program: &s.program,
+                exit: s.exit.as_deref(),
+                stderr: &s.stderr,
+            },
+        }
+    }
+}
+
+impl Smol {
+    /// Waits until `wake` for a report, stdio bytes or a cancel request.
+    async fn wait(&mut self, wake: Instant) -> Woke {
         // Re-armed only when it must fire earlier than it is set to, or it has fired: waking
         // early is harmless (the caller looks at the clock and waits again).
-        if self.timer_at.is_none_or(|at| wake < at || at <= now) {
+        if self
+            .timer_at
+            .is_none_or(|at| wake < at || at <= Instant::now())
+        {
             self.timer.set_at(wake);
             self.timer_at = Some(wake);
         }
-        enum Woke {
-            Pipe(Pipe),
-            Input(Input),
-            Cancel(OpId),
-            Timer,
-        }
         let (rx, cancel_rx, timer) = (&self.rx, &self.cancel_rx, &mut self.timer);
         let link = &mut self.link;
-        let woke = async move {
+        async move {
             match link {
                 Link::Stdio(s) => Woke::Pipe(poll_fn(|cx| s.poll_pipes(cx)).await),
                 // The exchange tasks report over the channel (nothing does on stdio). The
                 // client holds a sender of each channel, so neither closes while it waits.
                 Link::Http(_) => match rx.recv().await {
-                    Ok(input) => Woke::Input(input),
+                    Ok(report) => Woke::Exchange(report),
                     Err(_) => smol::future::pending().await,
                 },
             }
@@ -622,182 +583,11 @@ impl McpClient {
             timer.await;
             Woke::Timer
         })
-        .await;
-        match woke {
-            Woke::Pipe(Pipe::Read(n)) => self.feed_stdout(n),
-            Woke::Pipe(Pipe::Closed) => {
-                let last = match &mut self.link {
-                    Link::Stdio(s) => s.lines.finish(),
-                    Link::Http(_) => None,
-                };
-                if let Some(line) = last {
-                    self.feed_line(&line);
-                }
-                self.reap().await;
-                let _ = self.core.handle_stdio_closed(Instant::now());
-                self.drain();
-            }
-            Woke::Input(input) => {
-                self.feed(input);
-                // Take what else is waiting, a bounded batch, before looking at the clock.
-                for _ in 0..CHANNEL_DEPTH {
-                    match self.rx.try_recv() {
-                        Ok(input) => self.feed(input),
-                        Err(_) => break,
-                    }
-                }
-            }
-            Woke::Cancel(op) => {
-                if self.current == Some(op) {
-                    let _ = self.core.cancel(Instant::now(), op);
-                    self.drain();
-                }
-            }
-            Woke::Timer => {}
-        }
-        let now = Instant::now();
-        if self.core.poll_timeout().is_some_and(|t| now >= t.at) {
-            self.core.handle_timeout(now);
-        }
+        .await
     }
 
-    /// Feeds the lines completed by `n` bytes read from stdout to the core, each followed by
-    /// the outputs it caused.
-    fn feed_stdout(&mut self, n: usize) {
-        let Link::Stdio(s) = &mut self.link else {
-            return;
-        };
-        // Taken out for the time the lines are fed (feeding writes to the link).
-        let buf = std::mem::take(&mut s.read_buf);
-        let mut lines = std::mem::replace(&mut s.lines, LineBuffer::new(0));
-        lines.push(buf.get(..n).unwrap_or_default(), |line| {
-            self.feed_line(&line)
-        });
-        if let Link::Stdio(s) = &mut self.link {
-            s.read_buf = buf;
-            s.lines = lines;
-        }
-    }
-
-    /// Feeds one stdout line to the core.
-    fn feed_line(&mut self, line: &str) {
-        let _ = self.core.handle_stdio_line(Instant::now(), line);
-        self.drain();
-    }
-
-    /// Feeds one report to the core. The core refuses only inputs of the other transport,
-    /// which this driver never mixes, so its `UsageError`s are not expected here.
-    fn feed(&mut self, input: Input) {
-        let now = Instant::now();
-        let _ = match input {
-            Input::Head { stream, head } => {
-                self.core
-                    .handle_response_head(now, SystemTime::now(), stream, head)
-            }
-            Input::Data { stream, bytes } => self.core.handle_response_data(now, stream, &bytes),
-            Input::End { stream } => {
-                self.forget_job(stream);
-                self.core.handle_response_end(now, stream)
-            }
-            Input::Failed { stream, cause } => {
-                self.forget_job(stream);
-                self.last_cause = Some(cause);
-                self.core.handle_transport_failed(now, stream)
-            }
-        };
-        self.drain();
-    }
-
-    /// Performs every output of the core. Request lines for a stdio child are written at
-    /// once, as far as its stdin pipe takes them (the rest while the loop waits).
-    fn drain(&mut self) {
-        while let Some(out) = self.core.poll_output() {
-            match out {
-                Output::Http {
-                    stream,
-                    method,
-                    headers,
-                    body,
-                } => self.send_http(stream, method, headers, body),
-                Output::CloseStream(stream) => {
-                    if let Link::Http(h) = &mut self.link {
-                        // Dropping the task drops its connection.
-                        h.jobs.remove(&stream);
-                    }
-                }
-                Output::Stdio(line) => {
-                    if let Link::Stdio(s) = &mut self.link {
-                        s.queue(&line);
-                    }
-                }
-                Output::Event(event) => self.outcomes.on_event(&mut self.core, event),
-            }
-        }
-        if let Link::Stdio(s) = &mut self.link {
-            if s.written < s.pending.len() {
-                // No waker: what the pipe does not take now is written while the loop waits
-                // (which polls the pipe again with its own waker).
-                s.poll_write_pending(&mut Context::from_waker(Waker::noop()));
-            }
-        }
-    }
-
-    fn send_http(&mut self, stream: StreamId, method: Method, headers: Headers, body: String) {
-        let Link::Http(h) = &mut self.link else {
-            return;
-        };
-        let request = http_request(&h.url, &h.extra, method, headers, body);
-        let tls = match &h.tls {
-            Ok(tls) => Arc::clone(tls),
-            Err(e) => {
-                self.last_cause = Some(e.clone());
-                let _ = self.core.handle_transport_failed(Instant::now(), stream);
-                return;
-            }
-        };
-        let task = smol::spawn(exchange(
-            Route {
-                pool: Arc::clone(&h.pool),
-                permits: Arc::clone(&h.permits),
-                tls,
-                connect_timeout: h.connect_timeout,
-            },
-            request,
-            stream,
-            self.tx.clone(),
-        ));
-        h.jobs.insert(stream, task);
-    }
-
-    fn forget_job(&mut self, stream: StreamId) {
-        if let Link::Http(h) = &mut self.link {
-            if let Some(task) = h.jobs.remove(&stream) {
-                // It has reported its end; let it finish on its own.
-                task.detach();
-            }
-        }
-    }
-
-    /// Adds what the transport said to an operation's error (see [`LinkView::explain`]).
-    fn explain(&mut self, e: Error) -> Error {
-        let cause = self.last_cause.take();
-        self.view().explain(e, cause)
-    }
-
-    /// stdio: fails once the child has ended (it is not restarted).
-    fn check_alive(&self) -> Result<(), Error> {
-        self.view().check_alive()
-    }
-
-    fn view(&self) -> LinkView<'_> {
-        match &self.link {
-            Link::Http(h) => LinkView::Http { url: &h.url },
-            Link::Stdio(s) => LinkView::Stdio {
-                program: &s.program,
-                exit: s.exit.as_deref(),
-                stderr: &s.stderr,
-            },
-        }
+    fn jobs_open(&self) -> bool {
+        matches!(&self.link, Link::Http(h) if !h.jobs.is_empty())
     }
 
     /// stdio: the child's stdout closed; collect its exit status (killing it if it lingers
@@ -851,35 +641,6 @@ impl McpClient {
     }
 }
 
-impl Drop for McpClient {
-    fn drop(&mut self) {
-        if self.closed {
-            return;
-        }
-        self.core.shutdown(Instant::now());
-        self.drain();
-        // The goodbye exchanges (a legacy DELETE) finish in the background, bounded.
-        if let Link::Http(h) = &mut self.link {
-            let jobs: Vec<Task<()>> = std::mem::take(&mut h.jobs).into_values().collect();
-            if !jobs.is_empty() {
-                smol::spawn(async move {
-                    async move {
-                        for job in jobs {
-                            job.await;
-                        }
-                    }
-                    .or(async {
-                        Timer::after(SHUTDOWN_WAIT).await;
-                    })
-                    .await;
-                })
-                .detach();
-            }
-        }
-        self.stop_link();
-    }
-}
-
 /// What the HTTP stack's error says, for [`Error::Transport`].
 fn describe(e: &HttpError) -> String {
     match e {
@@ -906,36 +667,36 @@ struct Route {
 /// One HTTP exchange as a task: the head, each body chunk, then the end (or the failure).
 /// It waits for a permit first and holds it to its end. Dropping the task (a closed stream)
 /// drops the connection.
-async fn exchange(route: Route, request: Request, stream: StreamId, tx: Sender<Input>) {
+async fn exchange(route: Route, request: Request, stream: StreamId, tx: Sender<Exchange>) {
     let _permit = route.permits.acquire_arc().await;
     let sent = http::send_pooled(&route.pool, &route.tls, &request, route.connect_timeout).await;
     let mut response = match sent {
         Ok(r) => r,
         Err(e) => {
             let cause = describe(&e);
-            let _ = tx.send(Input::Failed { stream, cause }).await;
+            let _ = tx.send(Exchange::Failed { stream, cause }).await;
             return;
         }
     };
     let head = response.head.clone();
-    if tx.send(Input::Head { stream, head }).await.is_err() {
+    if tx.send(Exchange::Head { stream, head }).await.is_err() {
         return;
     }
     loop {
         match response.next_chunk().await {
             Ok(None) => {
-                let _ = tx.send(Input::End { stream }).await;
+                let _ = tx.send(Exchange::End { stream }).await;
                 return;
             }
             Ok(Some(bytes)) => {
                 let bytes = bytes.to_vec();
-                if tx.send(Input::Data { stream, bytes }).await.is_err() {
+                if tx.send(Exchange::Data { stream, bytes }).await.is_err() {
                     return;
                 }
             }
             Err(e) => {
                 let cause = format!("reading the response body: {}", describe(&e));
-                let _ = tx.send(Input::Failed { stream, cause }).await;
+                let _ = tx.send(Exchange::Failed { stream, cause }).await;
                 return;
             }
         }

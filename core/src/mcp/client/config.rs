@@ -1,5 +1,6 @@
 //! How the client is set up: [`ClientConfig`] and its defaults.
 
+use crate::http::Headers;
 use crate::mcp::cache::{AuthContext, CacheConfig};
 use crate::mcp::era;
 use crate::mcp::meta::{ClientCapabilities, Implementation};
@@ -49,6 +50,14 @@ pub enum ProtocolChoice {
 pub struct ClientConfig {
     /// Streamable HTTP or stdio.
     pub transport: Transport,
+    /// Streamable HTTP: the server's URL, which every [`Output::Http`](super::Output::Http)
+    /// request goes to (unused on stdio).
+    pub url: String,
+    /// Streamable HTTP: the host's extra headers, sent with every request (e.g.
+    /// `Authorization`). A header the client sets itself (the `Mcp-*` headers,
+    /// `MCP-Protocol-Version`, `Content-Type`, `Accept`, ...) wins over an extra one of the same
+    /// name, which is then not sent. `Debug` shows their names only.
+    pub headers: Headers,
     /// `clientInfo`.
     pub client_info: Implementation,
     /// The capabilities declared on every request (what the host supports and wants to use).
@@ -98,6 +107,8 @@ impl ClientConfig {
     pub fn new(transport: Transport, client_info: Implementation) -> Self {
         ClientConfig {
             transport,
+            url: String::new(),
+            headers: Headers::new(),
             client_info,
             capabilities: ClientCapabilities::none(),
             host_capabilities: ClientCapabilities::none(),
@@ -115,6 +126,12 @@ impl ClientConfig {
             list_tools_before_call: true,
             legacy_listen: true,
         }
+    }
+
+    /// Streamable HTTP: sends every request to `url`.
+    pub fn with_url(mut self, url: &str) -> Self {
+        url.clone_into(&mut self.url);
+        self
     }
 
     /// Declares `capabilities` on every request (and lets `-32021` use them).

@@ -4,7 +4,7 @@
 use std::fmt;
 
 use super::{OpError, OpId, StreamId};
-use crate::http::{Headers, Method};
+use crate::http::Request;
 use crate::mcp::era::Era;
 use crate::mcp::mrtr::InputRequestEvent;
 use crate::mcp::subscription;
@@ -225,12 +225,11 @@ pub enum Output {
     Http {
         /// The stream.
         stream: StreamId,
-        /// `POST` (or `DELETE` for ending a legacy session).
-        method: Method,
-        /// The headers.
-        headers: Headers,
-        /// The body.
-        body: String,
+        /// The whole request: `POST` (or `GET` resuming a legacy stream, `DELETE` ending a
+        /// legacy session) to [`ClientConfig::url`](super::ClientConfig::url), the client's
+        /// headers and then the host's extra ones ([`ClientConfig::headers`](super::ClientConfig::headers))
+        /// whose names the client did not set, and the JSON body (empty for none).
+        request: Request,
     },
     /// HTTP: close this stream (cancels its request, or releases the connection).
     CloseStream(StreamId),
@@ -244,17 +243,12 @@ impl fmt::Debug for Output {
     /// Sizes, not bodies: arguments and results may be private.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Output::Http {
-                stream,
-                method,
-                headers,
-                body,
-            } => f
+            Output::Http { stream, request } => f
                 .debug_struct("Http")
                 .field("stream", stream)
-                .field("method", method)
-                .field("headers", headers)
-                .field("body_bytes", &body.len())
+                .field("method", &request.method)
+                .field("headers", &request.headers)
+                .field("body_bytes", &request.body.len())
                 .finish(),
             Output::CloseStream(s) => f.debug_tuple("CloseStream").field(s).finish(),
             Output::Stdio(line) => f.debug_struct("Stdio").field("bytes", &line.len()).finish(),

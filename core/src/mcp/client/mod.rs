@@ -31,8 +31,10 @@
 //! The step-function contract (`DESIGN.md`): inputs through `handle_*(now, ...)`, outputs from
 //! [`Client::poll_output`] (drain it after every input), the next deadline from
 //! [`Client::poll_timeout`]. HTTP outputs are POSTs on numbered streams ([`StreamId`]); the driver
-//! feeds each stream's response head, body bytes and end back. stdio outputs are lines to write;
-//! the driver feeds each line the server writes.
+//! feeds each stream's response head, body bytes and end back. Each [`Output::Http`] is the
+//! whole request ([`crate::http::Request`]: the URL and the host's extra headers come from
+//! [`ClientConfig`]). stdio outputs are lines to write; the driver feeds the bytes the server
+//! writes ([`Client::handle_stdio_bytes`]: the client cuts the lines).
 //!
 //! # Late inputs
 //!
@@ -78,12 +80,16 @@
 //! use mcpwire_core::mcp::request::Transport;
 //!
 //! let now = Instant::now();
-//! let mut client = Client::new(ClientConfig::new(Transport::Http, Implementation::new("host", "1.0")));
+//! let config = ClientConfig::new(Transport::Http, Implementation::new("host", "1.0"))
+//!     .with_url("http://127.0.0.1:3000/mcp");
+//! let mut client = Client::new(config);
 //! let op = client.list(now, ListKind::Tools, None);
 //!
-//! // The driver POSTs what comes out...
-//! let Some(Output::Http { stream, headers, body, .. }) = client.poll_output() else { panic!() };
-//! assert_eq!(headers.get("Mcp-Method"), Some("tools/list"));
+//! // The driver sends the request that comes out...
+//! let Some(Output::Http { stream, request }) = client.poll_output() else { panic!() };
+//! assert_eq!(request.url, "http://127.0.0.1:3000/mcp");
+//! assert_eq!(request.headers.get("Mcp-Method"), Some("tools/list"));
+//! let body = std::str::from_utf8(&request.body).unwrap();
 //! assert!(body.contains("\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\""));
 //!
 //! // ...and feeds the response back.
@@ -141,6 +147,7 @@ use super::request::{IdSource, RequestHandle, Requests, RequestsConfig, Routed, 
 use super::subscription::{self, SubscriptionFilter, SubscriptionHandle, Subscriptions};
 use crate::http::{Headers, ResponseHead};
 use crate::jsonrpc::Message;
+use crate::stdio_lines::{LineFramer, Piece};
 use crate::time::{Instant, SystemTime};
 
 use detection::EraState;
@@ -174,6 +181,8 @@ pub struct Client {
     next_op: u64,
     /// The `_meta` member texts that rarely change between requests.
     meta_texts: MetaTexts,
+    /// stdio: the server's stdout cut into lines.
+    stdio_lines: LineFramer,
     outputs: VecDeque<Output>,
 }
 
@@ -215,6 +224,7 @@ impl Client {
             held_subs: Vec::new(),
             next_op: 0,
             meta_texts: MetaTexts::new(&config.client_info),
+            stdio_lines: LineFramer::default(),
             outputs: VecDeque::new(),
             config,
         };
@@ -396,6 +406,25 @@ impl Client {
         Ok(())
     }
 
+    /// [`Client::answer_input`] on the host's behalf, where a refused answer ends the
+    /// operation: it is cancelled ([`Event::Cancelled`], and the cancellation on the wire) and
+    /// the refusal is returned, for the driver to report as the operation's outcome. A driver
+    /// that asks the host once per request uses this: nobody is left to answer again.
+    pub fn answer_input_or_cancel(
+        &mut self,
+        now: Instant,
+        op_id: OpId,
+        key: &str,
+        answer: InputAnswer,
+    ) -> Result<(), UsageError> {
+        let answered = self.answer_input(now, op_id, key, answer);
+        if answered.is_err() {
+            // An operation this client never issued has nothing to cancel.
+            let _ = self.cancel(now, op_id);
+        }
+        answered
+    }
+
     /// Subscribes to `filter`'s kinds: a `subscriptions/listen` stream in the modern era; in the
     /// legacy era, the session's GET stream (HTTP) or stdout (stdio) for list changes and
     /// `resources/subscribe` for single resources, with the same events (the kinds the server's
@@ -556,16 +585,45 @@ impl Client {
         Ok(())
     }
 
-    /// stdio: one line the server wrote.
+    /// stdio: bytes the server wrote to its stdout, cut anywhere. The client cuts them into
+    /// lines itself (a line split across reads is joined; a line longer than
+    /// [`MAX_STDIO_LINE`](crate::stdio_lines::MAX_STDIO_LINE) is skipped whole; bytes that are
+    /// not UTF-8 are replaced, which makes the line no JSON-RPC) and takes each line as
+    /// [`Client::handle_stdio_line`] does. A last line without its newline is taken by
+    /// [`Client::handle_stdio_closed`].
+    pub fn handle_stdio_bytes(&mut self, now: Instant, bytes: &[u8]) -> Result<(), UsageError> {
+        if self.config.transport != Transport::Stdio {
+            return Err(UsageError::WrongTransport {
+                input: "handle_stdio_bytes",
+            });
+        }
+        // Taken out while its lines are handled (which needs the whole client); no copy.
+        let mut lines = std::mem::take(&mut self.stdio_lines);
+        lines.push(bytes, |piece| {
+            if let Piece::Line(line) = piece {
+                self.stdio_line(now, &String::from_utf8_lossy(line));
+            }
+        });
+        self.stdio_lines = lines;
+        Ok(())
+    }
+
+    /// stdio: one line the server wrote (without its newline; a trailing `\r` or `\n` is
+    /// dropped). [`Client::handle_stdio_bytes`] cuts the lines from what is read.
     pub fn handle_stdio_line(&mut self, now: Instant, line: &str) -> Result<(), UsageError> {
         if self.config.transport != Transport::Stdio {
             return Err(UsageError::WrongTransport {
                 input: "handle_stdio_line",
             });
         }
+        self.stdio_line(now, line);
+        Ok(())
+    }
+
+    fn stdio_line(&mut self, now: Instant, line: &str) {
         let line = line.trim_end_matches(['\r', '\n']);
         if line.trim().is_empty() {
-            return Ok(());
+            return;
         }
         match Message::parse(line) {
             Err(_) => self.event(Event::Ignored {
@@ -586,16 +644,23 @@ impl Client {
             }
         }
         self.pump(now);
-        Ok(())
     }
 
-    /// stdio: the server's process exited (or its pipes closed).
+    /// stdio: the server's process exited (or its pipes closed). A last line it wrote without
+    /// a newline ([`Client::handle_stdio_bytes`]) is taken first.
     pub fn handle_stdio_closed(&mut self, now: Instant) -> Result<(), UsageError> {
         if self.config.transport != Transport::Stdio {
             return Err(UsageError::WrongTransport {
                 input: "handle_stdio_closed",
             });
         }
+        let mut lines = std::mem::take(&mut self.stdio_lines);
+        lines.finish(|piece| {
+            if let Piece::Line(line) = piece {
+                self.stdio_line(now, &String::from_utf8_lossy(line));
+            }
+        });
+        self.stdio_lines = lines;
         self.requests.handle_channel_closed(now);
         self.subs.handle_channel_closed(now);
         if matches!(self.era, EraState::Legacy) {
@@ -613,6 +678,8 @@ impl Client {
                 input: "handle_stdio_open",
             });
         }
+        // A new process: nothing of the old one's stdout is part of its lines.
+        self.stdio_lines = LineFramer::default();
         self.requests.handle_channel_open(now);
         self.subs.handle_channel_open(now);
         if matches!(self.era, EraState::Legacy) && self.session.handshake.is_none() {

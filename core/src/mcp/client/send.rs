@@ -646,12 +646,7 @@ impl Client {
         if let Some(old) = self.streams.by_req.insert(req, stream) {
             self.streams.map.remove(&old);
         }
-        self.outputs.push_back(Output::Http {
-            stream,
-            method: Method::Post,
-            headers,
-            body,
-        });
+        self.push_http(stream, Method::Post, headers, body);
     }
 
     pub(super) fn on_request_output(&mut self, now: Instant, output: request::Output) {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::{Client, Output};
 use crate::backoff;
-use crate::http::{Headers, Method, ResponseHead};
+use crate::http::{Headers, Method, Request, ResponseHead};
 use crate::jsonrpc::{ErrorObject, Message};
 use crate::mcp::request::{RequestHandle, Routed, StreamFailure};
 use crate::mcp::subscription::SubscriptionHandle;
@@ -196,13 +196,35 @@ impl Client {
         body: String,
     ) -> StreamId {
         let stream = self.streams.open(owner, headers.clone());
+        self.push_http(stream, method, headers, body);
+        stream
+    }
+
+    /// Emits the request of `stream`: `method` to the configured URL with `headers`, then the
+    /// host's extra headers whose names `headers` does not have (the client's header wins),
+    /// and `body`.
+    pub(super) fn push_http(
+        &mut self,
+        stream: StreamId,
+        method: Method,
+        mut headers: Headers,
+        body: String,
+    ) {
+        for (name, value) in self.config.headers.iter() {
+            if headers.get(name).is_none() {
+                // Both come from a `Headers` already: valid.
+                let _ = headers.append(name, value);
+            }
+        }
         self.outputs.push_back(Output::Http {
             stream,
-            method,
-            headers,
-            body,
+            request: Request {
+                method,
+                url: self.config.url.clone(),
+                headers,
+                body: body.into_bytes(),
+            },
         });
-        stream
     }
 
     /// HTTP: the head of `stream`'s response.

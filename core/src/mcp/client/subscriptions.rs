@@ -92,12 +92,7 @@ impl Client {
                 if let Some(old) = self.streams.by_sub.insert(sub, stream) {
                     self.streams.map.remove(&old);
                 }
-                self.outputs.push_back(Output::Http {
-                    stream,
-                    method: Method::Post,
-                    headers,
-                    body,
-                });
+                self.push_http(stream, Method::Post, headers, body);
             }
             subscription::Output::CloseStream { sub, .. } => {
                 if let Some(stream) = self.streams.by_sub.remove(&sub) {

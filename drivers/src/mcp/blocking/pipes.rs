@@ -4,8 +4,8 @@
 //!   loop waits in `poll(2)` for the child's stdout, for room in its stdin while bytes wait to be
 //!   written, and for a wake-up socket that a [`Waker`] (a `Canceller`) writes to. A request and
 //!   its answer cost no hand-off between threads.
-//! - [`Threads`] (everywhere): one thread writes stdin and one reads stdout, reporting lines over
-//!   the loop's channel. Used where `poll(2)` is missing, and kept testable on unix through
+//! - [`Threads`] (everywhere): one thread writes stdin and one reads stdout, reporting what it
+//!   reads over the loop's channel. Used where `poll(2)` is missing, and kept testable on unix through
 //!   [`super::McpClient::connect_stdio_with_pipe_threads`].
 //!
 //! Either way a child that stops reading its stdin never blocks the loop: its timers still fire.
@@ -16,8 +16,7 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 #[cfg(unix)]
 use std::sync::Arc;
 
-use super::{spawn, Input, MAX_STDIO_LINE};
-use crate::mcp::lines::LineBuffer;
+use super::{spawn, Input};
 
 /// Bytes read from stdout at once.
 const CHUNK: usize = 64 * 1024;
@@ -82,7 +81,7 @@ impl Threads {
     ) -> std::io::Result<Threads> {
         let (stdin_tx, stdin_rx) = mpsc::channel::<String>();
         spawn("mcp-stdio-in", move || write_lines(stdin, &stdin_rx))?;
-        spawn("mcp-stdio-out", move || read_lines(stdout, &tx))?;
+        spawn("mcp-stdio-out", move || read_stdout(stdout, &tx))?;
         Ok(Threads {
             stdin: Some(stdin_tx),
         })
@@ -109,10 +108,9 @@ fn write_lines(mut stdin: ChildStdin, lines: &Receiver<String>) {
     }
 }
 
-fn read_lines(mut stdout: impl Read, tx: &SyncSender<Input>) {
-    let mut lines = LineBuffer::new(MAX_STDIO_LINE);
+/// Reports what the child writes to its stdout (the core cuts the lines), then its end.
+fn read_stdout(mut stdout: impl Read, tx: &SyncSender<Input>) {
     let mut chunk = vec![0; CHUNK];
-    let mut open = true;
     loop {
         let n = match stdout.read(&mut chunk) {
             Ok(0) => break,
@@ -120,15 +118,10 @@ fn read_lines(mut stdout: impl Read, tx: &SyncSender<Input>) {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(_) => break,
         };
-        lines.push(&chunk[..n], |line| {
-            open = open && tx.send(Input::Line(line)).is_ok();
-        });
-        if !open {
+        let bytes = chunk.get(..n).unwrap_or_default().to_vec();
+        if tx.send(Input::Stdout(bytes)).is_err() {
             return; // the client is gone
         }
-    }
-    if let Some(line) = lines.finish() {
-        let _ = tx.send(Input::Line(line));
     }
     let _ = tx.send(Input::StdioClosed);
 }
@@ -146,7 +139,7 @@ mod polled {
 
     use rustix::event::{poll, PollFd, PollFlags, Timespec};
 
-    use super::{Input, LineBuffer, Waker, CHUNK, MAX_STDIO_LINE};
+    use super::{Waker, CHUNK};
 
     /// How many chunks one wake-up reads at most before the loop looks at the clock again.
     const READS_PER_WAKE: usize = 16;
@@ -158,7 +151,8 @@ mod polled {
         unsent: Vec<u8>,
         written: usize,
         stdout: Option<ChildStdout>,
-        lines: LineBuffer,
+        /// What the last wait read from stdout, for the loop to hand to the core.
+        pub(crate) read: Vec<u8>,
         chunk: Box<[u8]>,
         /// Readable when a [`Waker`] wrote to its end.
         wake: UnixStream,
@@ -189,7 +183,7 @@ mod polled {
                 unsent: Vec::new(),
                 written: 0,
                 stdout: Some(stdout),
-                lines: LineBuffer::new(MAX_STDIO_LINE),
+                read: Vec::new(),
                 chunk: vec![0; CHUNK].into_boxed_slice(),
                 wake,
             };
@@ -246,9 +240,9 @@ mod polled {
         }
 
         /// Waits up to `timeout` for the child's stdout, for room in its stdin (while bytes
-        /// wait) or for a [`Waker`]; writes what it can and puts the lines read (and the end of
-        /// stdout) into `inbox`.
-        pub(crate) fn wait(&mut self, timeout: Duration, inbox: &mut Vec<Input>) {
+        /// wait) or for a [`Waker`]; writes what it can and appends what stdout gave to
+        /// [`Polled::read`]. `true` once stdout ended (reported once).
+        pub(crate) fn wait(&mut self, timeout: Duration) -> bool {
             let pending = self.stdin.is_some() && self.written < self.unsent.len();
             let (woke, readable, writable) = {
                 let mut fds = Vec::with_capacity(3);
@@ -265,7 +259,7 @@ mod polled {
                 // `timeout` is at most the loop's longest sleep; a bigger one waits until woken.
                 let limit = Timespec::try_from(timeout).ok();
                 if poll(&mut fds, limit.as_ref()).is_err() {
-                    return; // interrupted: the loop looks at the clock and comes back
+                    return false; // interrupted: the loop looks at the clock and comes back
                 }
                 let ready = |at: Option<usize>| {
                     at.and_then(|i| fds.get(i))
@@ -280,39 +274,36 @@ mod polled {
             if writable {
                 self.flush();
             }
-            if readable {
-                self.read(inbox);
-            }
+            readable && self.read_stdout()
         }
 
-        /// Reads what stdout has (a bounded amount), cut into lines.
-        fn read(&mut self, inbox: &mut Vec<Input>) {
+        /// Reads what stdout has (a bounded amount) into [`Polled::read`]; `true` when it ended.
+        fn read_stdout(&mut self) -> bool {
             let Polled {
                 stdout,
-                lines,
+                read,
                 chunk,
                 ..
             } = self;
             for _ in 0..READS_PER_WAKE {
                 let Some(out) = stdout else {
-                    return;
+                    return false;
                 };
                 match out.read(chunk) {
                     Ok(0) => {}
                     Ok(n) => {
-                        lines.push(&chunk[..n], |line| inbox.push(Input::Line(line)));
+                        read.extend_from_slice(chunk.get(..n).unwrap_or_default());
                         continue;
                     }
                     Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
                     Err(_) => {}
                 }
                 // The end of stdout (or an error reading it, which ends it too).
-                inbox.extend(lines.finish().map(Input::Line));
-                inbox.push(Input::StdioClosed);
                 *stdout = None;
-                return;
+                return true;
             }
+            false
         }
     }
 }
