@@ -12,6 +12,8 @@
 //!   conformance runner starts (hidden from `--help`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+// The flags' doc comments are their `--help` texts, where a URL is plain text.
+#![allow(rustdoc::bare_urls)]
 
 mod client;
 mod conformance_client;

@@ -49,7 +49,8 @@
 //!   without writing a duplicate. Disabled by default: payloads are forwarded verbatim.
 //! - **Framing.** Each payload is written on one line: whitespace outside strings is removed (a
 //!   pretty-printed payload cannot break newline framing) and every other byte is kept, strings
-//!   byte for byte. Stdout is split on `\n` in any chunking; a trailing `\r` is dropped; blank
+//!   byte for byte. Stdout is split on `\n` in any chunking by the same framer as the MCP
+//!   client's ([`crate::stdio_lines::LineFramer`]); a trailing `\r` is dropped; blank
 //!   lines are ignored; a line that is not UTF-8 JSON-RPC is [`DiscardReason::Malformed`]. A frame
 //!   longer than [`StdioConfig::max_frame_bytes`] is not buffered: it is scanned in passing for its
 //!   top-level `id`, then discarded; if it was the active command's response, that command fails
@@ -65,6 +66,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
 
 use crate::jsonrpc::{Id, Message, MessageError};
+use crate::stdio_lines::{LineFramer, Piece, MAX_STDIO_LINE};
 use crate::time::Instant;
 use crate::tunnel::engine::{CommandId, ForwardKind};
 use crate::tunnel::failure::{FailureSource, TransportErrorKind, TunnelFailure};
@@ -97,7 +99,7 @@ impl Default for StdioConfig {
         StdioConfig {
             send_initialized_notification: false,
             max_queued: 256,
-            max_frame_bytes: 16 * 1024 * 1024,
+            max_frame_bytes: MAX_STDIO_LINE,
             max_retired: 64,
         }
     }
@@ -312,9 +314,10 @@ pub struct StdioBinding {
     initialized_written: bool,
     /// `Restart` was emitted and the old child's exit has not been reported.
     awaiting_exit: bool,
-    /// The current stdout frame, up to `max_frame_bytes`.
-    line: Vec<u8>,
-    /// The current stdout frame is oversized: scanned, not kept.
+    /// The child's stdout, cut into frames (lines of up to `max_frame_bytes`), as the MCP
+    /// client cuts it ([`crate::stdio_lines`]).
+    lines: LineFramer,
+    /// The current stdout frame is oversized: scanned in passing, not kept.
     oversized: Option<FrameScan>,
     outputs: VecDeque<StdioOutput>,
 }
@@ -327,7 +330,7 @@ impl fmt::Debug for StdioBinding {
             .field("active", &self.active.as_ref().map(|a| a.cmd))
             .field("retired", &self.retired.len())
             .field("awaiting_exit", &self.awaiting_exit)
-            .field("buffered", &self.line.len())
+            .field("buffered", &self.lines.buffered())
             .field("outputs", &self.outputs.len())
             .finish()
     }
@@ -337,13 +340,13 @@ impl StdioBinding {
     /// A binding for a freshly started child.
     pub fn new(config: StdioConfig) -> Self {
         StdioBinding {
+            lines: LineFramer::new(config.max_frame_bytes),
             config,
             queue: VecDeque::new(),
             active: None,
             retired: BTreeSet::new(),
             initialized_written: false,
             awaiting_exit: false,
-            line: Vec::new(),
             oversized: None,
             outputs: VecDeque::new(),
         }
@@ -417,31 +420,10 @@ impl StdioBinding {
             // The old child is being replaced; nothing it says is attributable.
             return;
         }
-        let mut rest = bytes;
-        while !rest.is_empty() {
-            let (piece, end_of_line, tail) = match rest.iter().position(|&b| b == b'\n') {
-                Some(i) => {
-                    let (piece, tail) = rest.split_at_checked(i).unwrap_or((rest, &[]));
-                    (piece, true, tail.get(1..).unwrap_or(&[]))
-                }
-                None => (rest, false, &[][..]),
-            };
-            rest = tail;
-            if let Some(scan) = &mut self.oversized {
-                scan.feed(piece);
-            } else if self.line.len().saturating_add(piece.len()) > self.config.max_frame_bytes {
-                let mut scan = FrameScan::default();
-                scan.feed(&self.line);
-                scan.feed(piece);
-                self.line = Vec::new();
-                self.oversized = Some(scan);
-            } else {
-                self.line.extend_from_slice(piece);
-            }
-            if end_of_line {
-                self.finish_frame();
-            }
-        }
+        // Taken out while its frames are handled (which needs the whole binding); no copy.
+        let mut lines = std::mem::take(&mut self.lines);
+        lines.push(bytes, |piece| self.frame_piece(piece));
+        self.lines = lines;
     }
 
     /// The command's deadline passed (the engine already dropped it; it gets no output).
@@ -480,9 +462,10 @@ impl StdioBinding {
             self.pump();
             return;
         }
-        if !self.line.is_empty() || self.oversized.is_some() {
-            self.finish_frame();
-        }
+        // A final frame without its newline is read too.
+        let mut lines = std::mem::take(&mut self.lines);
+        lines.finish(|piece| self.frame_piece(piece));
+        self.lines = lines;
         if let Some(active) = self.active.take() {
             self.fail(active.cmd, StdioFailure::TransportClosed);
         }
@@ -525,7 +508,7 @@ impl StdioBinding {
     fn reset_child_state(&mut self) {
         self.retired.clear();
         self.initialized_written = false;
-        self.line = Vec::new();
+        self.lines = LineFramer::new(self.config.max_frame_bytes);
         self.oversized = None;
     }
 
@@ -596,13 +579,24 @@ impl StdioBinding {
     }
 
     /// One complete stdout frame (the line buffer, or the oversized scan).
-    fn finish_frame(&mut self) {
-        let raw = std::mem::take(&mut self.line);
-        if let Some(scan) = self.oversized.take() {
-            self.oversized_frame(scan);
-            return;
+    /// What the framer found in the child's stdout: a whole frame, or a piece or the end of an
+    /// oversized one.
+    fn frame_piece(&mut self, piece: Piece<'_>) {
+        match piece {
+            Piece::Line(raw) => self.finish_frame(raw),
+            Piece::Overlong(bytes) => self
+                .oversized
+                .get_or_insert_with(FrameScan::default)
+                .feed(bytes),
+            Piece::OverlongEnd => {
+                let scan = self.oversized.take().unwrap_or_default();
+                self.oversized_frame(scan);
+            }
         }
-        let Ok(text) = std::str::from_utf8(&raw) else {
+    }
+
+    fn finish_frame(&mut self, raw: &[u8]) {
+        let Ok(text) = std::str::from_utf8(raw) else {
             self.discard(DiscardReason::Malformed, None);
             return;
         };
@@ -1503,7 +1497,7 @@ mod tests {
         );
         for chunk in frame.as_bytes().chunks(100) {
             b.handle_stdout(now(), chunk);
-            assert!(b.line.len() <= 64, "buffered {}", b.line.len());
+            assert!(b.lines.buffered() <= 64, "buffered {}", b.lines.buffered());
         }
         assert_eq!(
             drain(&mut b),
