@@ -16,7 +16,11 @@
 //! - [`time`]: the `Instant`/`SystemTime` types every input takes (`std`'s, or `web-time`'s on
 //!   `wasm32-unknown-unknown`);
 //! - [`tunnel`]: the Secure MCP Tunnel client (wire types, `response_timeout`, server info,
-//!   failure provenance, the [`tunnel::Engine`] and the shared stdio binding).
+//!   failure provenance, the [`tunnel::Engine`], the stdio binding and its restart supervisor,
+//!   composed as [`tunnel::Tunnel`], the one machine a driver runs).
+//!
+//! The step-function contract, the late-input and error conventions, and where each protocol
+//! concept lives are in the repository's `ARCHITECTURE.md`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
