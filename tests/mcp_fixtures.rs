@@ -790,7 +790,7 @@ fn our_reference_server_answers_modern_requests_as_the_schema_says() {
     use mcpwire_dev::mcp_server::{Config, McpServer};
 
     let server = McpServer::start_http(Config::default(), "127.0.0.1:0").expect("server");
-    let mut client = McpClient::connect_http(&server.url(), ClientOptions::default()).unwrap();
+    let client = McpClient::connect_http(&server.url(), ClientOptions::default()).unwrap();
     let answers = [
         ("server/discover", client.discover().unwrap()),
         ("tools/list", client.list_tools(None).unwrap()),

@@ -304,7 +304,7 @@ fn call_every_tool(client: &mut McpClient, tools: &[Value]) -> Result<(), String
 fn list_all(
     client: &mut McpClient,
     member: &str,
-    page: fn(&mut McpClient, Option<&str>) -> Result<Value, Error>,
+    page: fn(&McpClient, Option<&str>) -> Result<Value, Error>,
 ) -> Result<Vec<Value>, String> {
     let mut items = Vec::new();
     let mut cursor: Option<String> = None;

@@ -5,54 +5,27 @@
 
 mod mcp_client_scenarios;
 
-use mcpwire::mcp::blocking::McpClient;
-
-/// The blocking client, as the scenarios call it.
-#[derive(Debug)]
-pub struct Blocking(McpClient);
-
-impl_api!(Blocking, McpClient, |x| x);
+// The blocking client, as the scenarios call it.
+impl_api!(
+    Blocking,
+    mcpwire::mcp::blocking,
+    connect_stdio,
+    |x| x,
+    |p| p.wait()
+);
 
 scenario_tests!(Blocking);
 
 /// The blocking client with a thread writing the child's stdin and one reading its stdout (the
 /// path of platforms without `poll(2)`), through every stdio scenario.
 mod pipe_threads {
-    use mcpwire::mcp::blocking::McpClient;
-    use mcpwire::mcp::{ClientOptions, Error};
-
-    #[derive(Debug)]
-    pub struct Threaded(McpClient);
-
-    impl Threaded {
-        fn connect_http(url: &str, options: ClientOptions) -> Result<Self, Error> {
-            McpClient::connect_http(url, options).map(Threaded)
-        }
-        fn connect_stdio(program: &str, args: &[&str], o: ClientOptions) -> Result<Self, Error> {
-            McpClient::connect_stdio_with_pipe_threads(program, args, o).map(Threaded)
-        }
-        fn close(self) {
-            self.0.close()
-        }
-    }
-
-    impl std::ops::Deref for Threaded {
-        type Target = McpClient;
-        fn deref(&self) -> &McpClient {
-            &self.0
-        }
-    }
-
-    impl std::ops::DerefMut for Threaded {
-        fn deref_mut(&mut self) -> &mut McpClient {
-            &mut self.0
-        }
-    }
-
-    #[derive(Debug)]
-    pub struct PipeThreads(Threaded);
-
-    crate::impl_api!(PipeThreads, Threaded, |x| x);
+    crate::impl_api!(
+        PipeThreads,
+        mcpwire::mcp::blocking,
+        connect_stdio_with_pipe_threads,
+        |x| x,
+        |p| p.wait()
+    );
 
     crate::scenario_tests!(@each PipeThreads;
         stdio_modern_server_is_probed_and_serves_calls,

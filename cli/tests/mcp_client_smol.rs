@@ -8,11 +8,14 @@ mod mcp_client_scenarios;
 
 use mcpwire::mcp::smol::McpClient;
 
-/// The smol client, its futures run to completion one call at a time.
-#[derive(Debug)]
-pub struct Smol(McpClient);
-
-impl_api!(Smol, McpClient, |x| smol::block_on(x));
+// The smol client, its futures run to completion one call at a time.
+impl_api!(
+    Smol,
+    mcpwire::mcp::smol,
+    connect_stdio,
+    |x| smol::block_on(x),
+    |p| smol::block_on(p)
+);
 
 scenario_tests!(Smol);
 
@@ -31,8 +34,8 @@ use smol::future::FutureExt as _;
 fn one_thread_runs_two_clients_and_a_slow_call_does_not_hold_up_the_other() {
     let srv = server(EraMode::Dual);
     smol::block_on(async {
-        let mut a = McpClient::connect_http(&srv.url(), ClientOptions::default()).unwrap();
-        let mut b = McpClient::connect_http(&srv.url(), ClientOptions::default()).unwrap();
+        let a = McpClient::connect_http(&srv.url(), ClientOptions::default()).unwrap();
+        let b = McpClient::connect_http(&srv.url(), ClientOptions::default()).unwrap();
         // Whichever finishes first wins the race; the slow call would take 20s.
         let winner = async { ("slow", a.call_tool("slow", json!({"ms": 20_000})).await) }
             .or(async { ("echo", b.call_tool("echo", json!({"text": "b"})).await) })
@@ -50,7 +53,7 @@ fn one_thread_runs_two_clients_and_a_slow_call_does_not_hold_up_the_other() {
 #[test]
 fn a_dropped_operation_future_is_cancelled_and_its_exchange_closed() {
     let srv = server(EraMode::Dual);
-    let mut c = McpClient::connect_http(&srv.url(), ClientOptions::default()).unwrap();
+    let c = McpClient::connect_http(&srv.url(), ClientOptions::default()).unwrap();
     smol::block_on(async {
         let dropped = async {
             let _ = c.call_tool("slow", json!({"ms": 20_000})).await;
@@ -81,7 +84,7 @@ fn a_dropped_operation_future_is_cancelled_and_its_exchange_closed() {
 fn the_client_and_its_operation_futures_can_move_to_another_thread() {
     fn is_send<T: Send>(_: &T) {}
     let srv = server(EraMode::Dual);
-    let mut c = McpClient::connect_http(&srv.url(), ClientOptions::default()).unwrap();
+    let c = McpClient::connect_http(&srv.url(), ClientOptions::default()).unwrap();
     is_send(&c);
     let call = c.call_tool("echo", json!({"text": "sent"}));
     is_send(&call);
@@ -95,7 +98,7 @@ fn the_client_and_its_operation_futures_can_move_to_another_thread() {
 #[test]
 fn stdio_operation_futures_dropped_at_any_point_leave_the_client_usable() {
     let options = ClientOptions::default().with_request_timeout(Duration::from_secs(20));
-    let mut c = McpClient::connect_stdio(
+    let c = McpClient::connect_stdio(
         env!("CARGO_BIN_EXE_mcpwire"),
         &["dev", "mcp-server", "--stdio", "--era", "modern"],
         options,

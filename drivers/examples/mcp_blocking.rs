@@ -44,7 +44,7 @@ pub fn run(url: &str, out: &mut impl Write) -> Result<(), Box<dyn Error>> {
     // `ask` needs the client to declare form elicitation.
     let options = ClientOptions::default()
         .with_capabilities(ClientCapabilities::none().with_elicitation_form());
-    let mut client = McpClient::connect_http(url, options)?;
+    let client = McpClient::connect_http(url, options)?;
     client.set_host(Box::new(GiveName("Ada".into())));
 
     let discovered = client.discover()?;

@@ -27,7 +27,8 @@ use crate::support::wait_for;
 use mcpwire::mcp::{ClientOptions, Error, Host};
 use mcpwire_core::mcp::client::ProtocolChoice;
 use mcpwire_core::mcp::client::{
-    Event, IncompatibleError, OpError, OpId, OpOptions, ResultSource, RetryReason, TransportError,
+    Event, IncompatibleError, OpError, OpId, OpOptions, Operation, ResultSource, RetryReason,
+    TransportError,
 };
 use mcpwire_core::mcp::elicitation::ElicitAnswer;
 use mcpwire_core::mcp::era::{CachedEra, Era};
@@ -83,83 +84,144 @@ pub trait Api: Sized + std::fmt::Debug {
     fn ping(&mut self) -> Result<Value, Error>;
 }
 
+/// Defines `$t`, a driver's client (`$m` is its module) as the scenarios call it: `$wait` turns
+/// a method's return value into its result, `$finish` a `Pending` operation into its outcome.
+/// "The running operation" [`Api::canceller`] cancels is the `tools/call` in flight; events
+/// are read from the newest subscription.
 macro_rules! impl_api {
-    ($t:ident, $inner:ty, |$x:ident| $wait:expr) => {
-        #[derive(Debug)]
-        pub struct $t($inner);
+    ($t:ident, $m:ident, |$x:ident| $wait:expr, |$p:ident| $finish:expr) => {
+        pub struct $t {
+            c: mcpwire::mcp::$m::McpClient,
+            running: Arc<Mutex<Option<mcpwire::mcp::$m::Canceller>>>,
+            subs: Vec<mcpwire::mcp::$m::Subscription>,
+        }
+
+        impl std::fmt::Debug for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.c.fmt(f)
+            }
+        }
+
+        impl $t {
+            fn new(c: mcpwire::mcp::$m::McpClient) -> Self {
+                $t {
+                    c,
+                    running: Arc::default(),
+                    subs: Vec::new(),
+                }
+            }
+
+            fn call(
+                &mut self,
+                name: &str,
+                arguments: Value,
+                options: OpOptions,
+            ) -> Result<Value, Error> {
+                let operation = Operation::CallTool {
+                    name: name.to_owned(),
+                    arguments: match arguments {
+                        Value::Object(m) => m,
+                        other => {
+                            // The driver's own check of the arguments.
+                            let $x = self.c.call_tool_with(name, other, options);
+                            return $wait;
+                        }
+                    },
+                };
+                let $x = self.c.start(operation, options);
+                let $p = $wait?;
+                *self.running.lock().unwrap() = Some($p.canceller());
+                let outcome = $finish;
+                *self.running.lock().unwrap() = None;
+                outcome
+            }
+        }
+
         impl Api for $t {
             fn connect_http(url: &str, options: ClientOptions) -> Result<Self, Error> {
-                <$inner>::connect_http(url, options).map($t)
+                mcpwire::mcp::$m::McpClient::connect_http(url, options).map($t::new)
             }
             fn connect_stdio(p: &str, args: &[&str], o: ClientOptions) -> Result<Self, Error> {
-                <$inner>::connect_stdio(p, args, o).map($t)
+                mcpwire::mcp::$m::McpClient::connect_stdio(p, args, o).map($t::new)
             }
             fn set_host(&mut self, host: Box<dyn Host + Send>) {
-                self.0.set_host(host)
+                self.c.set_host(host)
             }
             fn canceller(&self) -> Box<dyn Fn() + Send> {
-                let c = self.0.canceller();
-                Box::new(move || c.cancel())
+                let running = Arc::clone(&self.running);
+                Box::new(move || {
+                    if let Some(c) = running.lock().unwrap().as_ref() {
+                        c.cancel();
+                    }
+                })
             }
             fn era(&self) -> Option<CachedEra> {
-                self.0.era()
+                self.c.era()
             }
             fn discover(&mut self) -> Result<Value, Error> {
-                let $x = self.0.discover();
+                let $x = self.c.discover();
                 $wait
             }
             fn list_tools(&mut self) -> Result<Value, Error> {
-                let $x = self.0.list_tools(None);
+                let $x = self.c.list_tools(None);
                 $wait
             }
             fn list_prompts(&mut self) -> Result<Value, Error> {
-                let $x = self.0.list_prompts(None);
+                let $x = self.c.list_prompts(None);
                 $wait
             }
             fn list_resources(&mut self) -> Result<Value, Error> {
-                let $x = self.0.list_resources(None);
+                let $x = self.c.list_resources(None);
                 $wait
             }
             fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, Error> {
-                let $x = self.0.call_tool(name, arguments);
-                $wait
+                let options = OpOptions {
+                    progress: true,
+                    ..OpOptions::default()
+                };
+                self.call(name, arguments, options)
             }
             fn call_tool_with(&mut self, n: &str, a: Value, o: OpOptions) -> Result<Value, Error> {
-                let $x = self.0.call_tool_with(n, a, o);
-                $wait
+                self.call(n, a, o)
             }
             fn get_prompt(&mut self, name: &str, arguments: Value) -> Result<Value, Error> {
-                let $x = self.0.get_prompt(name, arguments);
+                let $x = self.c.get_prompt(name, arguments);
                 $wait
             }
             fn read_resource(&mut self, uri: &str) -> Result<Value, Error> {
-                let $x = self.0.read_resource(uri);
+                let $x = self.c.read_resource(uri);
                 $wait
             }
             fn subscribe(&mut self, f: SubscriptionFilter) -> Result<SubscriptionHandle, Error> {
-                let $x = self.0.subscribe(f);
-                $wait
+                let $x = self.c.subscribe(f);
+                let sub = $wait?;
+                let handle = sub.handle();
+                self.subs.push(sub);
+                Ok(handle)
             }
             fn next_event(&mut self, t: Duration) -> Result<Option<subscription::Event>, Error> {
-                let $x = self.0.next_subscription_event(t);
-                $wait
+                match self.subs.last_mut() {
+                    Some(sub) => {
+                        let $x = sub.next_timeout(t);
+                        $wait
+                    }
+                    None => Ok(None),
+                }
             }
             fn close(self) {
-                let $x = self.0.close();
+                let $x = self.c.close();
                 $wait
             }
             fn ping(&mut self) -> Result<Value, Error> {
-                let $x = self.0.ping();
+                let $x = self.c.ping();
                 $wait
             }
         }
     };
 }
 
-impl_api!(Blocking, mcpwire::mcp::blocking::McpClient, |x| x);
-impl_api!(Smol, mcpwire::mcp::smol::McpClient, |x| {
-    smol::block_on(x)
-});
+impl_api!(Blocking, blocking, |x| x, |p| p.wait());
+impl_api!(Smol, smol, |x| smol::block_on(x), |p| smol::block_on(p));
 
 // ---------------------------------------------------------------------------------------------
 // The peer

@@ -300,7 +300,7 @@ fn run_inner(args: ClientArgs) -> Result<ExitCode, Failure> {
         options = options.with_bearer_token(key.expose());
     }
 
-    let mut client = connect(&opts, trailing, options)?;
+    let client = connect(&opts, trailing, options)?;
     client.set_host(Box::new(host));
     let mut ctx = Ctx {
         client,
@@ -425,8 +425,8 @@ impl Ctx {
     }
 
     /// Runs one operation, turning its error into the line a person reads.
-    fn op<T>(&mut self, f: impl FnOnce(&mut McpClient) -> Result<T, Error>) -> Result<T, Failure> {
-        let outcome = f(&mut self.client);
+    fn op<T>(&mut self, f: impl FnOnce(&McpClient) -> Result<T, Error>) -> Result<T, Failure> {
+        let outcome = f(&self.client);
         terminal::clear_progress(&self.shared);
         self.report_era();
         let pending = std::mem::take(
@@ -485,7 +485,7 @@ impl Ctx {
     fn list(
         &mut self,
         member: &str,
-        page: fn(&mut McpClient, Option<&str>) -> Result<Value, Error>,
+        page: fn(&McpClient, Option<&str>) -> Result<Value, Error>,
         table: fn(&[Value], usize) -> String,
     ) -> Result<(), Failure> {
         let mut items = Vec::new();
@@ -578,20 +578,25 @@ impl Ctx {
                 .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&interrupted)))
                 .map_err(|e| format!("cannot install signal handlers: {e}"))?;
         }
-        let handle = self.op(|c| c.subscribe(filter))?;
+        let mut events = self.op(|c| c.subscribe(filter))?;
         loop {
             if interrupted.load(Ordering::SeqCst) {
-                let _ = self.client.unsubscribe(handle);
+                drop(events);
                 eprintln!("mcpwire: interrupted; subscription closed");
                 return Ok(ExitCode::SUCCESS);
             }
-            let event = match self.op(|c| c.next_subscription_event(INTERRUPT_CHECK)) {
+            let event = match events.next_timeout(INTERRUPT_CHECK) {
                 Ok(e) => e,
                 // On a terminal, ^C reaches a stdio server too, which may end first.
                 Err(_) if interrupted.load(Ordering::SeqCst) => continue,
-                Err(e) => return Err(e),
+                Err(e) => return Err(self.explain(&e).into()),
             };
-            let Some(event) = event else { continue };
+            let Some(event) = event else {
+                if events.is_over() {
+                    return Ok(ExitCode::SUCCESS);
+                }
+                continue;
+            };
             match event {
                 subscription::Event::Acknowledged {
                     accepted, dropped, ..
@@ -612,7 +617,7 @@ impl Ctx {
                     }
                     if accepted.is_empty() {
                         // Nothing can ever be printed: waiting would only hang.
-                        let _ = self.client.unsubscribe(handle);
+                        drop(events);
                         return Err(format!(
                             "the server delivers none of what was asked ({})",
                             output::filter_words(&dropped)

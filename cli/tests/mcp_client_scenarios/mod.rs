@@ -27,7 +27,7 @@ use serde_json::{json, Map, Value};
 /// The names [`impl_api!`] uses.
 pub mod types {
     pub use mcpwire::mcp::{ClientOptions, Error, Host};
-    pub use mcpwire_core::mcp::client::OpOptions;
+    pub use mcpwire_core::mcp::client::{OpOptions, Operation};
     pub use mcpwire_core::mcp::era::CachedEra;
     pub use mcpwire_core::mcp::subscription::{self, SubscriptionFilter, SubscriptionHandle};
     pub use serde_json::Value;
@@ -67,60 +67,121 @@ pub trait Api: Sized + std::fmt::Debug {
     fn close(self);
 }
 
-/// Implements [`Api`] for a driver's client; `$($wait)*` turns a method's return value into
-/// its result (nothing for the blocking client, `smol::block_on` for the smol one).
+/// Defines `$t`, a driver's client as the scenarios call it, and implements [`Api`] for it:
+/// `$m` is the driver's module (`mcpwire::mcp::blocking`), `$stdio` its stdio constructor,
+/// `$wait` turns a method's return value into its result (nothing for the blocking client,
+/// `smol::block_on` for the smol one) and `$finish` a `Pending` operation into its outcome.
+/// "The running operation" that [`Api::canceller`] cancels is the `tools/call` in flight.
 #[macro_export]
 macro_rules! impl_api {
-    ($t:ty, $inner:ty, |$x:ident| $wait:expr) => {
-        const _: () = {
+    ($t:ident, $m:path, $stdio:ident, |$x:ident| $wait:expr, |$p:ident| $finish:expr) => {
+        pub use self::api_impl::$t;
+        mod api_impl {
+            use std::sync::{Arc, Mutex};
             use $crate::mcp_client_scenarios::types::*;
+            use $m as driver;
+
+            pub struct $t {
+                c: driver::McpClient,
+                running: Arc<Mutex<Option<driver::Canceller>>>,
+                subs: Vec<driver::Subscription>,
+            }
+
+            impl std::fmt::Debug for $t {
+                fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    self.c.fmt(f)
+                }
+            }
+
+            impl $t {
+                fn new(c: driver::McpClient) -> Self {
+                    $t {
+                        c,
+                        running: Arc::default(),
+                        subs: Vec::new(),
+                    }
+                }
+
+                fn call(
+                    &mut self,
+                    name: &str,
+                    arguments: Value,
+                    options: OpOptions,
+                ) -> Result<Value, Error> {
+                    let operation = Operation::CallTool {
+                        name: name.to_owned(),
+                        arguments: match arguments {
+                            Value::Object(m) => m,
+                            other => {
+                                // The driver's own check of the arguments.
+                                let $x = self.c.call_tool_with(name, other, options);
+                                return $wait;
+                            }
+                        },
+                    };
+                    let $x = self.c.start(operation, options);
+                    let $p = $wait?;
+                    *self.running.lock().unwrap() = Some($p.canceller());
+                    let outcome = $finish;
+                    *self.running.lock().unwrap() = None;
+                    outcome
+                }
+            }
+
             impl $crate::mcp_client_scenarios::Api for $t {
                 fn connect_http(url: &str, options: ClientOptions) -> Result<Self, Error> {
-                    <$inner>::connect_http(url, options).map(Self)
+                    driver::McpClient::connect_http(url, options).map(Self::new)
                 }
                 fn connect_stdio(
                     program: &str,
                     args: &[&str],
                     options: ClientOptions,
                 ) -> Result<Self, Error> {
-                    <$inner>::connect_stdio(program, args, options).map(Self)
+                    driver::McpClient::$stdio(program, args, options).map(Self::new)
                 }
                 fn set_host(&mut self, host: Box<dyn Host + Send>) {
-                    self.0.set_host(host)
+                    self.c.set_host(host)
                 }
                 fn canceller(&self) -> Box<dyn Fn() + Send> {
-                    let c = self.0.canceller();
-                    Box::new(move || c.cancel())
+                    let running = Arc::clone(&self.running);
+                    Box::new(move || {
+                        if let Some(c) = running.lock().unwrap().as_ref() {
+                            c.cancel();
+                        }
+                    })
                 }
                 fn era(&self) -> Option<CachedEra> {
-                    self.0.era()
+                    self.c.era()
                 }
                 fn discover(&mut self) -> Result<Value, Error> {
-                    let $x = self.0.discover();
+                    let $x = self.c.discover();
                     $wait
                 }
                 fn list_tools(&mut self, cursor: Option<&str>) -> Result<Value, Error> {
-                    let $x = self.0.list_tools(cursor);
+                    let $x = self.c.list_tools(cursor);
                     $wait
                 }
                 fn list_prompts(&mut self, cursor: Option<&str>) -> Result<Value, Error> {
-                    let $x = self.0.list_prompts(cursor);
+                    let $x = self.c.list_prompts(cursor);
                     $wait
                 }
                 fn list_resources(&mut self, cursor: Option<&str>) -> Result<Value, Error> {
-                    let $x = self.0.list_resources(cursor);
+                    let $x = self.c.list_resources(cursor);
                     $wait
                 }
                 fn list_resource_templates(
                     &mut self,
                     cursor: Option<&str>,
                 ) -> Result<Value, Error> {
-                    let $x = self.0.list_resource_templates(cursor);
+                    let $x = self.c.list_resource_templates(cursor);
                     $wait
                 }
                 fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, Error> {
-                    let $x = self.0.call_tool(name, arguments);
-                    $wait
+                    let options = OpOptions {
+                        progress: true,
+                        ..OpOptions::default()
+                    };
+                    self.call(name, arguments, options)
                 }
                 fn call_tool_with(
                     &mut self,
@@ -128,45 +189,53 @@ macro_rules! impl_api {
                     arguments: Value,
                     options: OpOptions,
                 ) -> Result<Value, Error> {
-                    let $x = self.0.call_tool_with(name, arguments, options);
-                    $wait
+                    self.call(name, arguments, options)
                 }
                 fn get_prompt(&mut self, name: &str, arguments: Value) -> Result<Value, Error> {
-                    let $x = self.0.get_prompt(name, arguments);
+                    let $x = self.c.get_prompt(name, arguments);
                     $wait
                 }
                 fn read_resource(&mut self, uri: &str) -> Result<Value, Error> {
-                    let $x = self.0.read_resource(uri);
+                    let $x = self.c.read_resource(uri);
                     $wait
                 }
                 fn ping(&mut self) -> Result<Value, Error> {
-                    let $x = self.0.ping();
+                    let $x = self.c.ping();
                     $wait
                 }
                 fn subscribe(
                     &mut self,
                     filter: SubscriptionFilter,
                 ) -> Result<SubscriptionHandle, Error> {
-                    let $x = self.0.subscribe(filter);
-                    $wait
+                    let $x = self.c.subscribe(filter);
+                    let sub = $wait?;
+                    let handle = sub.handle();
+                    self.subs.push(sub);
+                    Ok(handle)
                 }
                 fn next_subscription_event(
                     &mut self,
                     timeout: Duration,
                 ) -> Result<Option<subscription::Event>, Error> {
-                    let $x = self.0.next_subscription_event(timeout);
-                    $wait
+                    // The newest subscription's (the scenarios read one at a time).
+                    match self.subs.last_mut() {
+                        Some(sub) => {
+                            let $x = sub.next_timeout(timeout);
+                            $wait
+                        }
+                        None => Ok(None),
+                    }
                 }
                 fn unsubscribe(&mut self, sub: SubscriptionHandle) -> Result<(), Error> {
-                    let $x = self.0.unsubscribe(sub);
-                    $wait
+                    self.subs.retain(|s| s.handle() != sub);
+                    Ok(())
                 }
                 fn close(self) {
-                    let $x = self.0.close();
+                    let $x = self.c.close();
                     $wait
                 }
             }
-        };
+        }
     };
 }
 

@@ -1,26 +1,35 @@
-//! The blocking MCP client: [`McpClient`] runs [`mcpwire_core::mcp::client::Client`] on ureq,
-//! std threads and `std::process`.
+//! The blocking MCP client: [`McpClient`] runs [`mcpwire_core::mcp::Client`] on ureq, std
+//! threads and `std::process`.
 //!
-//! Each method starts one operation in the session (`super::session`: the core, the outcomes,
-//! the running operation) and waits until that operation's final event: on the channel the
-//! workers report to, or in `poll(2)` on a stdio child's pipes, until the session's deadline.
-//! This runtime makes no protocol decision; it only moves bytes:
+//! One client is one connection to one server, shared by every clone of its handle: clones are
+//! cheap (`Clone + Send + Sync`), their methods take `&self`, and operations started from
+//! several threads run at once on the one connection (at most
+//! [`ClientOptions::max_in_flight`]; more wait for a place). A method blocks its own thread
+//! until its operation ends; [`McpClient::start`] hands back a [`Pending`] operation to wait for
+//! with a deadline, or to cancel from anywhere. Dropping the last handle closes the connection.
+//!
+//! Whoever starts an operation performs what the core outputs for it at once, on its own
+//! thread; one background thread per client (the loop, `mcp-client`) waits for what comes
+//! back, feeds it to the core and wakes the caller whose operation ended. Events reach the
+//! [`Host`] from the loop while calls run. This runtime makes no protocol decision; it only
+//! moves bytes:
 //!
 //! - **HTTP**: every [`Output::Http`] (the whole request, as the core built it) is one job on a
 //!   bounded pool of worker threads, each with its own ureq agent (16 KiB buffers, no
 //!   redirects: a bearer token must not follow one). The worker sends the response head, then
-//!   each body chunk as it arrives (SSE is never buffered whole), then the end, over a bounded
-//!   channel. [`Output::CloseStream`] cancels the job: its agent is shut down, which closes the
-//!   connection at once.
-//! - **stdio**: the child is started without a shell. On unix the loop's own thread writes its
-//!   stdin and reads its stdout, waiting in `poll(2)`; elsewhere a thread writes and one reads
-//!   (see `pipes`). One more thread keeps the tail of its stderr (`StderrTail`). The child is
-//!   killed when the client is dropped; if it exits, the waiting operation fails with
+//!   each body chunk as it arrives (SSE is never buffered whole), then the end, to the loop
+//!   over a bounded channel. [`Output::CloseStream`] cancels the job: its agent is shut down,
+//!   which closes the connection at once.
+//! - **stdio**: the child is started without a shell. On unix a request line is written to its
+//!   stdin (non-blocking) by the thread that starts the operation, and the loop waits in
+//!   `poll(2)` for its stdout (and for room in stdin when a line did not fit); elsewhere a
+//!   thread writes and one reads (see `pipes`). One more thread keeps the tail of its stderr.
+//!   The child is killed when the client closes; if it exits, what is in flight fails with
 //!   [`Error::ServerExited`], its exit status and stderr tail.
 //!
 //! ```no_run
 //! use mcpwire::mcp::{blocking::McpClient, ClientOptions};
-//! let mut client = McpClient::connect_http("http://127.0.0.1:3000/mcp", ClientOptions::default())?;
+//! let client = McpClient::connect_http("http://127.0.0.1:3000/mcp", ClientOptions::default())?;
 //! let tools = client.list_tools(None)?;
 //! let answer = client.call_tool("echo", serde_json::json!({"text": "hi"}))?;
 //! # Ok::<(), mcpwire::mcp::Error>(())
@@ -32,10 +41,10 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::process::Child;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::thread;
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::task::{Wake, Waker};
+use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use mcpwire_core::http::Request;
@@ -46,16 +55,17 @@ use mcpwire_core::mcp::request::Transport;
 use mcpwire_core::mcp::subscription::{self, SubscriptionFilter, SubscriptionHandle};
 use serde_json::Value;
 
-use super::session::{Exchange, LinkView, Runtime, Session};
+use super::session::{Exchange, LinkView, Runtime, Session, Shared};
 use super::{
-    arguments_object, check_http_url, stdio_command, ClientOptions, Error, Host, StderrTail,
+    arguments_object, check_http_url, parse_value, stdio_command, ClientOptions, Error, Host,
+    StderrTail,
 };
 use crate::net::threads::{AgentFactory, JobCtl, Pool, Work};
 use crate::net::ureq as http;
 
 mod pipes;
 
-use pipes::{Pipes, Threads, Waker};
+use pipes::{Kicker, Stdin, Stdout};
 
 /// ureq's read buffer per connection, and the largest body chunk sent to the loop.
 const BUFFER_BYTES: usize = 16 * 1024;
@@ -66,6 +76,9 @@ const HEAD_BYTES: usize = 64 * 1024;
 const CHANNEL_DEPTH: usize = 256;
 /// HTTP jobs waiting for a worker.
 const JOB_QUEUE: usize = 64;
+/// How long a child whose stdout closed may take to exit before it is killed, and how long
+/// its stderr reader may take to deliver the last lines.
+const REAP_WAIT: Duration = Duration::from_millis(500);
 
 /// What the workers and pipe threads report to the loop.
 enum Input {
@@ -73,55 +86,94 @@ enum Input {
     /// Bytes of the stdio child's stdout (the pipe threads).
     Stdout(Vec<u8>),
     StdioClosed,
-    /// A [`Canceller`] asked to cancel this operation (ignored unless it is still running).
-    Cancel(OpId),
+    /// Look again (a caller moved the deadline, or the client is closing).
+    Kick,
 }
 
-/// Cancels the operation an [`McpClient`] is running, from another thread. The operation then
-/// ends with [`Error::Cancelled`] (on HTTP its exchange is closed; on stdio the server gets
-/// `notifications/cancelled`). Without an operation running it does nothing.
+/// Wakes a thread parked in a blocking method.
+struct Unpark(thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+thread_local! {
+    static THREAD_WAKER: Waker = Waker::from(Arc::new(Unpark(thread::current())));
+}
+
+/// The current thread's waker (made once per thread).
+fn thread_waker() -> Waker {
+    THREAD_WAKER.with(Waker::clone)
+}
+
+/// Parks the current thread until woken or `until` (`false`: `until` passed).
+fn park_until(until: Option<Instant>) -> bool {
+    match until {
+        None => thread::park(),
+        Some(until) => {
+            let now = Instant::now();
+            if now >= until {
+                return false;
+            }
+            thread::park_timeout(until - now);
+        }
+    }
+    true
+}
+
+/// Cancels one operation from any thread: it then ends with [`Error::Cancelled`] (on HTTP its
+/// exchange is closed; on stdio the server gets `notifications/cancelled`), and its caller
+/// gets that. Once the operation ended, or the client is gone, it does nothing.
 #[derive(Clone, Debug)]
 pub struct Canceller {
-    tx: SyncSender<Input>,
-    waker: Waker,
-    running: Arc<AtomicU64>,
+    shared: Weak<Shared<Blocking>>,
+    op: OpId,
 }
 
 impl Canceller {
-    /// Cancels the running operation (if none runs, or the client is gone, nothing happens).
+    /// Cancels the operation (see the type's docs). It never waits.
     pub fn cancel(&self) {
-        let running = self.running.load(Ordering::SeqCst);
-        if running > 0 && self.tx.send(Input::Cancel(OpId(running - 1))).is_ok() {
-            self.waker.wake();
+        if let Some(shared) = self.shared.upgrade() {
+            shared.with(|s| s.request_cancel(self.op));
         }
     }
 }
 
-struct HttpLink {
-    url: String,
-    pool: Pool,
-    jobs: BTreeMap<StreamId, Arc<JobCtl>>,
-}
-
-struct StdioLink {
-    program: String,
-    child: Child,
-    pipes: Pipes,
-    stderr: Arc<Mutex<StderrTail>>,
-    /// Closed by the stderr reader when the child's stderr ends.
-    stderr_done: Receiver<()>,
-    /// How the child ended, once it did.
-    exit: Option<String>,
-}
-
-enum Link {
-    Http(HttpLink),
-    Stdio(StdioLink),
-}
-
-/// A blocking MCP client of one server (see the module docs).
+/// A blocking MCP client of one server: a cheap handle, shared by cloning (see the module
+/// docs).
+#[derive(Clone)]
 pub struct McpClient {
-    session: Session<Blocking>,
+    handle: Arc<Handle>,
+}
+
+/// What the handles share; dropping the last one closes the client.
+struct Handle {
+    shared: Arc<Shared<Blocking>>,
+    /// The loop's thread, joined when the last handle goes (unless that happens on it).
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.shared.with(Session::close);
+        let thread = self
+            .thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(t) = thread {
+            // The loop ends within the goodbye requests' time.
+            if t.thread().id() != thread::current().id() {
+                let _ = t.join();
+            }
+        }
+    }
 }
 
 impl McpClient {
@@ -131,7 +183,7 @@ impl McpClient {
         check_http_url(url)?;
         let connect_timeout = options.connect_timeout;
         let agents: AgentFactory = Arc::new(move || mcp_client_agent(connect_timeout));
-        let pool = Pool::new("mcp-client", options.max_exchanges, JOB_QUEUE, agents);
+        let pool = Pool::new("mcp-client-http", options.max_exchanges, JOB_QUEUE, agents);
         let (tx, rx) = mpsc::sync_channel(CHANNEL_DEPTH);
         let core = Client::new(options.core_config(Transport::Http, url, crate::random_seed()));
         let link = Link::Http(HttpLink {
@@ -139,11 +191,22 @@ impl McpClient {
             pool,
             jobs: BTreeMap::new(),
         });
-        Ok(McpClient::with_link(core, link, tx, rx, Waker::default()))
+        let rt = Blocking {
+            link,
+            kicker: Kicker::Channel(tx.clone()),
+            tx,
+        };
+        let lp = Loop {
+            rx,
+            stdout: None,
+            child: None,
+            stderr_done: None,
+        };
+        McpClient::start_loop(Session::new(core, rt, options.max_in_flight), lp)
     }
 
     /// A client of the stdio server `program args...`, started now without a shell. The child
-    /// inherits the environment and is killed when the client is dropped.
+    /// inherits the environment and is killed when the client closes.
     pub fn connect_stdio(
         program: &str,
         args: &[&str],
@@ -181,75 +244,93 @@ impl McpClient {
                 "the child's pipes are missing",
             )));
         };
-        let (pipes, waker) = match (stdin, stdout, polled) {
+        let started = match (stdin, stdout, polled) {
             #[cfg(unix)]
-            (stdin, stdout, true) => match pipes::Polled::start(stdin, stdout) {
-                Ok((p, waker)) => (Pipes::Polled(p), waker),
-                Err((stdin, stdout)) => {
-                    let threads = Threads::start(stdin, stdout, tx.clone()).map_err(&spawn_err)?;
-                    (Pipes::Threads(threads), Waker::default())
-                }
+            (stdin, stdout, true) => match pipes::polled(stdin, stdout) {
+                Ok(halves) => Ok(halves),
+                Err((stdin, stdout)) => pipes::threads(stdin, stdout, tx.clone())
+                    .map(|(i, o)| (i, o, Kicker::Channel(tx.clone()))),
             },
-            (stdin, stdout, _) => {
-                let threads = Threads::start(stdin, stdout, tx.clone()).map_err(&spawn_err)?;
-                (Pipes::Threads(threads), Waker::default())
+            (stdin, stdout, _) => pipes::threads(stdin, stdout, tx.clone())
+                .map(|(i, o)| (i, o, Kicker::Channel(tx.clone()))),
+        };
+        let (stdin, stdout, kicker) = match started {
+            Ok(halves) => halves,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(spawn_err(e));
             }
         };
         let tail = Arc::clone(&stderr);
         let (done_tx, stderr_done) = mpsc::channel::<()>();
-        spawn("mcp-stdio-err", move || {
+        if let Err(e) = spawn("mcp-stdio-err", move || {
             keep_stderr(err, &tail);
             drop(done_tx);
-        })
-        .map_err(&spawn_err)?;
+        }) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(spawn_err(e));
+        }
         let core = Client::new(options.core_config(Transport::Stdio, "", crate::random_seed()));
         let link = Link::Stdio(StdioLink {
             program: program.to_owned(),
-            child,
-            pipes,
+            stdin,
             stderr,
-            stderr_done,
             exit: None,
         });
-        Ok(McpClient::with_link(core, link, tx, rx, waker))
-    }
-
-    fn with_link(
-        core: Client,
-        link: Link,
-        tx: SyncSender<Input>,
-        rx: Receiver<Input>,
-        waker: Waker,
-    ) -> Self {
-        let rt = Blocking {
-            link,
-            tx,
+        let rt = Blocking { link, kicker, tx };
+        let lp = Loop {
             rx,
-            waker,
-            inbox: Vec::new(),
+            stdout: Some(stdout),
+            child: Some(child),
+            stderr_done: Some(stderr_done),
         };
-        McpClient {
-            session: Session::new(core, rt),
-        }
+        McpClient::start_loop(Session::new(core, rt, options.max_in_flight), lp)
     }
 
-    /// Sets the host hooks (elicitation answers, progress, notifications, events).
-    pub fn set_host(&mut self, host: Box<dyn Host + Send>) {
-        self.session.set_host(host);
+    /// Shares `session` and starts its loop's thread.
+    fn start_loop(session: Session<Blocking>, mut lp: Loop) -> Result<McpClient, Error> {
+        let shared = Arc::new(Shared::new(session));
+        let for_loop = Arc::clone(&shared);
+        let (started, go) = mpsc::channel::<Loop>();
+        let thread = thread::Builder::new()
+            .name("mcp-client".to_owned())
+            .spawn(move || {
+                if let Ok(lp) = go.recv() {
+                    lp.run(&for_loop);
+                }
+            });
+        let thread = match thread {
+            Ok(t) => t,
+            Err(source) => {
+                lp.stop_child();
+                return Err(Error::Thread { source });
+            }
+        };
+        let _ = started.send(lp);
+        Ok(McpClient {
+            handle: Arc::new(Handle {
+                shared,
+                thread: Mutex::new(Some(thread)),
+            }),
+        })
     }
 
-    /// A handle that cancels the running operation from another thread.
-    pub fn canceller(&self) -> Canceller {
-        Canceller {
-            tx: self.session.rt.tx.clone(),
-            waker: self.session.rt.waker.clone(),
-            running: self.session.running(),
-        }
+    fn shared(&self) -> &Shared<Blocking> {
+        &self.handle.shared
     }
 
-    /// The era and version in use, once known.
+    /// Sets the host hooks (elicitation answers, progress, notifications, events), for every
+    /// handle of this client. They run on the client's loop thread while calls run.
+    pub fn set_host(&self, host: Box<dyn Host + Send>) {
+        self.shared().set_host(host);
+    }
+
+    /// The era and version in use, once known: keep it, and give it back as
+    /// [`ClientOptions::known_era`] when connecting to this server again.
     pub fn era(&self) -> Option<CachedEra> {
-        self.session.era()
+        self.shared().lock().era()
     }
 
     // -----------------------------------------------------------------------------------------
@@ -257,14 +338,29 @@ impl McpClient {
 
     operations!();
 
-    /// Any operation, with its options.
-    pub fn run(&mut self, operation: Operation, options: OpOptions) -> Result<Value, Error> {
-        let op = self.session.start(operation, options)?;
+    /// Any operation, with its options; waits for its end.
+    pub fn run(&self, operation: Operation, options: OpOptions) -> Result<Value, Error> {
+        self.start(operation, options)?.wait()
+    }
+
+    /// Starts any operation and hands it back to wait for ([`Pending::wait`],
+    /// [`Pending::wait_timeout`]) or cancel. When as many operations are in flight as
+    /// [`ClientOptions::max_in_flight`] allows, this waits for one to end first.
+    pub fn start(&self, operation: Operation, options: OpOptions) -> Result<Pending, Error> {
+        let waker = thread_waker();
+        let mut operation = Some(operation);
         loop {
-            if let Some(outcome) = self.session.outcome(op) {
-                return outcome;
+            if let Some(op) = self
+                .shared()
+                .with(|s| s.start(&mut operation, &options, &waker))?
+            {
+                return Ok(Pending {
+                    client: self.clone(),
+                    op,
+                    done: false,
+                });
             }
-            self.wait(None);
+            park_until(None);
         }
     }
 
@@ -272,101 +368,197 @@ impl McpClient {
     // Subscriptions.
 
     /// Subscribes to `filter`'s change notifications (with the era not known yet, the core
-    /// learns it first and opens the subscription in it). Read the events, the acknowledgment
-    /// first, with [`McpClient::next_subscription_event`].
-    pub fn subscribe(&mut self, filter: SubscriptionFilter) -> Result<SubscriptionHandle, Error> {
-        self.session.subscribe(filter)
+    /// learns it first and opens the subscription in it). Read its events, the acknowledgment
+    /// first, from the [`Subscription`]; dropping it ends the subscription.
+    pub fn subscribe(&self, filter: SubscriptionFilter) -> Result<Subscription, Error> {
+        let sub = self.shared().with(|s| s.subscribe(filter))?;
+        Ok(Subscription {
+            client: self.clone(),
+            sub,
+            over: false,
+        })
     }
 
-    /// Waits up to `timeout` for the next subscription event (acknowledged, changed,
-    /// disconnected, ended); `None` when none came.
-    pub fn next_subscription_event(
-        &mut self,
-        timeout: Duration,
-    ) -> Result<Option<subscription::Event>, Error> {
-        let until = self.session.events_until(timeout);
-        loop {
-            if let Some(event) = self.session.subscription_event(until) {
-                return event;
-            }
-            self.wait(until);
-        }
-    }
-
-    /// Ends a subscription.
-    pub fn unsubscribe(&mut self, sub: SubscriptionHandle) -> Result<(), Error> {
-        self.session.unsubscribe(sub)
-    }
-
-    /// Ends the client: cancels what is in flight, ends a legacy HTTP session (`DELETE`),
-    /// waiting for that at most a couple of seconds, and stops the child process.
-    pub fn close(mut self) {
-        self.shutdown();
-    }
-
-    // -----------------------------------------------------------------------------------------
-    // Waiting.
-
-    /// Waits for reports (at most until the session's deadline or `until`) and hands them to
-    /// the session, stdout bytes first; then the core's timer fires when due.
-    fn wait(&mut self, until: Option<Instant>) {
-        let sleep = self
-            .session
-            .wake_at(until)
-            .saturating_duration_since(Instant::now());
-        let mut inbox = std::mem::take(&mut self.session.rt.inbox);
-        self.session.rt.wait(sleep, &mut inbox);
-        // Taken out while the session reads them (no copy).
-        let read = self.session.rt.take_read();
-        if !read.is_empty() {
-            self.session.stdio_bytes(&read);
-        }
-        self.session.rt.give_back(read);
-        for input in inbox.drain(..) {
-            match input {
-                Input::Exchange(report) => self.session.exchange(report),
-                Input::Stdout(bytes) => self.session.stdio_bytes(&bytes),
-                Input::StdioClosed => {
-                    self.session.rt.reap();
-                    self.session.stdio_closed();
-                }
-                Input::Cancel(op) => self.session.cancel_requested(op),
-            }
-        }
-        self.session.rt.inbox = inbox;
-        self.session.after_wait();
-    }
-
-    fn shutdown(&mut self) {
-        let until = self.session.shutdown();
-        while self.session.rt.jobs_open() && until.is_some_and(|u| Instant::now() < u) {
-            self.wait(until);
-        }
-        self.session.rt.stop();
+    /// Ends the client for every handle: cancels what is in flight, ends a legacy HTTP session
+    /// (`DELETE`), waiting for that at most a couple of seconds once the last handle is gone,
+    /// and stops the child process. Other handles' operations then fail with
+    /// [`Error::Closed`].
+    pub fn close(self) {
+        self.shared().with(Session::close);
     }
 }
 
 impl std::fmt::Debug for McpClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.session.fmt(f)
+        self.shared().lock().fmt(f)
     }
 }
 
-impl Drop for McpClient {
-    fn drop(&mut self) {
-        self.shutdown();
+/// An operation in flight (see [`McpClient::start`]). Dropping it before its end cancels it.
+#[derive(Debug)]
+pub struct Pending {
+    client: McpClient,
+    op: OpId,
+    done: bool,
+}
+
+impl Pending {
+    /// The core's id of the operation (the one the [`Host`] hooks name).
+    pub fn id(&self) -> OpId {
+        self.op
     }
+
+    /// A handle that cancels this operation from another thread.
+    pub fn canceller(&self) -> Canceller {
+        Canceller {
+            shared: Arc::downgrade(&self.client.handle.shared),
+            op: self.op,
+        }
+    }
+
+    /// Waits for the operation's end (its own timeout, the request timeout, bounds that).
+    pub fn wait(mut self) -> Result<Value, Error> {
+        match self.wait_until(None) {
+            Some(outcome) => outcome,
+            None => Err(Error::Cancelled),
+        }
+    }
+
+    /// Waits up to `timeout` for the operation's end: `Err(self)` when it has not ended (wait
+    /// again, or drop it to cancel it).
+    pub fn wait_timeout(mut self, timeout: Duration) -> Result<Result<Value, Error>, Pending> {
+        let until = Instant::now().checked_add(timeout);
+        match self.wait_until(until) {
+            Some(outcome) => Ok(outcome),
+            None => Err(self),
+        }
+    }
+
+    /// Cancels the operation and waits for that to take effect (it ends with
+    /// [`Error::Cancelled`] unless its outcome was there first).
+    pub fn cancel(self) -> Result<Value, Error> {
+        self.client.shared().with(|s| s.request_cancel(self.op));
+        self.wait()
+    }
+
+    fn wait_until(&mut self, until: Option<Instant>) -> Option<Result<Value, Error>> {
+        let waker = thread_waker();
+        loop {
+            if let Some(outcome) = self.client.shared().with(|s| s.outcome(self.op, &waker)) {
+                self.done = true;
+                return Some(parse_value(outcome));
+            }
+            if !park_until(until) {
+                return None;
+            }
+        }
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.done {
+            self.client.shared().with(|s| s.cancel(self.op));
+        }
+    }
+}
+
+/// One subscription's events, in order (see [`McpClient::subscribe`]); dropping it ends the
+/// subscription. As an [`Iterator`] it waits for each event and ends after
+/// [`subscription::Event::Ended`].
+#[derive(Debug)]
+pub struct Subscription {
+    client: McpClient,
+    sub: SubscriptionHandle,
+    over: bool,
+}
+
+impl Subscription {
+    /// The core's handle of this subscription (the one its events name).
+    pub fn handle(&self) -> SubscriptionHandle {
+        self.sub
+    }
+
+    /// Waits up to `timeout` for the next event: `Ok(None)` when none came in time, or the
+    /// subscription has ended and every event was read ([`Subscription::is_over`]); an error
+    /// once the client is closed or the stdio server exited.
+    pub fn next_timeout(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<Option<subscription::Event>, Error> {
+        self.next_until(Instant::now().checked_add(timeout))
+    }
+
+    /// Whether the subscription is over: it ended (its last event was read) or failed.
+    pub fn is_over(&self) -> bool {
+        self.over
+    }
+
+    fn next_until(&mut self, until: Option<Instant>) -> Result<Option<subscription::Event>, Error> {
+        if self.over {
+            return Ok(None);
+        }
+        let waker = thread_waker();
+        loop {
+            let next = self
+                .client
+                .shared()
+                .with(|s| s.subscription_event(self.sub, &waker));
+            match next {
+                Some(Ok(Some(event))) => return Ok(Some(event)),
+                Some(other) => {
+                    self.over = true;
+                    return other;
+                }
+                None if !park_until(until) => return Ok(None),
+                None => {}
+            }
+        }
+    }
+}
+
+/// Waits for each event; ends after [`subscription::Event::Ended`], or when the client is
+/// closed or the stdio server exited.
+impl Iterator for Subscription {
+    type Item = subscription::Event;
+
+    fn next(&mut self) -> Option<subscription::Event> {
+        self.next_until(None).ok().flatten()
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if !self.over {
+            self.client.shared().with(|s| s.unsubscribe(self.sub));
+        }
+    }
+}
+
+struct HttpLink {
+    url: String,
+    pool: Pool,
+    jobs: BTreeMap<StreamId, Arc<JobCtl>>,
+}
+
+struct StdioLink {
+    program: String,
+    stdin: Stdin,
+    stderr: Arc<Mutex<StderrTail>>,
+    /// How the child ended, once it did.
+    exit: Option<String>,
+}
+
+enum Link {
+    Http(HttpLink),
+    Stdio(StdioLink),
 }
 
 /// The blocking runtime: the link, the channel every worker and pipe thread reports to.
-struct Blocking {
+pub(crate) struct Blocking {
     link: Link,
     tx: SyncSender<Input>,
-    rx: Receiver<Input>,
-    /// Wakes the loop for a [`Canceller`] (stdio on unix, where it does not wait on `rx`).
-    waker: Waker,
-    /// Reports taken by one wait, kept for their allocation.
-    inbox: Vec<Input>,
+    kicker: Kicker,
 }
 
 impl Runtime for Blocking {
@@ -400,8 +592,20 @@ impl Runtime for Blocking {
 
     fn write_stdio(&mut self, line: String) {
         if let Link::Stdio(s) = &mut self.link {
-            s.pipes.send(line);
+            s.stdin.send(line);
         }
+    }
+
+    fn stdin_pending(&self) -> bool {
+        matches!(&self.link, Link::Stdio(s) if s.stdin.pending())
+    }
+
+    fn exchanges_open(&self) -> bool {
+        matches!(&self.link, Link::Http(h) if !h.jobs.is_empty())
+    }
+
+    fn kick(&self) {
+        self.kicker.kick();
     }
 
     fn link(&self) -> LinkView<'_> {
@@ -417,95 +621,7 @@ impl Runtime for Blocking {
 }
 
 impl Blocking {
-    /// Waits up to `sleep` for reports (a bounded batch) into `inbox`: on the pipes (stdio on
-    /// unix, whose stdout bytes stay in the pipes' buffer) or on the channel.
-    fn wait(&mut self, sleep: Duration, inbox: &mut Vec<Input>) {
-        #[cfg(unix)]
-        if let Link::Stdio(StdioLink {
-            pipes: Pipes::Polled(pipes),
-            ..
-        }) = &mut self.link
-        {
-            // A canceller's request first; only without one wait for the pipes.
-            match self.rx.try_recv() {
-                Ok(input) => inbox.push(input),
-                Err(_) => {
-                    if pipes.wait(sleep) {
-                        inbox.push(Input::StdioClosed);
-                    }
-                    inbox.extend(self.rx.try_iter().take(CHANNEL_DEPTH));
-                }
-            }
-            return;
-        }
-        match self.rx.recv_timeout(sleep) {
-            Ok(input) => {
-                inbox.push(input);
-                inbox.extend(self.rx.try_iter().take(CHANNEL_DEPTH));
-            }
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
-        }
-    }
-
-    /// The stdout bytes the polled pipes read in the last wait (none elsewhere).
-    fn take_read(&mut self) -> Vec<u8> {
-        #[cfg(unix)]
-        if let Link::Stdio(StdioLink {
-            pipes: Pipes::Polled(pipes),
-            ..
-        }) = &mut self.link
-        {
-            return std::mem::take(&mut pipes.read);
-        }
-        Vec::new()
-    }
-
-    /// The buffer [`Blocking::take_read`] took, emptied, for the next reads.
-    fn give_back(&mut self, mut read: Vec<u8>) {
-        #[cfg(unix)]
-        if let Link::Stdio(StdioLink {
-            pipes: Pipes::Polled(pipes),
-            ..
-        }) = &mut self.link
-        {
-            read.clear();
-            pipes.read = read;
-        }
-        #[cfg(not(unix))]
-        drop(read);
-    }
-
-    fn jobs_open(&self) -> bool {
-        matches!(&self.link, Link::Http(h) if !h.jobs.is_empty())
-    }
-
-    /// stdio: the child's stdout closed; collect its exit status (killing it if it lingers
-    /// with its stdout closed).
-    fn reap(&mut self) {
-        let Link::Stdio(s) = &mut self.link else {
-            return;
-        };
-        let started = Instant::now();
-        let status = loop {
-            match s.child.try_wait() {
-                Ok(Some(status)) => break status.to_string(),
-                Ok(None) if started.elapsed() < Duration::from_millis(500) => {
-                    thread::sleep(Duration::from_millis(10));
-                }
-                Ok(None) => {
-                    let _ = s.child.kill();
-                    let _ = s.child.wait();
-                    break "it closed its stdout and was killed".to_owned();
-                }
-                Err(e) => break format!("its status is unknown: {e}"),
-            }
-        };
-        // Let the stderr reader take the last lines (bounded: a grandchild may hold the pipe).
-        let _ = s.stderr_done.recv_timeout(Duration::from_millis(500));
-        s.exit = Some(status);
-    }
-
-    /// Drops the exchanges still open, or closes the child's stdin and stops it.
+    /// Drops the exchanges still open, or closes the child's stdin.
     fn stop(&mut self) {
         match &mut self.link {
             Link::Http(h) => {
@@ -513,14 +629,122 @@ impl Blocking {
                     ctl.cancel();
                 }
             }
-            Link::Stdio(s) => {
-                s.pipes.close_stdin();
-                if s.exit.is_none() {
-                    let _ = s.child.kill();
-                    let _ = s.child.wait();
-                    s.exit = Some("stopped by the client".into());
+            Link::Stdio(s) => s.stdin.close(),
+        }
+    }
+}
+
+/// The loop's own half: what it waits on, and the child it reaps.
+struct Loop {
+    rx: Receiver<Input>,
+    /// The stdio child's stdout (`None` on HTTP).
+    stdout: Option<Stdout>,
+    child: Option<Child>,
+    /// Closed by the stderr reader when the child's stderr ends.
+    stderr_done: Option<Receiver<()>>,
+}
+
+impl Loop {
+    /// Waits and feeds, until the client has closed and its goodbye exchanges are done.
+    fn run(mut self, shared: &Shared<Blocking>) {
+        let mut inbox = Vec::new();
+        let mut read = Vec::new();
+        loop {
+            let next = {
+                let mut s = shared.lock();
+                s.begin_wait().map(|wake| (wake, s.rt.stdin_pending()))
+            };
+            let Some((wake, pending)) = next else { break };
+            let sleep = wake.saturating_duration_since(Instant::now());
+            let mut room = false;
+            let mut closed = false;
+            match &mut self.stdout {
+                #[cfg(unix)]
+                Some(Stdout::Polled(reader)) => {
+                    let woke = reader.wait(sleep, pending, &mut read);
+                    room = woke.room;
+                    closed = woke.closed;
+                    inbox.extend(self.rx.try_iter().take(CHANNEL_DEPTH));
+                }
+                _ => {
+                    if let Ok(input) = self.rx.recv_timeout(sleep) {
+                        inbox.push(input);
+                        inbox.extend(self.rx.try_iter().take(CHANNEL_DEPTH));
+                    }
                 }
             }
+            shared.with_loop(|s| {
+                if room {
+                    if let Link::Stdio(l) = &mut s.rt.link {
+                        l.stdin.flush();
+                    }
+                }
+                if !read.is_empty() {
+                    s.stdio_bytes(&read);
+                }
+                for input in inbox.drain(..) {
+                    match input {
+                        Input::Exchange(report) => s.exchange(report),
+                        Input::Stdout(bytes) => s.stdio_bytes(&bytes),
+                        Input::StdioClosed => closed = true,
+                        Input::Kick => {}
+                    }
+                }
+                s.end_wait();
+            });
+            read.clear();
+            if closed {
+                let status = self.reap();
+                shared.with_loop(|s| {
+                    if let Link::Stdio(l) = &mut s.rt.link {
+                        l.exit = Some(status);
+                    }
+                    s.stdio_closed();
+                });
+            }
+        }
+        shared.with_loop(|s| s.rt.stop());
+        self.stop_child();
+    }
+
+    /// stdio: the child's stdout closed; collect its exit status (killing it if it lingers
+    /// with its stdout closed), and let the stderr reader take the last lines (bounded: a
+    /// grandchild may hold the pipe).
+    fn reap(&mut self) -> String {
+        let Some(child) = &mut self.child else {
+            return "unknown".to_owned();
+        };
+        let started = Instant::now();
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status.to_string(),
+                Ok(None) if started.elapsed() < REAP_WAIT => {
+                    thread::sleep(Duration::from_millis(10));
+                }
+                Ok(None) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break "it closed its stdout and was killed".to_owned();
+                }
+                Err(e) => break format!("its status is unknown: {e}"),
+            }
+        };
+        if let Some(done) = &self.stderr_done {
+            let _ = done.recv_timeout(REAP_WAIT);
+        }
+        self.child = None;
+        status
+    }
+
+    /// Stops the child if it still runs.
+    fn stop_child(&mut self) {
+        #[cfg(unix)]
+        if let Some(Stdout::Polled(reader)) = &mut self.stdout {
+            reader.close();
+        }
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
         }
     }
 }

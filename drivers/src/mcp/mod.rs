@@ -23,35 +23,35 @@
 macro_rules! operations {
     ($($async:ident $await:ident)?) => {
         /// `server/discover` (in the legacy era: the `initialize` result).
-        pub $($async)? fn discover(&mut self) -> Result<Value, Error> {
+        pub $($async)? fn discover(&self) -> Result<Value, Error> {
             self.run(Operation::Discover, OpOptions::default())$(.$await)?
         }
 
         /// One page of `tools/list` (`cursor: None` for the first).
-        pub $($async)? fn list_tools(&mut self, cursor: Option<&str>) -> Result<Value, Error> {
+        pub $($async)? fn list_tools(&self, cursor: Option<&str>) -> Result<Value, Error> {
             self.list(ListKind::Tools, cursor)$(.$await)?
         }
 
         /// One page of `prompts/list`.
-        pub $($async)? fn list_prompts(&mut self, cursor: Option<&str>) -> Result<Value, Error> {
+        pub $($async)? fn list_prompts(&self, cursor: Option<&str>) -> Result<Value, Error> {
             self.list(ListKind::Prompts, cursor)$(.$await)?
         }
 
         /// One page of `resources/list`.
-        pub $($async)? fn list_resources(&mut self, cursor: Option<&str>) -> Result<Value, Error> {
+        pub $($async)? fn list_resources(&self, cursor: Option<&str>) -> Result<Value, Error> {
             self.list(ListKind::Resources, cursor)$(.$await)?
         }
 
         /// One page of `resources/templates/list`.
         pub $($async)? fn list_resource_templates(
-            &mut self,
+            &self,
             cursor: Option<&str>,
         ) -> Result<Value, Error> {
             self.list(ListKind::ResourceTemplates, cursor)$(.$await)?
         }
 
         /// One page of any list.
-        pub $($async)? fn list(&mut self, kind: ListKind, cursor: Option<&str>) -> Result<Value, Error> {
+        pub $($async)? fn list(&self, kind: ListKind, cursor: Option<&str>) -> Result<Value, Error> {
             let operation = Operation::List {
                 kind,
                 cursor: cursor.map(str::to_owned),
@@ -61,7 +61,7 @@ macro_rules! operations {
 
         /// `tools/call` with progress notifications requested (they reach [`Host::on_progress`]).
         /// A tool that failed answers a result with `isError: true`, not an error.
-        pub $($async)? fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, Error> {
+        pub $($async)? fn call_tool(&self, name: &str, arguments: Value) -> Result<Value, Error> {
             let options = OpOptions {
                 progress: true,
                 ..OpOptions::default()
@@ -71,7 +71,7 @@ macro_rules! operations {
 
         /// `tools/call` with the core's per-operation options (timeout, progress, cache policy).
         pub $($async)? fn call_tool_with(
-            &mut self,
+            &self,
             name: &str,
             arguments: Value,
             options: OpOptions,
@@ -84,7 +84,7 @@ macro_rules! operations {
         }
 
         /// `prompts/get`.
-        pub $($async)? fn get_prompt(&mut self, name: &str, arguments: Value) -> Result<Value, Error> {
+        pub $($async)? fn get_prompt(&self, name: &str, arguments: Value) -> Result<Value, Error> {
             let operation = Operation::GetPrompt {
                 name: name.to_owned(),
                 arguments: arguments_object(arguments)?,
@@ -93,7 +93,7 @@ macro_rules! operations {
         }
 
         /// `resources/read`.
-        pub $($async)? fn read_resource(&mut self, uri: &str) -> Result<Value, Error> {
+        pub $($async)? fn read_resource(&self, uri: &str) -> Result<Value, Error> {
             let operation = Operation::ReadResource {
                 uri: uri.to_owned(),
             };
@@ -102,7 +102,7 @@ macro_rules! operations {
 
         /// `ping` (the legacy era only; the modern era has none and answers
         /// [`IncompatibleError::Unsupported`](mcpwire_core::mcp::client::IncompatibleError::Unsupported)).
-        pub $($async)? fn ping(&mut self) -> Result<Value, Error> {
+        pub $($async)? fn ping(&self) -> Result<Value, Error> {
             self.run(Operation::Ping, OpOptions::default())$(.$await)?
         }
     };
@@ -122,13 +122,11 @@ use std::time::Duration;
 use mcpwire_core::mcp::cache::CacheConfig;
 use mcpwire_core::mcp::client::{ClientConfig, Event, OpError, OpId, ProtocolChoice, UsageError};
 use mcpwire_core::mcp::elicitation::ElicitAnswer;
+use mcpwire_core::mcp::era::CachedEra;
 use mcpwire_core::mcp::meta::{ClientCapabilities, Implementation, JsonObject};
 use mcpwire_core::mcp::mrtr::{InputAnswer, InputRequestEvent};
 use mcpwire_core::mcp::request::Transport;
 use serde_json::Value;
-
-/// Subscription events kept while nobody reads them (the oldest are dropped).
-pub(crate) const MAX_SUBSCRIPTION_EVENTS: usize = 1024;
 
 /// How many stderr lines of a stdio server are kept for error messages.
 pub(crate) const STDERR_TAIL_LINES: usize = 20;
@@ -165,9 +163,16 @@ pub struct ClientOptions {
     /// The result cache.
     pub cache: CacheConfig,
     /// HTTP: how many exchanges run at once (long-lived subscription streams hold one too;
-    /// more wait for one to end), and how many idle connections are kept alive for reuse. The
-    /// blocking driver runs one worker thread per exchange, the smol driver one task.
+    /// more wait for one to end), and how many idle connections are kept alive for reuse
+    /// (default 16). Calls in flight over HTTP run at most this many at a time. The blocking
+    /// driver runs one worker thread per exchange, the smol driver one task.
     pub max_exchanges: usize,
+    /// How many operations run at once on the connection (more wait for one to end). The
+    /// default, 64, is far more than a host usually needs; subscriptions do not count.
+    pub max_in_flight: usize,
+    /// The server's era and version, when known from an earlier connection
+    /// ([`era`](blocking::McpClient::era) of that client): no detection is made again.
+    pub known_era: Option<CachedEra>,
     /// HTTP: list the tools before calling one whose `x-mcp-header` annotations are not known
     /// yet (default `true`; see the core's `ClientConfig::list_tools_before_call`).
     pub list_tools_before_call: bool,
@@ -190,7 +195,9 @@ impl Default for ClientOptions {
             capabilities: ClientCapabilities::none(),
             host_capabilities: None,
             cache: CacheConfig::default(),
-            max_exchanges: 8,
+            max_exchanges: 16,
+            max_in_flight: 64,
+            known_era: None,
             list_tools_before_call: true,
             legacy_listen: true,
         }
@@ -211,6 +218,8 @@ impl fmt::Debug for ClientOptions {
             .field("capabilities", &self.capabilities)
             .field("host_capabilities", &self.host_capabilities)
             .field("max_exchanges", &self.max_exchanges)
+            .field("max_in_flight", &self.max_in_flight)
+            .field("known_era", &self.known_era)
             .field("list_tools_before_call", &self.list_tools_before_call)
             .field("legacy_listen", &self.legacy_listen)
             .finish_non_exhaustive()
@@ -239,6 +248,18 @@ impl ClientOptions {
     /// moves to one the server supports on `-32022`).
     pub fn with_versions(mut self, versions: &[&str]) -> Self {
         self.versions = versions.iter().map(|v| (*v).to_owned()).collect();
+        self
+    }
+
+    /// Runs at most `n` operations at once (see [`ClientOptions::max_in_flight`]).
+    pub fn with_max_in_flight(mut self, n: usize) -> Self {
+        self.max_in_flight = n;
+        self
+    }
+
+    /// Starts in this era (see [`ClientOptions::known_era`]).
+    pub fn with_known_era(mut self, era: CachedEra) -> Self {
+        self.known_era = Some(era);
         self
     }
 
@@ -298,6 +319,7 @@ impl ClientOptions {
         config.jitter_seed = jitter_seed;
         config.list_tools_before_call = self.list_tools_before_call;
         config.legacy_listen = self.legacy_listen;
+        config.known_era = self.known_era.clone();
         config
     }
 }
@@ -356,6 +378,15 @@ pub enum Error {
     /// The operation was cancelled.
     #[error("the operation was cancelled")]
     Cancelled,
+    /// The client was closed (by [`close`](blocking::McpClient::close) on any of its handles).
+    #[error("the client is closed")]
+    Closed,
+    /// A thread of the client could not be started.
+    #[error("cannot start the client's thread: {source}")]
+    Thread {
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// The server URL cannot be used.
     #[error("invalid server URL {url:?}: {reason}")]
     InvalidUrl {
@@ -483,6 +514,12 @@ pub(crate) fn check_http_url(url: &str) -> Result<(), Error> {
         });
     }
     Ok(())
+}
+
+/// An operation's outcome (the core's JSON text) as JSON.
+pub(crate) fn parse_value(outcome: Result<(String, bool), Error>) -> Result<Value, Error> {
+    let (text, _is_error) = outcome?;
+    serde_json::from_str(&text).map_err(|e| Error::BadResult(e.to_string()))
 }
 
 /// Tool or prompt arguments as a JSON object (`null` is an empty one).

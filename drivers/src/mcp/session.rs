@@ -1,31 +1,30 @@
-//! The MCP client session, written once for both drivers: the core [`Client`], the outcomes of
-//! its operations, the operation a method is running and the transport's last cause, over a
-//! small [`Runtime`] each driver implements (in the spirit of the tunnel's
-//! `tunnel::driver_core`).
+//! The MCP client session, written once for both drivers: the core [`Client`] behind one lock,
+//! the operations in flight with the callers waiting for them, the subscriptions with their
+//! readers, the calls owed to the host, over a small [`Runtime`] each driver implements.
 //!
-//! The runtime only performs: it starts an HTTP exchange (which reports back as [`Exchange`]s),
-//! closes one, writes a stdio line, and waits, in its own way (a channel or `poll(2)`, an
-//! async-io timer), until the deadline [`Session::wake_at`] gives, for the next report or stdio
-//! bytes. A face's method is then a short loop:
+//! Three kinds of party share a session ([`Shared`]):
 //!
-//! ```text
-//! let op = session.start(operation, options)?;
-//! loop {
-//!     if let Some(outcome) = session.outcome(op) { return outcome; }
-//!     let wake = session.wake_at(None);
-//!     /* wait until `wake` for a report; hand it over: */
-//!     session.exchange(report);          // or stdio_bytes(..), stdio_closed(), cancel_requested(..)
-//!     session.after_wait();              // fires the core's timer when due
-//! }
-//! ```
+//! - **Callers** (any number of handle clones, on any thread or task) start an operation, take
+//!   its outcome when it is there, or leave a [`Waker`] to be woken when it is; cancel; subscribe.
+//!   Whatever the core outputs while a caller holds the lock is performed right then on the
+//!   caller's thread: an HTTP exchange starts, a stdio line is written as far as the pipe takes
+//!   it. No hand-off between threads on the way out.
+//! - **The loop** (one background thread or task per client, the driver's) is the only one that
+//!   waits for input: HTTP reports, the stdio child's stdout, the core's next deadline. Between
+//!   waits it takes the lock, feeds what came and fires the timer. A caller whose action moved
+//!   the deadline earlier, left stdin bytes unwritten, or closed the client, kicks it
+//!   ([`Runtime::kick`]).
+//! - **The host** ([`Host`]): its hooks run after the lock is released, in the order the core
+//!   emitted the events, one at a time, on whichever thread drained them (usually the loop's).
+//!   A hook may call the client; it must not wait for an operation in the blocking driver
+//!   (nothing else delivers the events of that thread meanwhile).
 //!
-//! Every input is followed by a drain of the core's outputs, performed through the runtime. The
-//! session makes no protocol decision; the core does.
+//! The session makes no protocol decision; the core does.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
+use std::task::Waker;
 use std::time::{Duration, Instant, SystemTime};
 
 use mcpwire_core::http::{Request, ResponseHead};
@@ -33,15 +32,17 @@ use mcpwire_core::mcp::client::{
     Client, Event, OpError, OpId, OpOptions, Operation, Output, StreamId, TransportError,
 };
 use mcpwire_core::mcp::era::CachedEra;
+use mcpwire_core::mcp::mrtr::InputRequestEvent;
 use mcpwire_core::mcp::subscription::{self, SubscriptionFilter, SubscriptionHandle};
-use serde_json::Value;
 
-use super::{Error, Host, NoHost, StderrTail, MAX_SUBSCRIPTION_EVENTS};
+use super::{Error, Host, NoHost, StderrTail};
 
-/// The longest a loop sleeps without looking at the clock again.
+/// The longest the loop sleeps without looking at the clock again.
 const MAX_SLEEP: Duration = Duration::from_secs(1);
 /// How long ending the client waits for its goodbye requests (a legacy `DELETE`).
 pub(crate) const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
+/// Events of one subscription kept while nobody reads them (the oldest are dropped).
+pub(crate) const MAX_SUBSCRIPTION_EVENTS: usize = 1024;
 
 /// What an HTTP exchange reports, in order: the head, body chunks, the end (or a failure).
 pub(crate) enum Exchange {
@@ -68,38 +69,86 @@ pub(crate) enum Exchange {
     },
 }
 
-/// What only the runtime does (see the module docs).
+/// What only the runtime does (see the module docs). Its methods are called with the session
+/// locked, from any thread: none may wait.
 pub(crate) trait Runtime {
-    /// Starts the exchange of `stream`, which reports [`Exchange`]s until it ends or is closed;
-    /// `Err` with the cause when it cannot start (the exchange then fails in the core).
+    /// Starts the exchange of `stream`, which reports [`Exchange`]s to the loop until it ends
+    /// or is closed; `Err` with the cause when it cannot start (the exchange then fails in the
+    /// core).
     fn start_http(&mut self, stream: StreamId, request: Request) -> Result<(), String>;
     /// The core closed `stream`: drop its exchange now (its connection too); it reports
     /// nothing more.
     fn close_http(&mut self, stream: StreamId);
     /// `stream`'s exchange reported its end or failure: forget it.
     fn exchange_ended(&mut self, stream: StreamId);
-    /// Writes one line (the newline added here) to the child's stdin, as far as the pipe takes
-    /// it without waiting; the rest while the runtime waits.
+    /// Queues one line (the newline added here) for the child's stdin.
     fn write_stdio(&mut self, line: String);
-    /// Every output of one drain was performed.
+    /// Every output of one drain was performed: write the queued lines as far as the pipe
+    /// takes them without waiting (the loop writes the rest).
     fn flush_stdio(&mut self) {}
+    /// Whether bytes wait for room in the child's stdin (the loop must watch for it).
+    fn stdin_pending(&self) -> bool {
+        false
+    }
+    /// Whether HTTP exchanges are still open (the goodbye requests of a closing client).
+    fn exchanges_open(&self) -> bool;
+    /// Wakes the loop from its wait (cheap when a wake-up is pending already).
+    fn kick(&self);
     /// What the link adds to an operation's error.
     fn link(&self) -> LinkView<'_>;
 }
 
-/// One MCP client session on a runtime (see the module docs). It owns the core; callers talk
-/// to it.
+/// One operation a caller waits for.
+#[derive(Default)]
+struct Slot {
+    /// The outcome once final: the JSON text of the result and its `isError`, or the error.
+    outcome: Option<Result<(String, bool), Error>>,
+    waker: Option<Waker>,
+}
+
+/// One subscription's events, for its reader.
+#[derive(Default)]
+struct SubQueue {
+    events: VecDeque<subscription::Event>,
+    /// The `Ended` event was queued: nothing more comes.
+    ended: bool,
+    waker: Option<Waker>,
+}
+
+/// What the host is owed, in order.
+enum HostCall {
+    /// An event for [`Host::on_event`] (and the hook of its kind).
+    Event(Event),
+    /// An input request to answer (only the hook that answers, `on_event` had the event).
+    Input {
+        op: OpId,
+        request: InputRequestEvent,
+    },
+}
+
+/// One MCP client session on a runtime (see the module docs).
 pub(crate) struct Session<R> {
     core: Client,
-    /// The host, final outcomes and subscription events.
-    outcomes: Outcomes,
-    /// The transport's last error (HTTP), for the message of an operation it failed.
+    ops: BTreeMap<OpId, Slot>,
+    subs: BTreeMap<SubscriptionHandle, SubQueue>,
+    /// The host's calls, delivered after the lock is released.
+    host_calls: VecDeque<HostCall>,
+    /// A host was set: every event is queued for it (otherwise only input requests, which the
+    /// default host declines).
+    host_set: bool,
+    /// The transport's last error (HTTP), for the message of an operation it failed; cleared
+    /// by the next response head.
     last_cause: Option<String>,
-    /// The operation a method is running (a future dropped before its end leaves it here).
-    current: Option<OpId>,
-    /// The same, for a `Canceller`: its id plus one, 0 for none.
-    running: Arc<AtomicU64>,
-    /// What performs the core's outputs and waits.
+    /// Operations in flight, at most `limit` (more callers wait in `start_waiters`).
+    limit: usize,
+    start_waiters: VecDeque<Waker>,
+    /// When the loop's current wait ends (`None`: it is not waiting; it will look again).
+    loop_wake: Option<Instant>,
+    /// The client is closing: the goodbye exchanges may run until then.
+    closing: Option<Instant>,
+    /// A caller needs the loop to look again (see [`Session::take_kick`]).
+    kick: bool,
+    /// What performs the core's outputs.
     pub(crate) rt: R,
 }
 
@@ -111,28 +160,29 @@ impl<R: Runtime> fmt::Debug for Session<R> {
         };
         f.debug_struct("McpClient")
             .field("target", &target)
+            .field("in_flight", &self.ops.len())
             .field("core", &self.core)
             .finish_non_exhaustive()
     }
 }
 
 impl<R: Runtime> Session<R> {
-    /// A session of `core` on `rt`. Nothing is drained yet: events the core emits at creation
-    /// (a pinned era) reach the host set with [`Session::set_host`] before the first operation.
-    pub(crate) fn new(core: Client, rt: R) -> Self {
+    /// A session of `core` on `rt`, with at most `limit` operations in flight.
+    pub(crate) fn new(core: Client, rt: R, limit: usize) -> Self {
         Session {
             core,
-            outcomes: Outcomes::default(),
+            ops: BTreeMap::new(),
+            subs: BTreeMap::new(),
+            host_calls: VecDeque::new(),
+            host_set: false,
             last_cause: None,
-            current: None,
-            running: Arc::new(AtomicU64::new(0)),
+            limit: limit.max(1),
+            start_waiters: VecDeque::new(),
+            loop_wake: None,
+            closing: None,
+            kick: false,
             rt,
         }
-    }
-
-    /// Sets the host hooks.
-    pub(crate) fn set_host(&mut self, host: Box<dyn Host + Send>) {
-        self.outcomes.host = host;
     }
 
     /// The era and version in use, once known.
@@ -140,136 +190,196 @@ impl<R: Runtime> Session<R> {
         self.core.era()
     }
 
-    /// The running operation's id plus one (0: none), shared with a `Canceller`.
-    pub(crate) fn running(&self) -> Arc<AtomicU64> {
-        Arc::clone(&self.running)
-    }
-
     // -----------------------------------------------------------------------------------------
-    // What a face's methods ask.
+    // What callers do.
 
-    /// Starts `operation` as the running one (an abandoned one is cancelled first).
+    /// Starts `operation`, or leaves `waker` to be woken when a place among the operations in
+    /// flight frees up (`Ok(None)`: try again then).
     pub(crate) fn start(
         &mut self,
-        operation: Operation,
-        options: OpOptions,
-    ) -> Result<OpId, Error> {
-        self.abandon();
-        self.check_alive()?;
-        let op = self.core.start(Instant::now(), operation, options);
-        self.current = Some(op);
-        self.running.store(op.0.saturating_add(1), Ordering::SeqCst);
-        Ok(op)
-    }
-
-    /// Drains the outputs; `op`'s outcome once it ended, its result parsed (or, on stdio, an
-    /// error once the child has ended: the operation is cancelled). `None`: wait.
-    pub(crate) fn outcome(&mut self, op: OpId) -> Option<Result<Value, Error>> {
-        self.drain();
-        let outcome = match self.outcomes.finished.remove(&op) {
-            Some(outcome) => outcome.map_err(|e| self.explain(e)),
-            None => {
-                let alive = self.check_alive();
-                let e = alive.err()?;
-                let _ = self.core.cancel(Instant::now(), op);
-                self.drain();
-                self.outcomes.finished.remove(&op);
-                Err(e)
+        operation: &mut Option<Operation>,
+        options: &OpOptions,
+        waker: &Waker,
+    ) -> Result<Option<OpId>, Error> {
+        self.check_usable()?;
+        if self.ops.len() >= self.limit {
+            if !self.start_waiters.iter().any(|w| w.will_wake(waker)) {
+                self.start_waiters.push_back(waker.clone());
             }
+            return Ok(None);
+        }
+        let Some(operation) = operation.take() else {
+            return Err(Error::Cancelled);
         };
-        self.running.store(0, Ordering::SeqCst);
-        self.current = None;
-        Some(outcome.and_then(|text| {
-            serde_json::from_str(&text).map_err(|e| Error::BadResult(e.to_string()))
-        }))
+        let op = self.core.start(Instant::now(), operation, options.clone());
+        self.ops.insert(op, Slot::default());
+        self.drain();
+        Ok(Some(op))
     }
 
-    /// Cancels the operation of a method whose future was dropped before it ended.
-    pub(crate) fn abandon(&mut self) {
-        if let Some(old) = self.current.take() {
-            self.running.store(0, Ordering::SeqCst);
-            let _ = self.core.cancel(Instant::now(), old);
-            self.drain();
-            self.outcomes.finished.remove(&old);
+    /// `op`'s outcome once it ended (its place is freed); otherwise `waker` is kept to be woken
+    /// when it does.
+    pub(crate) fn outcome(
+        &mut self,
+        op: OpId,
+        waker: &Waker,
+    ) -> Option<Result<(String, bool), Error>> {
+        let Some(slot) = self.ops.get_mut(&op) else {
+            // Not started here, or already taken.
+            return Some(Err(Error::Cancelled));
+        };
+        match slot.outcome.take() {
+            Some(outcome) => {
+                self.forget(op);
+                Some(outcome.map_err(|e| self.explain(e)))
+            }
+            None => {
+                if !slot.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                    slot.waker = Some(waker.clone());
+                }
+                None
+            }
         }
     }
 
-    /// Subscribes to `filter` (see the faces' `subscribe`).
+    /// Cancels `op` (a caller gave up, or its future was dropped); nobody waits for it any
+    /// more.
+    pub(crate) fn cancel(&mut self, op: OpId) {
+        if self.ops.contains_key(&op) {
+            let _ = self.core.cancel(Instant::now(), op);
+            self.drain();
+            self.forget(op);
+        }
+    }
+
+    /// Asks `op` to end with [`Error::Cancelled`] (its caller still gets the outcome).
+    pub(crate) fn request_cancel(&mut self, op: OpId) {
+        if self.ops.get(&op).is_some_and(|s| s.outcome.is_none()) {
+            let _ = self.core.cancel(Instant::now(), op);
+            self.drain();
+        }
+    }
+
+    /// Subscribes to `filter`.
     pub(crate) fn subscribe(
         &mut self,
         filter: SubscriptionFilter,
     ) -> Result<SubscriptionHandle, Error> {
-        self.abandon();
-        self.check_alive()?;
+        self.check_usable()?;
         let sub = self
             .core
             .subscribe(Instant::now(), filter)
             .map_err(|e| Error::Usage(Box::new(e)))?;
+        self.subs.entry(sub).or_default();
         self.drain();
         Ok(sub)
     }
 
-    /// Starts waiting up to `timeout` for a subscription event: until when.
-    pub(crate) fn events_until(&mut self, timeout: Duration) -> Option<Instant> {
-        self.abandon();
-        Instant::now().checked_add(timeout)
-    }
-
-    /// Drains the outputs; the next subscription event, an error once a stdio child ended, or
-    /// `Ok(None)` once `until` passed. `None`: wait.
+    /// The next event of `sub` (`Some(Ok(None))`: it ended and everything was read; an error
+    /// once the client closed or the stdio server exited); otherwise `waker` is kept to be
+    /// woken when one comes.
     pub(crate) fn subscription_event(
         &mut self,
-        until: Option<Instant>,
+        sub: SubscriptionHandle,
+        waker: &Waker,
     ) -> Option<Result<Option<subscription::Event>, Error>> {
-        self.drain();
-        if let Some(e) = self.outcomes.subscription_events.pop_front() {
-            return Some(Ok(Some(e)));
+        let usable = self.check_usable();
+        let Some(queue) = self.subs.get_mut(&sub) else {
+            return Some(Ok(None));
+        };
+        if let Some(event) = queue.events.pop_front() {
+            return Some(Ok(Some(event)));
         }
-        if let Err(e) = self.check_alive() {
+        if queue.ended {
+            self.subs.remove(&sub);
+            return Some(usable.map(|()| None));
+        }
+        if let Err(e) = usable {
+            self.subs.remove(&sub);
             return Some(Err(e));
         }
-        until
-            .is_none_or(|u| Instant::now() >= u)
-            .then_some(Ok(None))
+        if !queue.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            queue.waker = Some(waker.clone());
+        }
+        None
     }
 
-    /// Ends a subscription.
-    pub(crate) fn unsubscribe(&mut self, sub: SubscriptionHandle) -> Result<(), Error> {
-        self.core
-            .unsubscribe(Instant::now(), sub)
-            .map_err(|e| Error::Usage(Box::new(e)))?;
-        self.drain();
-        Ok(())
+    /// Ends `sub` (its reader is gone or asked).
+    pub(crate) fn unsubscribe(&mut self, sub: SubscriptionHandle) {
+        if self.subs.remove(&sub).is_some() {
+            let _ = self.core.unsubscribe(Instant::now(), sub);
+            self.drain();
+        }
     }
 
-    /// Shuts the core down (cancelling what is in flight, a legacy `DELETE`) and performs
-    /// that: the goodbye exchanges may run until the instant returned.
-    pub(crate) fn shutdown(&mut self) -> Option<Instant> {
-        self.core.shutdown(Instant::now());
+    /// Shuts the core down (cancelling what is in flight, a legacy `DELETE`): the goodbye
+    /// exchanges may run for [`SHUTDOWN_WAIT`]; the loop then stops.
+    pub(crate) fn close(&mut self) {
+        if self.closing.is_some() {
+            return;
+        }
+        let now = Instant::now();
+        self.closing = Some(now.checked_add(SHUTDOWN_WAIT).unwrap_or(now));
+        self.core.shutdown(now);
         self.drain();
-        Instant::now().checked_add(SHUTDOWN_WAIT)
+        self.kick = true;
+        // Callers waiting to start fail now; subscription readers see the end.
+        for w in self.start_waiters.drain(..) {
+            w.wake();
+        }
+        for queue in self.subs.values_mut() {
+            queue.ended = true;
+            if let Some(w) = queue.waker.take() {
+                w.wake();
+            }
+        }
+    }
+
+    /// Whether the loop must be woken after what a caller did: it wrote less than it queued for
+    /// stdin, the core's deadline moved before the loop's wake-up, or the client is closing.
+    /// Cleared by the call.
+    pub(crate) fn take_kick(&mut self) -> bool {
+        let earlier = match (self.core.poll_timeout(), self.loop_wake) {
+            (Some(t), Some(wake)) => t.at < wake,
+            _ => false,
+        };
+        let kick = std::mem::take(&mut self.kick) || earlier || self.rt.stdin_pending();
+        if kick {
+            // One kick per wait is enough.
+            self.loop_wake = None;
+        }
+        kick
     }
 
     // -----------------------------------------------------------------------------------------
-    // What the runtime reports.
+    // What the loop does.
 
-    /// When the runtime's wait ends at the latest: the core's next deadline, `until`, or a
-    /// second from now, whichever comes first.
-    pub(crate) fn wake_at(&self, until: Option<Instant>) -> Instant {
+    /// Starts a wait: until when at the latest (the core's next deadline, the close deadline,
+    /// or a second from now). `None`: the loop is done (the client closed and its goodbye
+    /// exchanges ended or ran out of time).
+    pub(crate) fn begin_wait(&mut self) -> Option<Instant> {
         let now = Instant::now();
-        let deadline = self.core.poll_timeout().map(|t| t.at);
+        if let Some(until) = self.closing {
+            if !self.rt.exchanges_open() || now >= until {
+                return None;
+            }
+        }
         let mut wake = now.checked_add(MAX_SLEEP).unwrap_or(now);
-        for d in [deadline, until].into_iter().flatten() {
+        let deadline = self.core.poll_timeout().map(|t| t.at);
+        for d in [deadline, self.closing].into_iter().flatten() {
             wake = wake.min(d);
         }
-        wake
+        self.loop_wake = Some(wake);
+        Some(wake)
     }
 
-    /// After a wait: fires the core's timer when its deadline passed.
-    pub(crate) fn after_wait(&mut self) {
+    /// A wait ended: fires the core's timer when its deadline passed.
+    pub(crate) fn end_wait(&mut self) {
+        self.loop_wake = None;
         let now = Instant::now();
         if self.core.poll_timeout().is_some_and(|t| now >= t.at) {
             self.core.handle_timeout(now);
+            self.drain();
         }
     }
 
@@ -277,7 +387,7 @@ impl<R: Runtime> Session<R> {
     /// transport, which a driver never mixes, so its `UsageError`s are not expected here.
     pub(crate) fn exchange(&mut self, report: Exchange) {
         if let Exchange::Whole { stream, head, body } = report {
-            // The three inputs in their order, each followed by a drain.
+            // The three inputs in their order.
             self.exchange(Exchange::Head { stream, head });
             if !body.is_empty() {
                 self.exchange(Exchange::Data {
@@ -290,6 +400,7 @@ impl<R: Runtime> Session<R> {
         let now = Instant::now();
         let _ = match report {
             Exchange::Head { stream, head } => {
+                self.last_cause = None;
                 self.core
                     .handle_response_head(now, SystemTime::now(), stream, head)
             }
@@ -314,18 +425,11 @@ impl<R: Runtime> Session<R> {
         self.drain();
     }
 
-    /// The child's stdout ended (the runtime collected its exit status first).
+    /// The child's stdout ended (the runtime recorded its exit status first): what is in
+    /// flight fails.
     pub(crate) fn stdio_closed(&mut self) {
         let _ = self.core.handle_stdio_closed(Instant::now());
         self.drain();
-    }
-
-    /// A `Canceller` asked to cancel `op` (ignored unless it is the running operation).
-    pub(crate) fn cancel_requested(&mut self, op: OpId) {
-        if self.current == Some(op) {
-            let _ = self.core.cancel(Instant::now(), op);
-            self.drain();
-        }
     }
 
     // -----------------------------------------------------------------------------------------
@@ -343,21 +447,235 @@ impl<R: Runtime> Session<R> {
                 }
                 Output::CloseStream(stream) => self.rt.close_http(stream),
                 Output::Stdio(line) => self.rt.write_stdio(line),
-                Output::Event(event) => self.outcomes.on_event(&mut self.core, event),
+                Output::Event(event) => self.on_event(event),
             }
         }
         self.rt.flush_stdio();
     }
 
-    /// Adds what the transport said to an operation's error (see [`LinkView::explain`]).
-    fn explain(&mut self, e: Error) -> Error {
-        let cause = self.last_cause.take();
-        self.rt.link().explain(e, cause)
+    /// Acts on one event: final outcomes go to their slot (and wake its caller), subscription
+    /// events to their queue, and the host is owed what it hears (the event first, then the
+    /// input requests it asks to answer).
+    fn on_event(&mut self, event: Event) {
+        if self.host_set {
+            self.host_calls.push_back(HostCall::Event(event.clone()));
+        }
+        match event {
+            Event::Result {
+                op,
+                result,
+                is_error,
+                ..
+            } => self.finish(op, Ok((result, is_error))),
+            Event::Failed { op, error } => self.finish(op, Err(Error::Op(Box::new(error)))),
+            Event::Cancelled { op } => self.finish(op, Err(Error::Cancelled)),
+            Event::InputRequested { op, requests, .. } => {
+                if self.ops.contains_key(&op) {
+                    // Answered by the host (the default one declines), after the lock is
+                    // released.
+                    let calls = requests
+                        .into_iter()
+                        .map(|request| HostCall::Input { op, request });
+                    self.host_calls.extend(calls);
+                } else {
+                    let _ = self.core.cancel(Instant::now(), op);
+                }
+            }
+            Event::Subscription(e) => {
+                let Some((sub, ended)) = subscription_of(&e) else {
+                    return;
+                };
+                if let Some(queue) = self.subs.get_mut(&sub) {
+                    if queue.events.len() == MAX_SUBSCRIPTION_EVENTS {
+                        queue.events.pop_front();
+                    }
+                    queue.events.push_back(e);
+                    queue.ended |= ended;
+                    if let Some(w) = queue.waker.take() {
+                        w.wake();
+                    }
+                }
+            }
+            _ => {}
+        }
     }
 
-    /// stdio: fails once the child has ended (it is not restarted).
-    fn check_alive(&self) -> Result<(), Error> {
+    /// Records `op`'s final outcome (the first one counts) and wakes its caller.
+    fn finish(&mut self, op: OpId, outcome: Result<(String, bool), Error>) {
+        if let Some(slot) = self.ops.get_mut(&op) {
+            if slot.outcome.is_none() {
+                slot.outcome = Some(outcome);
+                if let Some(w) = slot.waker.take() {
+                    w.wake();
+                }
+            }
+        }
+    }
+
+    /// `op` is no longer waited for: its place is free. Every caller waiting to start is woken
+    /// (the first to look takes the place; a waiter that went away cannot swallow the wake-up).
+    fn forget(&mut self, op: OpId) {
+        if self.ops.remove(&op).is_some() {
+            for w in self.start_waiters.drain(..) {
+                w.wake();
+            }
+        }
+    }
+
+    /// Adds what the transport said to an operation's error (see [`LinkView::explain`]).
+    fn explain(&self, e: Error) -> Error {
+        self.rt.link().explain(e, self.last_cause.clone())
+    }
+
+    /// Fails once the client is closing, or a stdio child has ended (it is not restarted).
+    fn check_usable(&self) -> Result<(), Error> {
+        if self.closing.is_some() {
+            return Err(Error::Closed);
+        }
         self.rt.link().check_alive()
+    }
+}
+
+/// The subscription an event belongs to, and whether it is the last.
+fn subscription_of(e: &subscription::Event) -> Option<(SubscriptionHandle, bool)> {
+    use subscription::Event as E;
+    match e {
+        E::Acknowledged { sub, .. }
+        | E::Changed { sub, .. }
+        | E::Refetch { sub, .. }
+        | E::Disconnected { sub, .. }
+        | E::Ignored { sub, .. } => Some((*sub, false)),
+        E::Ended { sub, .. } => Some((*sub, true)),
+        _ => None,
+    }
+}
+
+/// A session shared by a client's handles, its loop and its host (see the module docs).
+pub(crate) struct Shared<R> {
+    session: Mutex<Session<R>>,
+    host: Mutex<Box<dyn Host + Send>>,
+}
+
+impl<R: Runtime> fmt::Debug for Shared<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.lock().fmt(f)
+    }
+}
+
+impl<R: Runtime> Shared<R> {
+    pub(crate) fn new(session: Session<R>) -> Self {
+        Shared {
+            session: Mutex::new(session),
+            host: Mutex::new(Box::new(NoHost)),
+        }
+    }
+
+    /// Runs `f` on the session, kicks the loop when `f` asked for it, then delivers what the
+    /// host is owed.
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut Session<R>) -> T) -> T {
+        let (t, deliver) = {
+            let mut s = self.lock();
+            let t = f(&mut s);
+            if s.take_kick() {
+                s.rt.kick();
+            }
+            (t, !s.host_calls.is_empty())
+        };
+        if deliver {
+            self.deliver();
+        }
+        t
+    }
+
+    /// Runs `f` on the session for the loop (which needs no kick), then delivers what the
+    /// host is owed.
+    pub(crate) fn with_loop<T>(&self, f: impl FnOnce(&mut Session<R>) -> T) -> T {
+        let (t, deliver) = {
+            let mut s = self.lock();
+            let t = f(&mut s);
+            s.kick = false;
+            (t, !s.host_calls.is_empty())
+        };
+        if deliver {
+            self.deliver();
+        }
+        t
+    }
+
+    /// The session, locked (a panic elsewhere does not make it unusable: its state stays
+    /// consistent between calls).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Session<R>> {
+        self.session.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sets the host hooks; from now on every event reaches them.
+    pub(crate) fn set_host(&self, host: Box<dyn Host + Send>) {
+        *self.host.lock().unwrap_or_else(PoisonError::into_inner) = host;
+        self.lock().host_set = true;
+    }
+
+    /// Delivers what the host is owed, in order, with the session unlocked. A thread already
+    /// delivering (another one, or this one from inside a hook) takes the new calls too.
+    pub(crate) fn deliver(&self) {
+        let mut host = match self.host.try_lock() {
+            Ok(host) => host,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
+        };
+        loop {
+            let Some(call) = self.lock().host_calls.pop_front() else {
+                break;
+            };
+            match call {
+                HostCall::Event(event) => {
+                    host.on_event(&event);
+                    match event {
+                        Event::Progress {
+                            op,
+                            progress,
+                            total,
+                            message,
+                        } => host.on_progress(op, progress, total, message.as_deref()),
+                        Event::Notification {
+                            op,
+                            method,
+                            message,
+                        } => host.on_notification(op, &method, &message),
+                        _ => {}
+                    }
+                }
+                HostCall::Input { op, request } => {
+                    let answer = host.on_input_request(op, &request);
+                    let mut s = self.lock();
+                    if !s.ops.contains_key(&op) {
+                        continue; // its caller gave up meanwhile
+                    }
+                    let now = Instant::now();
+                    if let Err(error) = s.core.answer_input_or_cancel(now, op, &request.key, answer)
+                    {
+                        s.finish(
+                            op,
+                            Err(Error::InputRefused {
+                                key: request.key.clone(),
+                                error: Box::new(error),
+                            }),
+                        );
+                        // The other keys of this round are not asked any more.
+                        s.host_calls
+                            .retain(|c| !matches!(c, HostCall::Input { op: o, .. } if *o == op));
+                    }
+                    s.drain();
+                    if s.take_kick() {
+                        s.rt.kick();
+                    }
+                }
+            }
+        }
+        // A call queued after the last pop by a thread that found the host busy.
+        drop(host);
+        if !self.lock().host_calls.is_empty() {
+            self.deliver();
+        }
     }
 }
 
@@ -431,80 +749,5 @@ fn explain_http_failure(error: Box<OpError>, url: &str, cause: Option<String>) -
             }
         }
         _ => Error::Op(error),
-    }
-}
-
-/// What the core's events lead to: the host's hooks are called, final outcomes are kept by
-/// operation, input requests are answered (through the host) and subscription events are
-/// queued for the reader.
-struct Outcomes {
-    host: Box<dyn Host + Send>,
-    /// Final outcomes by operation (the JSON text of a result, or the error).
-    finished: BTreeMap<OpId, Result<String, Error>>,
-    subscription_events: VecDeque<subscription::Event>,
-}
-
-impl Default for Outcomes {
-    fn default() -> Self {
-        Outcomes {
-            host: Box::new(NoHost),
-            finished: BTreeMap::new(),
-            subscription_events: VecDeque::new(),
-        }
-    }
-}
-
-impl Outcomes {
-    /// Acts on one event of `core`. An input request's answer goes back to `core` at once;
-    /// an answer the core refuses ends the operation (the core cancels it) with
-    /// [`Error::InputRefused`].
-    fn on_event(&mut self, core: &mut Client, event: Event) {
-        self.host.on_event(&event);
-        match event {
-            Event::Result { op, result, .. } => {
-                self.finished.entry(op).or_insert(Ok(result));
-            }
-            Event::Failed { op, error } => {
-                self.finished
-                    .entry(op)
-                    .or_insert(Err(Error::Op(Box::new(error))));
-            }
-            Event::Cancelled { op } => {
-                self.finished.entry(op).or_insert(Err(Error::Cancelled));
-            }
-            Event::InputRequested { op, requests, .. } => {
-                for request in requests {
-                    let answer = self.host.on_input_request(op, &request);
-                    let now = Instant::now();
-                    if let Err(error) = core.answer_input_or_cancel(now, op, &request.key, answer) {
-                        self.finished.entry(op).or_insert(Err(Error::InputRefused {
-                            key: request.key.clone(),
-                            error: Box::new(error),
-                        }));
-                        break;
-                    }
-                }
-            }
-            Event::Progress {
-                op,
-                progress,
-                total,
-                message,
-            } => self
-                .host
-                .on_progress(op, progress, total, message.as_deref()),
-            Event::Notification {
-                op,
-                method,
-                message,
-            } => self.host.on_notification(op, &method, &message),
-            Event::Subscription(e) => {
-                if self.subscription_events.len() == MAX_SUBSCRIPTION_EVENTS {
-                    self.subscription_events.pop_front();
-                }
-                self.subscription_events.push_back(e);
-            }
-            _ => {}
-        }
     }
 }

@@ -1,41 +1,40 @@
-//! The smol MCP client: [`McpClient`] runs [`mcpwire_core::mcp::client::Client`] on smol tasks,
-//! hyper 1 (the tunnel's smol HTTP stack, `crate::net::hyper_smol`) and async-process. Its methods
-//! are those of the blocking client, as `async fn`s.
+//! The smol MCP client: [`McpClient`] runs [`mcpwire_core::mcp::Client`] on smol tasks, hyper 1
+//! (the tunnel's smol HTTP stack, `crate::net::hyper_smol`) and async-process. Its methods are
+//! those of the blocking client, as `async fn`s.
 //!
-//! Each method starts one operation in the session (`super::session`: the core, the outcomes,
-//! the running operation) and waits until that operation's final event: for the next report,
-//! stdio bytes or an async-io timer at the session's deadline, whichever comes first. This
+//! One client is one connection to one server, shared by every clone of its handle: clones are
+//! cheap (`Clone + Send + Sync`), their methods take `&self`, and their futures run at once on
+//! the one connection (`join_all` over `call_tool` just works; at most
+//! [`ClientOptions::max_in_flight`] run, more wait for a place). Dropping an operation's future
+//! before its end cancels that operation only. Dropping the last handle closes the connection.
+//!
+//! Whoever polls an operation's future first performs what the core outputs for it, in that
+//! poll: an HTTP exchange task is spawned, a stdio request line is written as far as the pipe
+//! takes it. One background task per client (the loop, on smol's global executor) waits for
+//! what comes back, feeds it to the core and wakes the future whose operation ended. Events
+//! reach the [`Host`] from the loop while calls run, and subscriptions are [`Stream`]s. This
 //! runtime makes no protocol decision; it only moves bytes:
 //!
 //! - **HTTP**: every [`Output::Http`] (the whole request, as the core built it) is one smol
 //!   task: it takes an idle kept-alive connection to the server (or opens one), sends the
 //!   request, reports the response head, then each body chunk as it arrives (SSE is never
-//!   buffered whole), then the end, over a bounded channel (a task waits while it is full); a
-//!   connection whose body was read to its end is kept for the next exchange. At most
-//!   [`ClientOptions::max_exchanges`] exchanges run at once (more wait for one to end), and as
-//!   many idle connections are kept. [`Output::CloseStream`] drops the task, which drops its
-//!   connection at once.
-//! - **stdio**: the child is started without a shell (`kill_on_drop`). The loop itself owns
-//!   its stdin and stdout (async-io registered pipes) and uses them on the caller's task, with
-//!   no thread hand-off per message: a request line is written as soon as the core emits it,
-//!   as far as the pipe takes it; the rest is written while the loop waits, so a child that
-//!   stops reading never holds up timeouts or cancellation. While waiting, the loop reads
-//!   stdout into a buffer of its own and hands the bytes to the core, which cuts the lines
-//!   (a line longer than 16 MiB is skipped). One task keeps the tail of its stderr. If the
-//!   child exits, the waiting operation fails with [`Error::ServerExited`], its exit status
-//!   and stderr tail.
-//!
-//! HTTP exchange tasks run on smol's global executor, so they progress while no method is
-//! awaited. The stdio pipes are served while a method runs (between methods the child's output
-//! waits in the pipe, and request lines the pipe did not take wait in the client).
-//! Dropping the client ends it like [`McpClient::close`], except that the goodbye requests (a
-//! legacy `DELETE`) are left to a detached task bounded to a couple of seconds.
+//!   buffered whole), then the end, to the loop over a bounded channel (a task waits while it
+//!   is full); a connection whose body was read to its end is kept for the next exchange. At
+//!   most [`ClientOptions::max_exchanges`] exchanges run at once (more wait for one to end),
+//!   and as many idle connections are kept. [`Output::CloseStream`] drops the task, which
+//!   drops its connection at once.
+//! - **stdio**: the child is started without a shell (`kill_on_drop`). Its stdin and stdout
+//!   are async-io registered pipes; the rest of a line the pipe did not take is written by the
+//!   loop when there is room, so a child that stops reading never holds up timeouts or
+//!   cancellation. The loop reads stdout into a buffer of its own and hands the bytes to the
+//!   core, which cuts the lines (a line longer than 16 MiB is skipped). One task keeps the
+//!   tail of its stderr. If the child exits, what is in flight fails with
+//!   [`Error::ServerExited`], its exit status and stderr tail.
 //!
 //! ```no_run
 //! use mcpwire::mcp::{smol::McpClient, ClientOptions};
 //! smol::block_on(async {
-//!     let mut client =
-//!         McpClient::connect_http("http://127.0.0.1:3000/mcp", ClientOptions::default())?;
+//!     let client = McpClient::connect_http("http://127.0.0.1:3000/mcp", ClientOptions::default())?;
 //!     let tools = client.list_tools(None).await?;
 //!     let answer = client.call_tool("echo", serde_json::json!({"text": "hi"})).await?;
 //!     Ok::<(), mcpwire::mcp::Error>(())
@@ -45,12 +44,12 @@
 //!
 //! [`Output::Http`]: mcpwire_core::mcp::client::Output::Http
 //! [`Output::CloseStream`]: mcpwire_core::mcp::client::Output::CloseStream
+//! [`Stream`]: smol::stream::Stream
 
 use std::collections::BTreeMap;
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -67,11 +66,13 @@ use smol::future::FutureExt as _;
 use smol::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, BufReader};
 use smol::lock::Semaphore;
 use smol::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use smol::stream::Stream;
 use smol::{Task, Timer};
 
-use super::session::{Exchange, LinkView, Runtime, Session, SHUTDOWN_WAIT};
+use super::session::{Exchange, LinkView, Runtime, Session, Shared};
 use super::{
-    arguments_object, check_http_url, stdio_command, ClientOptions, Error, Host, StderrTail,
+    arguments_object, check_http_url, parse_value, stdio_command, ClientOptions, Error, Host,
+    StderrTail,
 };
 use crate::net::hyper_smol::{self as http, HttpError};
 
@@ -85,22 +86,20 @@ const KEEP_BUFFER: usize = 1024 * 1024;
 /// its stderr reader may take to deliver the last lines.
 const REAP_WAIT: Duration = Duration::from_millis(500);
 
-/// Cancels the operation an [`McpClient`] is running, from another task or thread. The
-/// operation then ends with [`Error::Cancelled`] (on HTTP its exchange is closed; on stdio the
-/// server gets `notifications/cancelled`). Without an operation running it does nothing.
+/// Cancels one operation from any task or thread: it then ends with [`Error::Cancelled`] (on
+/// HTTP its exchange is closed; on stdio the server gets `notifications/cancelled`), and its
+/// future gives that. Once the operation ended, or the client is gone, it does nothing.
 #[derive(Clone, Debug)]
 pub struct Canceller {
-    tx: Sender<OpId>,
-    running: Arc<AtomicU64>,
+    shared: Weak<Shared<Smol>>,
+    op: OpId,
 }
 
 impl Canceller {
-    /// Cancels the running operation (if none runs, or the client is gone, nothing happens).
-    /// It never waits.
+    /// Cancels the operation (see the type's docs). It never waits.
     pub fn cancel(&self) {
-        let running = self.running.load(Ordering::SeqCst);
-        if running > 0 {
-            let _ = self.tx.try_send(OpId(running - 1));
+        if let Some(shared) = self.shared.upgrade() {
+            shared.with(|s| s.request_cancel(self.op));
         }
     }
 }
@@ -119,32 +118,15 @@ struct HttpLink {
 
 struct StdioLink {
     program: String,
-    child: Child,
     /// The child's stdin; `None` once closed (by the client, or a write failed: the child is
     /// gone, which its stdout's end reports).
     stdin: Option<ChildStdin>,
     /// Request lines (each with its newline) not written yet, from `written` on.
     pending: Vec<u8>,
     written: usize,
-    /// The child's stdout; `None` once it ended.
-    stdout: Option<ChildStdout>,
-    /// What one read of stdout fills ([`READ_CHUNK`] bytes, allocated once).
-    read_buf: Vec<u8>,
     stderr: Arc<Mutex<StderrTail>>,
-    /// Closed by the stderr reader when the child's stderr ends.
-    stderr_done: Receiver<()>,
     /// How the child ended, once it did.
     exit: Option<String>,
-    /// The stderr reader (dropped with the client).
-    _stderr_task: Task<()>,
-}
-
-/// What the stdio pipes gave the loop.
-enum Pipe {
-    /// This many bytes of stdout are in `read_buf`.
-    Read(usize),
-    /// stdout ended (or failed).
-    Closed,
 }
 
 impl StdioLink {
@@ -157,8 +139,8 @@ impl StdioLink {
     }
 
     /// Writes what the pipe takes of the pending lines, without waiting; a full pipe
-    /// registers `cx` to be woken when it has room.
-    fn poll_write_pending(&mut self, cx: &mut Context<'_>) {
+    /// registers `cx` to be woken when it has room. Ready once nothing waits.
+    fn poll_write_pending(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         while self.written < self.pending.len() {
             let Some(stdin) = &mut self.stdin else { break };
             let rest = self.pending.get(self.written..).unwrap_or_default();
@@ -167,7 +149,7 @@ impl StdioLink {
                 Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 // The child is gone (its stdout's end reports it) or it closed its stdin.
                 Poll::Ready(_) => self.stdin = None,
-                Poll::Pending => return,
+                Poll::Pending => return Poll::Pending,
             }
         }
         self.pending.clear();
@@ -175,25 +157,7 @@ impl StdioLink {
             self.pending = Vec::new();
         }
         self.written = 0;
-    }
-
-    /// Writes pending lines while the pipe has room, then waits for stdout to give bytes
-    /// (or end). Cancel-safe: what was read is in `read_buf` once this returns, and nothing
-    /// is read by a poll that returns `Pending`.
-    fn poll_pipes(&mut self, cx: &mut Context<'_>) -> Poll<Pipe> {
-        self.poll_write_pending(cx);
-        let Some(stdout) = &mut self.stdout else {
-            // Its end was reported; nothing more comes.
-            return Poll::Pending;
-        };
-        match Pin::new(stdout).poll_read(cx, &mut self.read_buf) {
-            Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => {
-                self.stdout = None;
-                Poll::Ready(Pipe::Closed)
-            }
-            Poll::Ready(Ok(n)) => Poll::Ready(Pipe::Read(n)),
-            Poll::Pending => Poll::Pending,
-        }
+        Poll::Ready(())
     }
 }
 
@@ -202,9 +166,25 @@ enum Link {
     Stdio(StdioLink),
 }
 
-/// An async MCP client of one server on smol (see the module docs).
+/// An async MCP client of one server on smol: a cheap handle, shared by cloning (see the
+/// module docs).
+#[derive(Clone)]
 pub struct McpClient {
-    session: Session<Smol>,
+    handle: Arc<Handle>,
+}
+
+/// What the handles share; dropping the last one closes the client (its loop finishes the
+/// goodbye requests in the background, bounded).
+struct Handle {
+    shared: Arc<Shared<Smol>>,
+    /// Closed by the loop when it ends.
+    done: Receiver<()>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.shared.with(Session::close);
+    }
 }
 
 impl McpClient {
@@ -223,15 +203,11 @@ impl McpClient {
             permits: Arc::new(Semaphore::new(options.max_exchanges.max(1))),
             jobs: BTreeMap::new(),
         });
-        Ok(McpClient::with_link(
-            core,
-            link,
-            channel::bounded(CHANNEL_DEPTH),
-        ))
+        Ok(McpClient::start_loop(core, link, None, &options))
     }
 
     /// A client of the stdio server `program args...`, started now without a shell. The child
-    /// inherits the environment and is killed when the client is dropped.
+    /// inherits the environment and is killed when the client closes.
     pub fn connect_stdio(
         program: &str,
         args: &[&str],
@@ -263,62 +239,62 @@ impl McpClient {
         let core = Client::new(options.core_config(Transport::Stdio, "", crate::random_seed()));
         let link = Link::Stdio(StdioLink {
             program: program.to_owned(),
-            child,
             stdin: Some(stdin),
             pending: Vec::new(),
             written: 0,
+            stderr,
+            exit: None,
+        });
+        let child = ChildSide {
+            child,
             stdout: Some(stdout),
             read_buf: vec![0; READ_CHUNK],
-            stderr,
             stderr_done,
-            exit: None,
             _stderr_task: stderr_task,
-        });
-        // Nothing reports over the channel on stdio; the loop holds its sender.
-        Ok(McpClient::with_link(
-            core,
-            link,
-            channel::bounded(CHANNEL_DEPTH),
-        ))
+        };
+        Ok(McpClient::start_loop(core, link, Some(child), &options))
     }
 
-    fn with_link(
+    /// Shares the session of `core` on `link` and spawns its loop.
+    fn start_loop(
         core: Client,
         link: Link,
-        (tx, rx): (Sender<Exchange>, Receiver<Exchange>),
-    ) -> Self {
-        let (cancel_tx, cancel_rx) = channel::unbounded();
-        let rt = Smol {
-            link,
-            tx,
+        child: Option<ChildSide>,
+        options: &ClientOptions,
+    ) -> McpClient {
+        let (tx, rx) = channel::bounded(CHANNEL_DEPTH);
+        let (kick_tx, kick_rx) = channel::bounded(1);
+        let rt = Smol { link, tx, kick_tx };
+        let shared = Arc::new(Shared::new(Session::new(core, rt, options.max_in_flight)));
+        let (done_tx, done) = channel::bounded::<()>(1);
+        let lp = Loop {
             rx,
-            cancel_tx,
-            cancel_rx,
-            closed: false,
+            kick_rx,
+            child,
             timer: Timer::never(),
             timer_at: None,
+            _done: done_tx,
         };
+        smol::spawn(lp.run(Arc::clone(&shared))).detach();
         McpClient {
-            session: Session::new(core, rt),
+            handle: Arc::new(Handle { shared, done }),
         }
     }
 
-    /// Sets the host hooks (elicitation answers, progress, notifications, events).
-    pub fn set_host(&mut self, host: Box<dyn Host + Send>) {
-        self.session.set_host(host);
+    fn shared(&self) -> &Arc<Shared<Smol>> {
+        &self.handle.shared
     }
 
-    /// A handle that cancels the running operation from another task or thread.
-    pub fn canceller(&self) -> Canceller {
-        Canceller {
-            tx: self.session.rt.cancel_tx.clone(),
-            running: self.session.running(),
-        }
+    /// Sets the host hooks (elicitation answers, progress, notifications, events), for every
+    /// handle of this client. They run on the client's loop while calls run.
+    pub fn set_host(&self, host: Box<dyn Host + Send>) {
+        self.shared().set_host(host);
     }
 
-    /// The era and version in use, once known.
+    /// The era and version in use, once known: keep it, and give it back as
+    /// [`ClientOptions::known_era`] when connecting to this server again.
     pub fn era(&self) -> Option<CachedEra> {
-        self.session.era()
+        self.shared().lock().era()
     }
 
     // -----------------------------------------------------------------------------------------
@@ -328,157 +304,196 @@ impl McpClient {
 
     /// Any operation, with its options.
     ///
-    /// Dropping the returned future before it completes cancels the operation the next time
-    /// the client runs (its answer is not waited for).
-    pub async fn run(&mut self, operation: Operation, options: OpOptions) -> Result<Value, Error> {
-        let op = self.session.start(operation, options)?;
-        loop {
-            if let Some(outcome) = self.session.outcome(op) {
-                return outcome;
+    /// Dropping the returned future before it completes cancels the operation.
+    pub async fn run(&self, operation: Operation, options: OpOptions) -> Result<Value, Error> {
+        self.start(operation, options).await?.await
+    }
+
+    /// Starts any operation and hands it back: a future of its outcome, which can also hand
+    /// out a [`Canceller`]. When as many operations are in flight as
+    /// [`ClientOptions::max_in_flight`] allows, this waits for one to end first.
+    pub async fn start(&self, operation: Operation, options: OpOptions) -> Result<Pending, Error> {
+        let mut operation = Some(operation);
+        let op = poll_fn(|cx| {
+            match self
+                .shared()
+                .with(|s| s.start(&mut operation, &options, cx.waker()))
+            {
+                Ok(Some(op)) => Poll::Ready(Ok(op)),
+                Ok(None) => Poll::Pending,
+                Err(e) => Poll::Ready(Err(e)),
             }
-            self.wait(None).await;
-        }
+        })
+        .await?;
+        Ok(Pending {
+            shared: Arc::clone(self.shared()),
+            op,
+            done: false,
+        })
     }
 
     // -----------------------------------------------------------------------------------------
     // Subscriptions.
 
     /// Subscribes to `filter`'s change notifications (with the era not known yet, the core
-    /// learns it first and opens the subscription in it). Read the events, the acknowledgment
-    /// first, with [`McpClient::next_subscription_event`].
-    pub async fn subscribe(
-        &mut self,
-        filter: SubscriptionFilter,
-    ) -> Result<SubscriptionHandle, Error> {
-        self.session.subscribe(filter)
+    /// learns it first and opens the subscription in it). Its events, the acknowledgment first,
+    /// come from the [`Subscription`] (a [`Stream`]); dropping it ends the subscription.
+    pub async fn subscribe(&self, filter: SubscriptionFilter) -> Result<Subscription, Error> {
+        let sub = self.shared().with(|s| s.subscribe(filter))?;
+        Ok(Subscription {
+            client: self.clone(),
+            sub,
+            over: false,
+        })
     }
 
-    /// Waits up to `timeout` for the next subscription event (acknowledged, changed,
-    /// disconnected, ended); `None` when none came.
-    pub async fn next_subscription_event(
-        &mut self,
-        timeout: Duration,
-    ) -> Result<Option<subscription::Event>, Error> {
-        let until = self.session.events_until(timeout);
-        loop {
-            if let Some(event) = self.session.subscription_event(until) {
-                return event;
-            }
-            self.wait(until).await;
-        }
-    }
-
-    /// Ends a subscription.
-    pub async fn unsubscribe(&mut self, sub: SubscriptionHandle) -> Result<(), Error> {
-        self.session.unsubscribe(sub)
-    }
-
-    /// Ends the client: cancels what is in flight, ends a legacy HTTP session (`DELETE`),
-    /// waiting for that at most a couple of seconds, and stops the child process.
-    pub async fn close(mut self) {
-        let until = self.session.shutdown();
-        while self.session.rt.jobs_open() && until.is_some_and(|u| Instant::now() < u) {
-            self.wait(until).await;
-        }
-        self.session.rt.stop_link();
-    }
-
-    // -----------------------------------------------------------------------------------------
-    // Waiting.
-
-    /// Waits for one report, stdio bytes or cancel request (at most until the session's
-    /// deadline or `until`) and hands it to the session, with a bounded batch of the reports
-    /// that follow it; then the core's timer fires when due.
-    async fn wait(&mut self, until: Option<Instant>) {
-        let wake = self.session.wake_at(until);
-        match self.session.rt.wait(wake).await {
-            Woke::Pipe(Pipe::Read(n)) => {
-                // Taken out while the session reads it (feeding writes to the link).
-                let buf = match &mut self.session.rt.link {
-                    Link::Stdio(s) => std::mem::take(&mut s.read_buf),
-                    Link::Http(_) => Vec::new(),
-                };
-                self.session.stdio_bytes(buf.get(..n).unwrap_or_default());
-                if let Link::Stdio(s) = &mut self.session.rt.link {
-                    s.read_buf = buf;
-                }
-            }
-            Woke::Pipe(Pipe::Closed) => {
-                self.session.rt.reap().await;
-                self.session.stdio_closed();
-            }
-            Woke::Exchange(report) => {
-                self.session.exchange(report);
-                // Take what else is waiting, a bounded batch, before looking at the clock.
-                for _ in 0..CHANNEL_DEPTH {
-                    match self.session.rt.rx.try_recv() {
-                        Ok(report) => self.session.exchange(report),
-                        Err(_) => break,
-                    }
-                }
-            }
-            Woke::Cancel(op) => self.session.cancel_requested(op),
-            Woke::Timer => {}
-        }
-        self.session.after_wait();
+    /// Ends the client for every handle: cancels what is in flight, ends a legacy HTTP session
+    /// (`DELETE`), waiting for that at most a couple of seconds, and stops the child process.
+    /// Other handles' operations then fail with [`Error::Closed`].
+    pub async fn close(self) {
+        self.shared().with(Session::close);
+        let done = self.handle.done.clone();
+        drop(self);
+        let _ = done.recv().await;
     }
 }
 
 impl std::fmt::Debug for McpClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.session.fmt(f)
+        self.shared().lock().fmt(f)
     }
 }
 
-impl Drop for McpClient {
-    fn drop(&mut self) {
-        if self.session.rt.closed {
-            return;
+/// An operation in flight (see [`McpClient::start`]): a future of its outcome. Dropping it
+/// before its end cancels the operation.
+#[derive(Debug)]
+pub struct Pending {
+    shared: Arc<Shared<Smol>>,
+    op: OpId,
+    done: bool,
+}
+
+impl Pending {
+    /// The core's id of the operation (the one the [`Host`] hooks name).
+    pub fn id(&self) -> OpId {
+        self.op
+    }
+
+    /// A handle that cancels this operation from another task or thread.
+    pub fn canceller(&self) -> Canceller {
+        Canceller {
+            shared: Arc::downgrade(&self.shared),
+            op: self.op,
         }
-        self.session.shutdown();
-        // The goodbye exchanges (a legacy DELETE) finish in the background, bounded.
-        if let Link::Http(h) = &mut self.session.rt.link {
-            let jobs: Vec<Task<()>> = std::mem::take(&mut h.jobs).into_values().collect();
-            if !jobs.is_empty() {
-                smol::spawn(async move {
-                    async move {
-                        for job in jobs {
-                            job.await;
-                        }
-                    }
-                    .or(async {
-                        Timer::after(SHUTDOWN_WAIT).await;
-                    })
-                    .await;
-                })
-                .detach();
+    }
+}
+
+impl Future for Pending {
+    type Output = Result<Value, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let op = self.op;
+        match self.shared.with(|s| s.outcome(op, cx.waker())) {
+            Some(outcome) => {
+                self.done = true;
+                Poll::Ready(parse_value(outcome))
             }
+            None => Poll::Pending,
         }
-        self.session.rt.stop_link();
     }
 }
 
-/// The smol runtime: the link, the channel the exchange tasks report to, the cancel channel
-/// and the loop's timer.
-struct Smol {
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.done {
+            self.shared.with(|s| s.cancel(self.op));
+        }
+    }
+}
+
+/// One subscription's events, in order, as a [`Stream`] that ends after
+/// [`subscription::Event::Ended`] (see [`McpClient::subscribe`]); dropping it ends the
+/// subscription.
+#[derive(Debug)]
+pub struct Subscription {
+    client: McpClient,
+    sub: SubscriptionHandle,
+    over: bool,
+}
+
+impl Subscription {
+    /// The core's handle of this subscription (the one its events name).
+    pub fn handle(&self) -> SubscriptionHandle {
+        self.sub
+    }
+
+    /// Waits up to `timeout` for the next event: `Ok(None)` when none came in time, or the
+    /// subscription has ended and every event was read ([`Subscription::is_over`]); an error
+    /// once the client is closed or the stdio server exited.
+    pub async fn next_timeout(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<Option<subscription::Event>, Error> {
+        let next = poll_fn(|cx| self.poll_event(cx));
+        next.or(async {
+            Timer::after(timeout).await;
+            Ok(None)
+        })
+        .await
+    }
+
+    /// Whether the subscription is over: it ended (its last event was read) or failed.
+    pub fn is_over(&self) -> bool {
+        self.over
+    }
+
+    fn poll_event(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<subscription::Event>, Error>> {
+        if self.over {
+            return Poll::Ready(Ok(None));
+        }
+        let sub = self.sub;
+        match self
+            .client
+            .shared()
+            .with(|s| s.subscription_event(sub, cx.waker()))
+        {
+            Some(Ok(Some(event))) => Poll::Ready(Ok(Some(event))),
+            Some(other) => {
+                self.over = true;
+                Poll::Ready(other)
+            }
+            None => Poll::Pending,
+        }
+    }
+}
+
+/// Each event in order; ends after [`subscription::Event::Ended`], or when the client is
+/// closed or the stdio server exited.
+impl Stream for Subscription {
+    type Item = subscription::Event;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.poll_event(cx).map(|r| r.ok().flatten())
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if !self.over {
+            let sub = self.sub;
+            self.client.shared().with(|s| s.unsubscribe(sub));
+        }
+    }
+}
+
+/// The smol runtime: the link, the channel the exchange tasks report to, and the loop's kick.
+pub(crate) struct Smol {
     link: Link,
     tx: Sender<Exchange>,
-    rx: Receiver<Exchange>,
-    cancel_tx: Sender<OpId>,
-    cancel_rx: Receiver<OpId>,
-    closed: bool,
-    /// The loop's wake-up timer, kept between waits (arming one registers it with the reactor
-    /// and wakes the reactor's thread), and when it is set to fire.
-    timer: Timer,
-    timer_at: Option<Instant>,
-}
-
-/// What woke the loop.
-enum Woke {
-    Pipe(Pipe),
-    Exchange(Exchange),
-    Cancel(OpId),
-    Timer,
+    kick_tx: Sender<()>,
 }
 
 impl Runtime for Smol {
@@ -519,7 +534,7 @@ impl Runtime for Smol {
     }
 
     /// Request lines for a stdio child are queued, and written at the end of the drain as far
-    /// as its stdin pipe takes them (the rest while the loop waits).
+    /// as its stdin pipe takes them (the rest by the loop).
     fn write_stdio(&mut self, line: String) {
         if let Link::Stdio(s) = &mut self.link {
             s.queue(&line);
@@ -529,11 +544,24 @@ impl Runtime for Smol {
     fn flush_stdio(&mut self) {
         if let Link::Stdio(s) = &mut self.link {
             if s.written < s.pending.len() {
-                // No waker: what the pipe does not take now is written while the loop waits
-                // (which polls the pipe again with its own waker).
-                s.poll_write_pending(&mut Context::from_waker(Waker::noop()));
+                // No waker: what the pipe does not take now is written by the loop, which
+                // polls the pipe again with its own waker.
+                let _ = s.poll_write_pending(&mut Context::from_waker(Waker::noop()));
             }
         }
+    }
+
+    fn stdin_pending(&self) -> bool {
+        matches!(&self.link, Link::Stdio(s) if s.stdin.is_some() && s.written < s.pending.len())
+    }
+
+    fn exchanges_open(&self) -> bool {
+        matches!(&self.link, Link::Http(h) if !h.jobs.is_empty())
+    }
+
+    fn kick(&self) {
+        // Full means a kick is pending already.
+        let _ = self.kick_tx.try_send(());
     }
 
     fn link(&self) -> LinkView<'_> {
@@ -549,10 +577,110 @@ impl Runtime for Smol {
 }
 
 impl Smol {
-    /// Waits until `wake` for a report, stdio bytes or a cancel request.
-    async fn wait(&mut self, wake: Instant) -> Woke {
+    /// Closes the child's stdin, or drops the exchanges still open.
+    fn stop(&mut self) {
+        match &mut self.link {
+            Link::Http(h) => h.jobs.clear(),
+            Link::Stdio(s) => {
+                s.stdin = None; // closes the child's stdin
+                s.pending = Vec::new();
+                s.written = 0;
+                if s.exit.is_none() {
+                    s.exit = Some("stopped by the client".into());
+                }
+            }
+        }
+    }
+}
+
+/// The stdio child as the loop has it: its stdout, and what reaps it.
+struct ChildSide {
+    child: Child,
+    /// The child's stdout; `None` once it ended.
+    stdout: Option<ChildStdout>,
+    /// What one read of stdout fills ([`READ_CHUNK`] bytes, allocated once).
+    read_buf: Vec<u8>,
+    /// Closed by the stderr reader when the child's stderr ends.
+    stderr_done: Receiver<()>,
+    /// The stderr reader (dropped with the loop).
+    _stderr_task: Task<()>,
+}
+
+/// The loop's own half: what it waits on.
+struct Loop {
+    rx: Receiver<Exchange>,
+    kick_rx: Receiver<()>,
+    child: Option<ChildSide>,
+    /// The loop's wake-up timer, kept between waits (arming one registers it with the reactor
+    /// and wakes the reactor's thread), and when it is set to fire.
+    timer: Timer,
+    timer_at: Option<Instant>,
+    /// Dropped when the loop ends ([`McpClient::close`] waits for that).
+    _done: Sender<()>,
+}
+
+/// What woke the loop.
+enum Woke {
+    /// This many bytes of stdout are in the read buffer.
+    Read(usize),
+    /// stdout ended (or failed).
+    Closed,
+    Exchange(Exchange),
+    /// A kick, the timer, or room in stdin.
+    Look,
+}
+
+impl Loop {
+    /// Waits and feeds, until the client has closed and its goodbye exchanges are done.
+    async fn run(mut self, shared: Arc<Shared<Smol>>) {
+        loop {
+            let next = {
+                let mut s = shared.lock();
+                s.begin_wait().map(|wake| (wake, s.rt.stdin_pending()))
+            };
+            let Some((wake, pending)) = next else { break };
+            match self.wait(&shared, wake, pending).await {
+                Woke::Read(n) => shared.with_loop(|s| {
+                    if let Some(c) = &self.child {
+                        s.stdio_bytes(c.read_buf.get(..n).unwrap_or_default());
+                    }
+                    s.end_wait();
+                }),
+                Woke::Closed => {
+                    let status = self.reap().await;
+                    shared.with_loop(|s| {
+                        if let Link::Stdio(l) = &mut s.rt.link {
+                            l.exit = Some(status);
+                        }
+                        s.stdio_closed();
+                        s.end_wait();
+                    });
+                }
+                Woke::Exchange(report) => shared.with_loop(|s| {
+                    s.exchange(report);
+                    // Take what else is waiting, a bounded batch, before looking at the clock.
+                    for _ in 0..CHANNEL_DEPTH {
+                        match self.rx.try_recv() {
+                            Ok(report) => s.exchange(report),
+                            Err(_) => break,
+                        }
+                    }
+                    s.end_wait();
+                }),
+                Woke::Look => shared.with_loop(Session::end_wait),
+            }
+        }
+        shared.with_loop(|s| s.rt.stop());
+        if let Some(c) = &mut self.child {
+            let _ = c.child.kill();
+        }
+    }
+
+    /// Waits until `wake` for stdout bytes, a report, a kick, or room in stdin (when
+    /// `pending`).
+    async fn wait(&mut self, shared: &Shared<Smol>, wake: Instant, pending: bool) -> Woke {
         // Re-armed only when it must fire earlier than it is set to, or it has fired: waking
-        // early is harmless (the caller looks at the clock and waits again).
+        // early is harmless (the loop looks at the clock and waits again).
         if self
             .timer_at
             .is_none_or(|at| wake < at || at <= Instant::now())
@@ -560,45 +688,69 @@ impl Smol {
             self.timer.set_at(wake);
             self.timer_at = Some(wake);
         }
-        let (rx, cancel_rx, timer) = (&self.rx, &self.cancel_rx, &mut self.timer);
-        let link = &mut self.link;
+        let (rx, kick_rx, timer) = (&self.rx, &self.kick_rx, &mut self.timer);
+        let child = &mut self.child;
         async move {
-            match link {
-                Link::Stdio(s) => Woke::Pipe(poll_fn(|cx| s.poll_pipes(cx)).await),
-                // The exchange tasks report over the channel (nothing does on stdio). The
-                // client holds a sender of each channel, so neither closes while it waits.
-                Link::Http(_) => match rx.recv().await {
+            match child {
+                Some(ChildSide {
+                    stdout: out @ Some(_),
+                    read_buf,
+                    ..
+                }) => {
+                    let read = poll_fn(|cx| match out.as_mut() {
+                        Some(stdout) => Pin::new(stdout).poll_read(cx, read_buf),
+                        None => Poll::Pending,
+                    })
+                    .await;
+                    match read {
+                        Ok(n) if n > 0 => Woke::Read(n),
+                        _ => {
+                            *out = None;
+                            Woke::Closed
+                        }
+                    }
+                }
+                // No stdout (any more): the exchange tasks report over the channel. The
+                // session holds a sender, so it does not close while the loop waits.
+                _ => match rx.recv().await {
                     Ok(report) => Woke::Exchange(report),
                     Err(_) => smol::future::pending().await,
                 },
             }
         }
         .or(async move {
-            match cancel_rx.recv().await {
-                Ok(op) => Woke::Cancel(op),
+            match kick_rx.recv().await {
+                Ok(()) => Woke::Look,
                 Err(_) => smol::future::pending().await,
             }
         })
         .or(async move {
+            if !pending {
+                return smol::future::pending().await;
+            }
+            poll_fn(|cx| match &mut shared.lock().rt.link {
+                Link::Stdio(s) => s.poll_write_pending(cx),
+                Link::Http(_) => Poll::Ready(()),
+            })
+            .await;
+            Woke::Look
+        })
+        .or(async move {
             timer.await;
-            Woke::Timer
+            Woke::Look
         })
         .await
-    }
-
-    fn jobs_open(&self) -> bool {
-        matches!(&self.link, Link::Http(h) if !h.jobs.is_empty())
     }
 
     /// stdio: the child's stdout closed; collect its exit status (killing it if it lingers
     /// with its stdout closed), and let the stderr reader take the last lines (bounded: a
     /// grandchild may hold the pipe), each wait bounded by [`REAP_WAIT`].
-    async fn reap(&mut self) {
-        let Link::Stdio(s) = &mut self.link else {
-            return;
+    async fn reap(&mut self) -> String {
+        let Some(c) = &mut self.child else {
+            return "unknown".to_owned();
         };
         let status = async {
-            match s.child.status().await {
+            match c.child.status().await {
                 Ok(status) => Some(status.to_string()),
                 Err(e) => Some(format!("its status is unknown: {e}")),
             }
@@ -609,10 +761,10 @@ impl Smol {
         })
         .await;
         let status = status.unwrap_or_else(|| {
-            let _ = s.child.kill();
+            let _ = c.child.kill();
             "it closed its stdout and was killed".to_owned()
         });
-        let done = s.stderr_done.clone();
+        let done = c.stderr_done.clone();
         async move {
             let _ = done.recv().await;
         }
@@ -620,24 +772,7 @@ impl Smol {
             Timer::after(REAP_WAIT).await;
         })
         .await;
-        s.exit = Some(status);
-    }
-
-    /// Closes the child's stdin and stops it, or drops the exchanges still open.
-    fn stop_link(&mut self) {
-        self.closed = true;
-        match &mut self.link {
-            Link::Http(h) => h.jobs.clear(),
-            Link::Stdio(s) => {
-                s.stdin = None; // closes the child's stdin
-                s.pending = Vec::new();
-                s.written = 0;
-                if s.exit.is_none() {
-                    let _ = s.child.kill();
-                    s.exit = Some("stopped by the client".into());
-                }
-            }
-        }
+        status
     }
 }
 

@@ -16,7 +16,7 @@ fn call(client: &mut McpClient) {
 fn main() {
     let args = Args::from_env();
     let options = ClientOptions::default();
-    let mut client = match &args.target {
+    let client = match &args.target {
         Target::Http(url) => McpClient::connect_http(url, options),
         Target::Stdio(program, rest) => {
             let rest: Vec<&str> = rest.iter().map(String::as_str).collect();

@@ -18,7 +18,7 @@ fn main() {
     let args = Args::from_env();
     smol::block_on(async {
         let options = ClientOptions::default();
-        let mut client = match &args.target {
+        let client = match &args.target {
             Target::Http(url) => McpClient::connect_http(url, options),
             Target::Stdio(program, rest) => {
                 let rest: Vec<&str> = rest.iter().map(String::as_str).collect();

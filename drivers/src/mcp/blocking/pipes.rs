@@ -1,14 +1,17 @@
-//! The blocking client's end of a stdio server's stdin and stdout.
+//! The blocking client's ends of a stdio server's stdin and stdout, in two halves: the writer
+//! ([`Stdin`], used by whoever holds the session: a request line goes out on the caller's own
+//! thread) and the reader ([`Stdout`], the loop's).
 //!
-//! - [`Polled`] (unix): the loop's own thread does everything. Both pipes are non-blocking; the
-//!   loop waits in `poll(2)` for the child's stdout, for room in its stdin while bytes wait to be
-//!   written, and for a wake-up socket that a [`Waker`] (a `Canceller`) writes to. A request and
-//!   its answer cost no hand-off between threads.
-//! - [`Threads`] (everywhere): one thread writes stdin and one reads stdout, reporting what it
-//!   reads over the loop's channel. Used where `poll(2)` is missing, and kept testable on unix through
-//!   [`super::McpClient::connect_stdio_with_pipe_threads`].
+//! - **Polled** (unix): both pipes are non-blocking. A line is written as far as the pipe takes
+//!   it at once; the rest waits in [`Stdin`] and the loop writes it when `poll(2)` says there is
+//!   room. The loop waits in `poll(2)` for the child's stdout, for that room, and for a wake-up
+//!   socket a [`Kicker`] writes to. An answer costs no hand-off to another thread before the
+//!   loop has it.
+//! - **Threads** (everywhere): one thread writes stdin and one reads stdout, reporting what it
+//!   reads over the loop's channel. Used where `poll(2)` is missing, and kept testable on unix
+//!   through [`super::McpClient::connect_stdio_with_pipe_threads`].
 //!
-//! Either way a child that stops reading its stdin never blocks the loop: its timers still fire.
+//! Either way a child that stops reading its stdin never blocks anyone: the lines wait.
 
 use std::io::{Read, Write};
 use std::process::{ChildStdin, ChildStdout};
@@ -21,78 +24,97 @@ use super::{spawn, Input};
 /// Bytes read from stdout at once.
 const CHUNK: usize = 64 * 1024;
 
-/// How the loop talks to the child's stdin and stdout.
-pub(super) enum Pipes {
+/// The writing half (see the module docs).
+pub(super) enum Stdin {
     #[cfg(unix)]
-    Polled(Polled),
-    Threads(Threads),
+    Polled(polled::Writer),
+    Threads(Option<Sender<String>>),
 }
 
-impl Pipes {
+impl Stdin {
     /// Sends one message line (the newline is added here).
     pub(super) fn send(&mut self, line: String) {
         match self {
             #[cfg(unix)]
-            Pipes::Polled(p) => p.send(line),
-            Pipes::Threads(t) => t.send(line),
+            Stdin::Polled(p) => p.send(line),
+            Stdin::Threads(Some(t)) => {
+                // A closed pipe shows up as the stdout reader's end.
+                let _ = t.send(line);
+            }
+            Stdin::Threads(None) => {}
+        }
+    }
+
+    /// Writes what waits, as far as the pipe takes it now.
+    pub(super) fn flush(&mut self) {
+        #[cfg(unix)]
+        if let Stdin::Polled(p) = self {
+            p.flush();
+        }
+    }
+
+    /// Whether bytes wait for room in the pipe.
+    pub(super) fn pending(&self) -> bool {
+        match self {
+            #[cfg(unix)]
+            Stdin::Polled(p) => p.pending(),
+            Stdin::Threads(_) => false,
         }
     }
 
     /// Closes the child's stdin once what was sent is written (as far as it goes without
-    /// blocking, for [`Polled`]).
-    pub(super) fn close_stdin(&mut self) {
+    /// blocking, when polled).
+    pub(super) fn close(&mut self) {
         match self {
             #[cfg(unix)]
-            Pipes::Polled(p) => p.close_stdin(),
-            Pipes::Threads(t) => t.stdin = None,
+            Stdin::Polled(p) => p.close(),
+            Stdin::Threads(t) => *t = None,
         }
     }
 }
 
-/// Wakes a loop waiting in [`Polled::wait`] (nothing to do for [`Threads`]: the loop waits on
-/// its channel there).
-#[derive(Clone, Debug, Default)]
-pub(super) struct Waker {
+/// The reading half, the loop's (see the module docs).
+pub(super) enum Stdout {
     #[cfg(unix)]
-    socket: Option<Arc<std::os::unix::net::UnixStream>>,
+    Polled(polled::Reader),
+    /// The reader thread reports over the loop's channel.
+    Threads,
 }
 
-impl Waker {
-    /// Call after sending to the loop's channel.
-    pub(super) fn wake(&self) {
-        #[cfg(unix)]
-        if let Some(socket) = &self.socket {
-            // Full means a wake-up is pending already.
-            let _ = (&**socket).write(&[1]);
+/// Wakes a loop waiting in [`Stdout`]'s `poll(2)`, or on its channel.
+#[derive(Clone, Debug)]
+pub(super) enum Kicker {
+    #[cfg(unix)]
+    Socket(Arc<std::os::unix::net::UnixStream>),
+    Channel(SyncSender<Input>),
+}
+
+impl Kicker {
+    pub(super) fn kick(&self) {
+        match self {
+            #[cfg(unix)]
+            Kicker::Socket(socket) => {
+                // Full means a wake-up is pending already.
+                let _ = (&**socket).write(&[1]);
+            }
+            Kicker::Channel(tx) => {
+                // Full means the loop has plenty to wake up for.
+                let _ = tx.try_send(Input::Kick);
+            }
         }
     }
 }
 
-/// A writer and a reader thread (see the module docs).
-pub(super) struct Threads {
-    stdin: Option<Sender<String>>,
-}
-
-impl Threads {
-    pub(super) fn start(
-        stdin: ChildStdin,
-        stdout: ChildStdout,
-        tx: SyncSender<Input>,
-    ) -> std::io::Result<Threads> {
-        let (stdin_tx, stdin_rx) = mpsc::channel::<String>();
-        spawn("mcp-stdio-in", move || write_lines(stdin, &stdin_rx))?;
-        spawn("mcp-stdio-out", move || read_stdout(stdout, &tx))?;
-        Ok(Threads {
-            stdin: Some(stdin_tx),
-        })
-    }
-
-    fn send(&mut self, line: String) {
-        if let Some(stdin) = &self.stdin {
-            // A closed pipe shows up as the stdout reader's end.
-            let _ = stdin.send(line);
-        }
-    }
+/// Starts the writer and reader threads (see the module docs).
+pub(super) fn threads(
+    stdin: ChildStdin,
+    stdout: ChildStdout,
+    tx: SyncSender<Input>,
+) -> std::io::Result<(Stdin, Stdout)> {
+    let (stdin_tx, stdin_rx) = mpsc::channel::<String>();
+    spawn("mcp-stdio-in", move || write_lines(stdin, &stdin_rx))?;
+    spawn("mcp-stdio-out", move || read_stdout(stdout, &tx))?;
+    Ok((Stdin::Threads(Some(stdin_tx)), Stdout::Threads))
 }
 
 fn write_lines(mut stdin: ChildStdin, lines: &Receiver<String>) {
@@ -127,11 +149,12 @@ fn read_stdout(mut stdout: impl Read, tx: &SyncSender<Input>) {
 }
 
 #[cfg(unix)]
-pub(super) use polled::Polled;
+pub(super) use polled::start as polled;
 
 #[cfg(unix)]
 mod polled {
     use std::io::{ErrorKind, Read, Write};
+    use std::os::fd::{AsFd, OwnedFd};
     use std::os::unix::net::UnixStream;
     use std::process::{ChildStdin, ChildStdout};
     use std::sync::Arc;
@@ -139,60 +162,59 @@ mod polled {
 
     use rustix::event::{poll, PollFd, PollFlags, Timespec};
 
-    use super::{Waker, CHUNK};
+    use super::{Kicker, Stdin, Stdout, CHUNK};
 
     /// How many chunks one wake-up reads at most before the loop looks at the clock again.
     const READS_PER_WAKE: usize = 16;
 
-    /// The pipes driven by the loop's thread with `poll(2)` (see the module docs).
-    pub(crate) struct Polled {
+    /// Makes both pipes non-blocking and splits them into the writer, the reader and the
+    /// reader's kicker. On an error they are handed back, for the threads.
+    pub(crate) fn start(
+        stdin: ChildStdin,
+        stdout: ChildStdout,
+    ) -> Result<(Stdin, Stdout, Kicker), (ChildStdin, ChildStdout)> {
+        let set_up = || -> std::io::Result<(UnixStream, UnixStream, OwnedFd)> {
+            rustix::io::ioctl_fionbio(&stdin, true)?;
+            rustix::io::ioctl_fionbio(&stdout, true)?;
+            let (wake, kicker) = UnixStream::pair()?;
+            wake.set_nonblocking(true)?;
+            kicker.set_nonblocking(true)?;
+            let room = stdin.as_fd().try_clone_to_owned()?;
+            Ok((wake, kicker, room))
+        };
+        let Ok((wake, kicker, room)) = set_up() else {
+            // Blocking again for the threads (best effort: they only block longer).
+            let _ = rustix::io::ioctl_fionbio(&stdin, false);
+            let _ = rustix::io::ioctl_fionbio(&stdout, false);
+            return Err((stdin, stdout));
+        };
+        let writer = Writer {
+            stdin: Some(stdin),
+            unsent: Vec::new(),
+            written: 0,
+        };
+        let reader = Reader {
+            stdout: Some(stdout),
+            room: Some(room),
+            chunk: vec![0; CHUNK].into_boxed_slice(),
+            wake,
+        };
+        Ok((
+            Stdin::Polled(writer),
+            Stdout::Polled(reader),
+            Kicker::Socket(Arc::new(kicker)),
+        ))
+    }
+
+    /// The non-blocking stdin and the bytes it did not take yet.
+    pub(crate) struct Writer {
         stdin: Option<ChildStdin>,
         /// Bytes for stdin not written yet, from `written` on.
         unsent: Vec<u8>,
         written: usize,
-        stdout: Option<ChildStdout>,
-        /// What the last wait read from stdout, for the loop to hand to the core.
-        pub(crate) read: Vec<u8>,
-        chunk: Box<[u8]>,
-        /// Readable when a [`Waker`] wrote to its end.
-        wake: UnixStream,
     }
 
-    impl Polled {
-        /// Makes both pipes non-blocking. On an error they are handed back, for [`super::Threads`].
-        pub(crate) fn start(
-            stdin: ChildStdin,
-            stdout: ChildStdout,
-        ) -> Result<(Polled, Waker), (ChildStdin, ChildStdout)> {
-            let set_up = || -> std::io::Result<(UnixStream, UnixStream)> {
-                rustix::io::ioctl_fionbio(&stdin, true)?;
-                rustix::io::ioctl_fionbio(&stdout, true)?;
-                let (wake, waker) = UnixStream::pair()?;
-                wake.set_nonblocking(true)?;
-                waker.set_nonblocking(true)?;
-                Ok((wake, waker))
-            };
-            let Ok((wake, waker)) = set_up() else {
-                // Blocking again for the threads (best effort: they only block longer).
-                let _ = rustix::io::ioctl_fionbio(&stdin, false);
-                let _ = rustix::io::ioctl_fionbio(&stdout, false);
-                return Err((stdin, stdout));
-            };
-            let polled = Polled {
-                stdin: Some(stdin),
-                unsent: Vec::new(),
-                written: 0,
-                stdout: Some(stdout),
-                read: Vec::new(),
-                chunk: vec![0; CHUNK].into_boxed_slice(),
-                wake,
-            };
-            let waker = Waker {
-                socket: Some(Arc::new(waker)),
-            };
-            Ok((polled, waker))
-        }
-
+    impl Writer {
         pub(crate) fn send(&mut self, line: String) {
             if self.stdin.is_none() {
                 return; // the child is gone; its stdout's end reports it
@@ -208,8 +230,12 @@ mod polled {
             self.flush();
         }
 
+        pub(crate) fn pending(&self) -> bool {
+            self.stdin.is_some() && self.written < self.unsent.len()
+        }
+
         /// Writes what waits, as far as the pipe takes it now.
-        fn flush(&mut self) {
+        pub(crate) fn flush(&mut self) {
             let Some(stdin) = &mut self.stdin else {
                 return;
             };
@@ -232,19 +258,42 @@ mod polled {
             }
         }
 
-        pub(crate) fn close_stdin(&mut self) {
+        pub(crate) fn close(&mut self) {
             self.flush();
             self.stdin = None;
             self.unsent = Vec::new();
             self.written = 0;
         }
+    }
 
-        /// Waits up to `timeout` for the child's stdout, for room in its stdin (while bytes
-        /// wait) or for a [`Waker`]; writes what it can and appends what stdout gave to
-        /// [`Polled::read`]. `true` once stdout ended (reported once).
-        pub(crate) fn wait(&mut self, timeout: Duration) -> bool {
-            let pending = self.stdin.is_some() && self.written < self.unsent.len();
-            let (woke, readable, writable) = {
+    /// The non-blocking stdout, a duplicate of stdin's descriptor (to wait for room in it) and
+    /// the wake-up socket.
+    pub(crate) struct Reader {
+        stdout: Option<ChildStdout>,
+        room: Option<OwnedFd>,
+        chunk: Box<[u8]>,
+        /// Readable when a [`Kicker`] wrote to its end.
+        wake: UnixStream,
+    }
+
+    /// What one wait saw.
+    pub(crate) struct Woke {
+        /// stdin has room for the bytes that wait.
+        pub(crate) room: bool,
+        /// stdout ended (reported once).
+        pub(crate) closed: bool,
+    }
+
+    impl Reader {
+        /// Waits up to `timeout` for the child's stdout, for room in its stdin (when
+        /// `pending`), or for a kick; appends what stdout gave to `read`.
+        pub(crate) fn wait(
+            &mut self,
+            timeout: Duration,
+            pending: bool,
+            read: &mut Vec<u8>,
+        ) -> Woke {
+            let (woke, readable, room) = {
                 let mut fds = Vec::with_capacity(3);
                 fds.push(PollFd::new(&self.wake, PollFlags::IN));
                 // Where each pipe sits in `fds`, when it is polled at all.
@@ -252,14 +301,18 @@ mod polled {
                     fds.push(PollFd::new(stdout, PollFlags::IN));
                     fds.len() - 1
                 });
-                let in_at = self.stdin.as_ref().filter(|_| pending).map(|stdin| {
-                    fds.push(PollFd::new(stdin, PollFlags::OUT));
+                let in_at = self.room.as_ref().filter(|_| pending).map(|room| {
+                    fds.push(PollFd::new(room, PollFlags::OUT));
                     fds.len() - 1
                 });
                 // `timeout` is at most the loop's longest sleep; a bigger one waits until woken.
                 let limit = Timespec::try_from(timeout).ok();
                 if poll(&mut fds, limit.as_ref()).is_err() {
-                    return false; // interrupted: the loop looks at the clock and comes back
+                    // Interrupted: the loop looks at the clock and comes back.
+                    return Woke {
+                        room: false,
+                        closed: false,
+                    };
                 }
                 let ready = |at: Option<usize>| {
                     at.and_then(|i| fds.get(i))
@@ -271,28 +324,20 @@ mod polled {
                 let mut sink = [0u8; 64];
                 while matches!((&self.wake).read(&mut sink), Ok(n) if n > 0) {}
             }
-            if writable {
-                self.flush();
-            }
-            readable && self.read_stdout()
+            let closed = readable && self.read_stdout(read);
+            Woke { room, closed }
         }
 
-        /// Reads what stdout has (a bounded amount) into [`Polled::read`]; `true` when it ended.
-        fn read_stdout(&mut self) -> bool {
-            let Polled {
-                stdout,
-                read,
-                chunk,
-                ..
-            } = self;
+        /// Reads what stdout has (a bounded amount) into `read`; `true` when it ended.
+        fn read_stdout(&mut self, read: &mut Vec<u8>) -> bool {
             for _ in 0..READS_PER_WAKE {
-                let Some(out) = stdout else {
+                let Some(out) = &mut self.stdout else {
                     return false;
                 };
-                match out.read(chunk) {
+                match out.read(&mut self.chunk) {
                     Ok(0) => {}
                     Ok(n) => {
-                        read.extend_from_slice(chunk.get(..n).unwrap_or_default());
+                        read.extend_from_slice(self.chunk.get(..n).unwrap_or_default());
                         continue;
                     }
                     Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -300,10 +345,16 @@ mod polled {
                     Err(_) => {}
                 }
                 // The end of stdout (or an error reading it, which ends it too).
-                *stdout = None;
+                self.stdout = None;
                 return true;
             }
             false
+        }
+
+        /// Lets go of the stdin duplicate (the child sees its stdin's end once the writer
+        /// closes it too).
+        pub(crate) fn close(&mut self) {
+            self.room = None;
         }
     }
 }
