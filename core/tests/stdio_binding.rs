@@ -9,12 +9,11 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use mcpwire_core::jsonrpc::{Id, Message};
-use mcpwire_core::tunnel::engine::CommandId;
 use mcpwire_core::tunnel::failure::{FailureSource, TransportErrorKind};
 use mcpwire_core::tunnel::stdio::{
-    DiscardReason, StdioBinding, StdioConfig, StdioError, StdioFailure, StdioOutput,
-    INITIALIZED_NOTIFICATION,
+    StdioError, StdioFailure, StdioOutput, INITIALIZED_NOTIFICATION,
 };
+use mcpwire_core::tunnel::{CommandId, DiscardReason, StdioBinding, StdioConfig};
 use proptest::prelude::*;
 
 /// The binding keeps no deadline of its own and ignores the instant it is given; the test reads

@@ -1,4 +1,4 @@
-//! The blocking MCP client: [`McpClient`] runs [`mcpwire_core::mcp::client::Client`] on ureq,
+//! The blocking MCP client: [`McpClient`] runs [`mcpwire_core::mcp::Client`] on ureq,
 //! std threads and `std::process`.
 //!
 //! Each method starts one operation in the session (`super::session`: the core, the outcomes,
@@ -26,8 +26,8 @@
 //! # Ok::<(), mcpwire::mcp::Error>(())
 //! ```
 //!
-//! [`Output::Http`]: mcpwire_core::mcp::client::Output::Http
-//! [`Output::CloseStream`]: mcpwire_core::mcp::client::Output::CloseStream
+//! [`Output::Http`]: mcpwire_core::mcp::Output::Http
+//! [`Output::CloseStream`]: mcpwire_core::mcp::Output::CloseStream
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
@@ -39,11 +39,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use mcpwire_core::http::Request;
-use mcpwire_core::mcp::cache::ListKind;
-use mcpwire_core::mcp::client::{Client, OpId, OpOptions, Operation, StreamId};
-use mcpwire_core::mcp::era::CachedEra;
-use mcpwire_core::mcp::request::Transport;
-use mcpwire_core::mcp::subscription::{self, SubscriptionFilter, SubscriptionHandle};
+use mcpwire_core::mcp::{
+    subscription, CachedEra, Client, ListKind, OpId, OpOptions, Operation, StreamId,
+    SubscriptionFilter, SubscriptionHandle, Transport,
+};
 use serde_json::Value;
 
 use super::session::{Exchange, LinkView, Runtime, Session};

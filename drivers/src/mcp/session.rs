@@ -29,11 +29,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use mcpwire_core::http::{Request, ResponseHead};
-use mcpwire_core::mcp::client::{
-    Client, Event, OpError, OpId, OpOptions, Operation, Output, StreamId, TransportError,
+use mcpwire_core::mcp::{
+    subscription, CachedEra, Client, Event, OpError, OpId, OpOptions, Operation, Output, StreamId,
+    SubscriptionFilter, SubscriptionHandle, TransportError,
 };
-use mcpwire_core::mcp::era::CachedEra;
-use mcpwire_core::mcp::subscription::{self, SubscriptionFilter, SubscriptionHandle};
 use serde_json::Value;
 
 use super::{Error, Host, NoHost, StderrTail, MAX_SUBSCRIPTION_EVENTS};

@@ -1,4 +1,4 @@
-//! The smol MCP client: [`McpClient`] runs [`mcpwire_core::mcp::client::Client`] on smol tasks,
+//! The smol MCP client: [`McpClient`] runs [`mcpwire_core::mcp::Client`] on smol tasks,
 //! hyper 1 (the tunnel's smol HTTP stack, `crate::net::hyper_smol`) and async-process. Its methods
 //! are those of the blocking client, as `async fn`s.
 //!
@@ -43,8 +43,8 @@
 //! # Ok::<(), mcpwire::mcp::Error>(())
 //! ```
 //!
-//! [`Output::Http`]: mcpwire_core::mcp::client::Output::Http
-//! [`Output::CloseStream`]: mcpwire_core::mcp::client::Output::CloseStream
+//! [`Output::Http`]: mcpwire_core::mcp::Output::Http
+//! [`Output::CloseStream`]: mcpwire_core::mcp::Output::CloseStream
 
 use std::collections::BTreeMap;
 use std::future::poll_fn;
@@ -56,11 +56,10 @@ use std::time::{Duration, Instant};
 
 use futures_rustls::rustls::ClientConfig as TlsConfig;
 use mcpwire_core::http::Request;
-use mcpwire_core::mcp::cache::ListKind;
-use mcpwire_core::mcp::client::{Client, OpId, OpOptions, Operation, StreamId};
-use mcpwire_core::mcp::era::CachedEra;
-use mcpwire_core::mcp::request::Transport;
-use mcpwire_core::mcp::subscription::{self, SubscriptionFilter, SubscriptionHandle};
+use mcpwire_core::mcp::{
+    subscription, CachedEra, Client, ListKind, OpId, OpOptions, Operation, StreamId,
+    SubscriptionFilter, SubscriptionHandle, Transport,
+};
 use serde_json::Value;
 use smol::channel::{self, Receiver, Sender};
 use smol::future::FutureExt as _;
