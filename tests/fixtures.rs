@@ -21,7 +21,7 @@ use jsonschema::{Draft, Registry, Validator};
 use mcpwire_core::http::Headers;
 use mcpwire_core::jsonrpc::{Id, Message};
 use mcpwire_core::tunnel::failure::{
-    synthesize, FailureSource, TransportErrorKind, TunnelFailure, SYNTHESIZED_RESP_CODE,
+    synthesize, FailureSource, TransportErrorKind, SYNTHESIZED_RESP_CODE,
 };
 use mcpwire_core::tunnel::headers::filter_response_headers;
 use mcpwire_core::tunnel::response_timeout::ResponseTimeout;
@@ -29,6 +29,7 @@ use mcpwire_core::tunnel::wire::{
     decode_poll_body, ApiErrorResponse, CommandKind, DecodeError, PolledCommand, RespType,
     ResponseAck, ResponsePayload,
 };
+use mcpwire_core::tunnel::TunnelFailure;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 

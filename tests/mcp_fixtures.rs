@@ -786,7 +786,7 @@ fn schema_check_rejects_a_result_without_result_type_and_a_miscoded_error() {
 fn our_reference_server_answers_modern_requests_as_the_schema_says() {
     use mcpwire::mcp::blocking::McpClient;
     use mcpwire::mcp::ClientOptions;
-    use mcpwire_core::mcp::client::OpOptions;
+    use mcpwire_core::mcp::OpOptions;
     use mcpwire_dev::mcp_server::{Config, McpServer};
 
     let server = McpServer::start_http(Config::default(), "127.0.0.1:0").expect("server");

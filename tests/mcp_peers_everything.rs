@@ -29,14 +29,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcpwire::mcp::{ClientOptions, Error};
-use mcpwire_core::mcp::client::{EraEvidence, ResultSource};
-use mcpwire_core::mcp::client::{
-    Event, IncompatibleError, OpError, OpOptions, ProtocolChoice, RetryReason, TransportError,
+use mcpwire_core::mcp::{
+    CallOptions, Era, EraEvidence, Event, IncompatibleError, InputRequest, OpError, OpOptions,
+    ProtocolChoice, ResultSource, RetryReason, SubscriptionChange, SubscriptionEvent,
+    SubscriptionFilter, TransportError,
 };
-use mcpwire_core::mcp::era::Era;
-use mcpwire_core::mcp::mrtr::InputRequest;
-use mcpwire_core::mcp::request::CallOptions;
-use mcpwire_core::mcp::subscription::{self, Change, SubscriptionFilter};
 use scenarios::{
     elicitation, http, names, recorder, stdio, text_of, wait_for_subscription_event,
     wait_for_subscription_event_within, Api, Peer, Seen,
@@ -421,7 +418,7 @@ fn resource_subscription_receives_its_update(mut c: impl Api) {
         })
         .unwrap();
     wait_for_subscription_event(&mut c, |e| {
-        matches!(e, subscription::Event::Acknowledged { sub: s, accepted, .. }
+        matches!(e, SubscriptionEvent::Acknowledged { sub: s, accepted, .. }
             if *s == sub && accepted.resource_subscriptions == [README])
     });
     // The server sends an update for every subscribed resource now and every 5 s after, so an
@@ -429,7 +426,7 @@ fn resource_subscription_receives_its_update(mut c: impl Api) {
     let r = c.call_tool("toggle-subscriber-updates", json!({})).unwrap();
     assert!(text_of(&r).starts_with("Started"), "{r}");
     wait_for_subscription_event_within(&mut c, 20, Duration::from_secs(12), |e| {
-        matches!(e, subscription::Event::Changed { sub: s, change: Change::ResourceUpdated { uri } }
+        matches!(e, SubscriptionEvent::Changed { sub: s, change: SubscriptionChange::ResourceUpdated { uri } }
             if *s == sub && uri == README)
     });
     let r = c.call_tool("toggle-subscriber-updates", json!({})).unwrap();

@@ -40,7 +40,8 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use mcpwire_core::mcp::headers::request_headers;
-use mcpwire_core::mcp::meta::{build_request, ClientCapabilities, Implementation, RequestMeta};
+use mcpwire_core::mcp::meta::{build_request, RequestMeta};
+use mcpwire_core::mcp::{ClientCapabilities, Implementation};
 use serde_json::{json, Value};
 
 /// The largest answer read (the echo answers are a few hundred bytes).

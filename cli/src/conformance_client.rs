@@ -25,10 +25,10 @@
 
 use std::process::ExitCode;
 
-use mcpwire_core::mcp::client::{Event, OpId, ProtocolChoice};
-use mcpwire_core::mcp::elicitation::{ElicitAnswer, ElicitationRequest};
-use mcpwire_core::mcp::meta::{ClientCapabilities, Implementation};
-use mcpwire_core::mcp::mrtr::{InputAnswer, InputRequest, InputRequestEvent};
+use mcpwire_core::mcp::{
+    ClientCapabilities, ElicitAnswer, ElicitationRequest, Event, Implementation, InputAnswer,
+    InputRequest, InputRequestEvent, OpId, ProtocolChoice,
+};
 use serde_json::{Map, Value};
 
 use mcpwire::mcp::blocking::McpClient;

@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use mcpwire_core::mcp::headers::request_headers;
 use mcpwire_core::mcp::legacy::LegacySession;
-use mcpwire_core::mcp::meta::{build_request, ClientCapabilities, Implementation, RequestMeta};
+use mcpwire_core::mcp::meta::{build_request, RequestMeta};
+use mcpwire_core::mcp::{ClientCapabilities, Implementation};
 use mcpwire_core::sse::SseParser;
 use serde_json::{json, Value};
 

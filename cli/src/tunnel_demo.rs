@@ -16,11 +16,9 @@ use std::fmt::Write as _;
 use std::time::{Instant, SystemTime};
 
 use mcpwire_core::http::{Headers, Request, ResponseHead};
-use mcpwire_core::tunnel::engine::{
-    CommandId, Config, Event, Forward, ForwardKind, Output, PostId, Secret, Stage,
-};
+use mcpwire_core::tunnel::engine::{Config, Event, Forward, ForwardKind, Output, Secret, Stage};
 use mcpwire_core::tunnel::server_info::{ChannelBinding, ChannelDeclaration, ServerInfo};
-use mcpwire_core::tunnel::Engine;
+use mcpwire_core::tunnel::{CommandId, Engine, PostId};
 use serde_json::{json, Value};
 
 /// What one demo run did, for the summary line and for tests.

@@ -9,12 +9,12 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mcpwire_core::mcp::discover::DiscoverResult;
 use mcpwire_core::mcp::era::{classify_http_400, Http400Verdict};
 use mcpwire_core::mcp::headers::{partition_tools, request_headers};
 use mcpwire_core::mcp::legacy::LegacySession;
-use mcpwire_core::mcp::meta::{build_request, ClientCapabilities, Implementation, RequestMeta};
+use mcpwire_core::mcp::meta::{build_request, RequestMeta};
 use mcpwire_core::mcp::mrtr::InputRequiredResult;
+use mcpwire_core::mcp::{ClientCapabilities, DiscoverResult, Implementation};
 use mcpwire_core::sse::SseParser;
 use mcpwire_core::tunnel::wire::{decode_poll_body, CommandKind};
 use mcpwire_dev::control_plane::{self, ControlPlane, ControlPlaneHandle, Endpoint, Fault};

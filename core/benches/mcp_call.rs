@@ -23,9 +23,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use mcpwire_core::http::{Headers, ResponseHead};
-use mcpwire_core::mcp::client::{Client, ClientConfig, Event, OpId, OpOptions, Output};
-use mcpwire_core::mcp::meta::{Implementation, JsonObject};
-use mcpwire_core::mcp::request::Transport;
+use mcpwire_core::mcp::{
+    Client, ClientConfig, Event, Implementation, JsonObject, OpId, OpOptions, Output, Transport,
+};
 use serde_json::Value;
 
 /// The dev server's `server/discover` result (modern era).

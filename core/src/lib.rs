@@ -12,12 +12,14 @@
 //! - [`sse`]: a push parser for `text/event-stream`;
 //! - [`stdio_lines`]: newline-delimited framing of a stdio server's stdout, with one line limit;
 //! - [`backoff`]: exponential backoff with injected jitter, and `Retry-After`;
-//! - [`mcp`]: the MCP client's pieces (request building, eras, MRTR, caching, subscriptions);
+//! - [`mcp`]: the MCP client, [`mcp::Client`], with everything a host names to drive it at
+//!   `mcp::`, and its pieces as modules (request building, eras, MRTR, caching, subscriptions);
 //! - [`time`]: the `Instant`/`SystemTime` types every input takes (`std`'s, or `web-time`'s on
 //!   `wasm32-unknown-unknown`);
-//! - [`tunnel`]: the Secure MCP Tunnel client (wire types, `response_timeout`, server info,
-//!   failure provenance, the [`tunnel::Engine`], the stdio binding and its restart supervisor,
-//!   composed as [`tunnel::Tunnel`], the one machine a driver runs).
+//! - [`tunnel`]: the Secure MCP Tunnel client: [`tunnel::Tunnel`], the one machine a driver
+//!   runs, with everything it names at `tunnel::`, composed of the [`tunnel::Engine`], the
+//!   [`tunnel::StdioBinding`] and its restart [`tunnel::Supervisor`]; and the protocol's pieces
+//!   as modules (wire types, `response_timeout`, server info, failure provenance).
 //!
 //! The step-function contract, the late-input and error conventions, and where each protocol
 //! concept lives are in the repository's `ARCHITECTURE.md`.

@@ -7,12 +7,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use mcpwire_core::backoff::Backoff;
 use mcpwire_core::http::{Headers, Request, ResponseHead};
 use mcpwire_core::tunnel::engine::{
-    CommandId, Config, Event, Forward, ForwardKind, NotReady, Output, PollId, PostAnswer, PostId,
-    Readiness, Secret, Stage, TimeoutReason,
+    Config, Event, Forward, ForwardKind, Output, PostAnswer, Secret, Stage, TimeoutReason,
 };
-use mcpwire_core::tunnel::failure::{FailureSource, TransportErrorKind, TunnelFailure};
+use mcpwire_core::tunnel::failure::{FailureSource, TransportErrorKind};
 use mcpwire_core::tunnel::server_info::{ChannelBinding, ChannelDeclaration, ServerInfo};
-use mcpwire_core::tunnel::Engine;
+use mcpwire_core::tunnel::{CommandId, Engine, NotReady, PollId, PostId, Readiness, TunnelFailure};
 use serde_json::{json, Value};
 
 const WALL: Duration = Duration::from_secs(1_800_000_000);
@@ -1412,7 +1411,7 @@ fn acknowledging_a_request_is_refused_and_a_session_close_is_a_204() {
     let end = fwds.iter().find(|f| f.request_id == "end").unwrap();
     assert!(matches!(
         h.engine.handle_forward_acknowledged(h.now, req.cmd),
-        Err(mcpwire_core::tunnel::engine::UsageError::OutOfOrder(_))
+        Err(mcpwire_core::tunnel::UsageError::OutOfOrder(_))
     ));
     h.engine
         .handle_forward_acknowledged(h.now, end.cmd)
@@ -1679,7 +1678,7 @@ fn a_late_poll_report_is_dropped_without_output() {
 
 #[test]
 fn handles_never_issued_are_refused_as_unknown() {
-    use mcpwire_core::tunnel::engine::UsageError;
+    use mcpwire_core::tunnel::UsageError;
     let mut h = Harness::new(config());
     let now = h.now;
     let e = &mut h.engine;

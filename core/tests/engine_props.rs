@@ -9,9 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use mcpwire_core::http::{Headers, ResponseHead};
-use mcpwire_core::tunnel::engine::{CommandId, Config, Event, Output, PostId, Secret, UsageError};
-use mcpwire_core::tunnel::failure::{FailureSource, TransportErrorKind, TunnelFailure};
-use mcpwire_core::tunnel::Engine;
+use mcpwire_core::tunnel::engine::{Config, Event, Output, Secret};
+use mcpwire_core::tunnel::failure::{FailureSource, TransportErrorKind};
+use mcpwire_core::tunnel::{CommandId, Engine, PostId, TunnelFailure, UsageError};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 

@@ -6,9 +6,10 @@
 use std::time::Instant;
 
 use mcpwire_core::http::{Headers, Method};
-use mcpwire_core::tunnel::engine::{CommandId, Forward, ForwardKind};
+use mcpwire_core::tunnel::engine::{Forward, ForwardKind};
 use mcpwire_core::tunnel::failure::FailureSource;
-use mcpwire_core::tunnel::stdio::{StdioBinding, StdioConfig, StdioOutput};
+use mcpwire_core::tunnel::stdio::StdioOutput;
+use mcpwire_core::tunnel::{CommandId, StdioBinding, StdioConfig};
 use serde_json::value::RawValue;
 
 const PING: &str = r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#;

@@ -4,10 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use mcpwire_core::mcp::cache::{
-    AuthContext, CacheConfig, CacheError, CacheScope, ListKind, Lookup, RequestKey, ResultCache,
-    StaleIfError,
-};
+use mcpwire_core::mcp::cache::{CacheError, CacheScope, Lookup, RequestKey, ResultCache};
+use mcpwire_core::mcp::{AuthContext, CacheConfig, ListKind, StaleIfError};
 use proptest::prelude::*;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};

@@ -12,18 +12,15 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
 use mcpwire_core::http::{Headers, Method, ResponseHead};
-use mcpwire_core::mcp::cache::{CacheConfig, ListKind, StaleIfError};
-use mcpwire_core::mcp::client::{
-    CachePolicy, Client, ClientConfig, EraEvidence, Event, IncompatibleError, OpError, OpId,
-    OpOptions, Operation, Output, ProtocolChoice, ProtocolError, ResultSource, RetryReason,
-    StreamId, TransportError,
+use mcpwire_core::mcp::mrtr::MrtrError;
+use mcpwire_core::mcp::{
+    CacheConfig, CachePolicy, CachedEra, CallOptions, CapabilityError, Client, ClientCapabilities,
+    ClientConfig, ElicitAnswer, Era, EraEvidence, Event, Implementation, IncompatibleError,
+    InputAnswer, ListKind, OpError, OpId, OpOptions, Operation, Output, ProtocolChoice,
+    ProtocolError, ResultSource, RetryReason, StaleIfError, StreamId, SubscriptionChange,
+    SubscriptionEndReason, SubscriptionEvent, SubscriptionFilter, Transport, TransportError,
+    VersionError,
 };
-use mcpwire_core::mcp::elicitation::ElicitAnswer;
-use mcpwire_core::mcp::era::{CachedEra, CapabilityError, Era, VersionError};
-use mcpwire_core::mcp::meta::{ClientCapabilities, Implementation};
-use mcpwire_core::mcp::mrtr::{InputAnswer, MrtrError};
-use mcpwire_core::mcp::request::{CallOptions, Transport};
-use mcpwire_core::mcp::subscription::{self, SubscriptionFilter};
 use serde_json::{json, Map, Value};
 
 // ---------------------------------------------------------------------------------------------
@@ -1577,10 +1574,10 @@ fn a_subscription_receives_notifications_and_invalidates_the_cache() {
     assert_eq!(listen.header("Mcp-Method"), Some("subscriptions/listen"));
     h.reply_fx(&listen, "python-sdk/http/25-subscriptions-listen.json");
     let ev = h.take_events();
-    assert!(ev.iter().any(|e| matches!(e, Event::Subscription(subscription::Event::Acknowledged { sub: s, .. }) if *s == sub)));
+    assert!(ev.iter().any(|e| matches!(e, Event::Subscription(SubscriptionEvent::Acknowledged { sub: s, .. }) if *s == sub)));
     assert!(ev
         .iter()
-        .any(|e| matches!(e, Event::Subscription(subscription::Event::Changed { .. }))));
+        .any(|e| matches!(e, Event::Subscription(SubscriptionEvent::Changed { .. }))));
     h.c.start(
         h.now,
         Operation::ReadResource {
@@ -1620,11 +1617,11 @@ fn a_listen_refused_with_a_jsonrpc_error_ends_the_subscription_with_that_error()
         &[("content-type", "application/json")],
         &body.to_string(),
     );
-    let ended: Vec<subscription::EndReason> = h
+    let ended: Vec<SubscriptionEndReason> = h
         .take_events()
         .into_iter()
         .filter_map(|e| match e {
-            Event::Subscription(subscription::Event::Ended { sub: s, reason }) if s == sub => {
+            Event::Subscription(SubscriptionEvent::Ended { sub: s, reason }) if s == sub => {
                 Some(reason)
             }
             _ => None,
@@ -1632,7 +1629,7 @@ fn a_listen_refused_with_a_jsonrpc_error_ends_the_subscription_with_that_error()
         .collect();
     assert_eq!(ended.len(), 1, "{ended:?}");
     match &ended[0] {
-        subscription::EndReason::Rejected(e) => {
+        SubscriptionEndReason::Rejected(e) => {
             assert_eq!(e.code, -32601);
             assert_eq!(e.message, "Method not found");
         }
@@ -1660,7 +1657,7 @@ fn a_listen_refused_with_a_jsonrpc_error_ends_the_subscription_with_that_error()
     let events = h.take_events();
     assert!(
         !events.iter().any(|e| matches!(e,
-            Event::Subscription(subscription::Event::Ended { sub: s, .. }) if *s == sub)),
+            Event::Subscription(SubscriptionEvent::Ended { sub: s, .. }) if *s == sub)),
         "{events:?}"
     );
 }
@@ -1759,7 +1756,7 @@ fn a_legacy_subscription_uses_the_get_stream_and_resources_subscribe() {
     let (accepted, dropped) = ev
         .iter()
         .find_map(|e| match e {
-            Event::Subscription(subscription::Event::Acknowledged {
+            Event::Subscription(SubscriptionEvent::Acknowledged {
                 sub: s,
                 accepted,
                 dropped,
@@ -1793,7 +1790,7 @@ fn a_legacy_subscription_uses_the_get_stream_and_resources_subscribe() {
         .unwrap();
     let ev = h.take_events();
     assert!(ev.iter().any(|e| matches!(e,
-        Event::Subscription(subscription::Event::Changed { sub: s, change: subscription::Change::ToolsListChanged }) if *s == sub)));
+        Event::Subscription(SubscriptionEvent::Changed { sub: s, change: SubscriptionChange::ToolsListChanged }) if *s == sub)));
     h.c.list(h.now, ListKind::Tools, None);
     assert_eq!(
         h.next_sent().rpc_method(),
@@ -1836,7 +1833,7 @@ fn a_legacy_stdio_subscription_reports_notifications_from_stdout() {
     .unwrap();
     let ev = h.take_events();
     assert!(ev.iter().any(|e| matches!(e,
-        Event::Subscription(subscription::Event::Changed { sub: s, change: subscription::Change::PromptsListChanged }) if *s == sub)));
+        Event::Subscription(SubscriptionEvent::Changed { sub: s, change: SubscriptionChange::PromptsListChanged }) if *s == sub)));
 }
 
 /// Legacy `client/elicitation.mdx` (2025-11-25: `elicitation/create` is a server-to-client
@@ -2197,7 +2194,7 @@ fn a_subscription_with_the_era_unknown_learns_the_era_then_listens_on_a_modern_s
     h.reply_fx(&listen, "python-sdk/http/25-subscriptions-listen.json");
     let ev = h.take_events();
     assert!(ev.iter().any(|e| matches!(e,
-        Event::Subscription(subscription::Event::Acknowledged { sub: s, .. }) if *s == sub)));
+        Event::Subscription(SubscriptionEvent::Acknowledged { sub: s, .. }) if *s == sub)));
 }
 
 /// Same rule, a legacy server: the probe's 400 means legacy, the session is opened
@@ -2219,7 +2216,7 @@ fn a_subscription_with_the_era_unknown_opens_in_the_legacy_session_of_a_legacy_s
     assert!(
         !h.take_events().iter().any(|e| matches!(
             e,
-            Event::Subscription(subscription::Event::Acknowledged { .. })
+            Event::Subscription(SubscriptionEvent::Acknowledged { .. })
         )),
         "not before the session"
     );
@@ -2235,7 +2232,7 @@ fn a_subscription_with_the_era_unknown_opens_in_the_legacy_session_of_a_legacy_s
     let accepted = ev
         .iter()
         .find_map(|e| match e {
-            Event::Subscription(subscription::Event::Acknowledged {
+            Event::Subscription(SubscriptionEvent::Acknowledged {
                 sub: s, accepted, ..
             }) if *s == sub => Some(accepted.clone()),
             _ => None,
@@ -2364,9 +2361,9 @@ fn the_legacy_session_stream_carries_server_requests_for_the_call_in_flight() {
             _ => None,
         })
         .expect("the request on the session stream is surfaced for the call in flight");
-    let mcpwire_core::mcp::mrtr::InputRequest::Elicitation(
-        mcpwire_core::mcp::elicitation::ElicitationRequest::Form(form),
-    ) = form
+    let mcpwire_core::mcp::InputRequest::Elicitation(mcpwire_core::mcp::ElicitationRequest::Form(
+        form,
+    )) = form
     else {
         panic!("a form");
     };
@@ -2522,10 +2519,10 @@ fn a_legacy_subscription_rides_on_the_session_stream() {
         "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n",
     );
     assert!(h.take_events().iter().any(|e| matches!(e,
-        Event::Subscription(subscription::Event::Changed { sub: s, change: subscription::Change::ToolsListChanged }) if *s == sub)));
+        Event::Subscription(SubscriptionEvent::Changed { sub: s, change: SubscriptionChange::ToolsListChanged }) if *s == sub)));
     h.c.handle_response_end(h.now, listen.stream).unwrap();
     assert!(h.take_events().iter().any(|e| matches!(e,
-        Event::Subscription(subscription::Event::Ended { sub: s, .. }) if *s == sub)));
+        Event::Subscription(SubscriptionEvent::Ended { sub: s, .. }) if *s == sub)));
 }
 
 /// `basic/versioning.mdx`, compatibility matrix (a legacy server may process an era-ambiguous
@@ -2866,7 +2863,7 @@ fn stdio_bytes_on_http_are_a_usage_error() {
     let mut h = Harness::http();
     assert!(matches!(
         h.c.handle_stdio_bytes(h.now, b"{}\n"),
-        Err(mcpwire_core::mcp::client::UsageError::WrongTransport {
+        Err(mcpwire_core::mcp::UsageError::WrongTransport {
             input: "handle_stdio_bytes"
         })
     ));

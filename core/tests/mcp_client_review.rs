@@ -6,16 +6,12 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use mcpwire_core::http::{Headers, ResponseHead};
-use mcpwire_core::mcp::cache::ListKind;
-use mcpwire_core::mcp::client::{
-    Client, ClientConfig, Event, OpId, OpOptions, Output, ProtocolChoice, ResultSource,
-    RetryReason, StreamId, TimeoutReason, UsageError, SESSION_OPEN_WAIT,
+use mcpwire_core::mcp::{
+    request, subscription, CallOptions, Client, ClientCapabilities, ClientConfig, ElicitAnswer,
+    Event, Implementation, InputAnswer, ListKind, OpId, OpOptions, Output, ProtocolChoice,
+    ResultSource, RetryReason, StreamId, SubscriptionEvent, SubscriptionFilter, SubscriptionHandle,
+    TimeoutReason, Transport, UsageError, SESSION_OPEN_WAIT,
 };
-use mcpwire_core::mcp::elicitation::ElicitAnswer;
-use mcpwire_core::mcp::meta::{ClientCapabilities, Implementation};
-use mcpwire_core::mcp::mrtr::InputAnswer;
-use mcpwire_core::mcp::request::{self, CallOptions, Transport};
-use mcpwire_core::mcp::subscription::{self, SubscriptionFilter};
 use serde_json::{json, Map, Value};
 
 fn info() -> Implementation {
@@ -466,7 +462,7 @@ fn a_held_resend_that_timed_out_is_never_written_after_the_handshake() {
     };
     let op = h.c.start(
         h.now,
-        mcpwire_core::mcp::client::Operation::List {
+        mcpwire_core::mcp::Operation::List {
             kind: ListKind::Tools,
             cursor: None,
         },
@@ -612,7 +608,7 @@ fn shutdown_ends_every_subscription_on_both_transports() {
         h.lines
     );
     assert!(h.take_events().iter().any(|e| matches!(e,
-        Event::Subscription(subscription::Event::Ended { sub: s, .. }) if *s == sub)));
+        Event::Subscription(SubscriptionEvent::Ended { sub: s, .. }) if *s == sub)));
 
     // HTTP: a subscription waiting to reconnect (its stream broke) must not reconnect.
     let mut config = ClientConfig::new(Transport::Http, info());
@@ -837,7 +833,7 @@ fn a_late_cancel_answer_or_unsubscribe_is_dropped_and_a_never_issued_handle_refu
         Err(UsageError::UnknownOp)
     );
     assert_eq!(
-        h.c.unsubscribe(h.now, subscription::SubscriptionHandle(sub.0 + 100)),
+        h.c.unsubscribe(h.now, SubscriptionHandle(sub.0 + 100)),
         Err(UsageError::Subscription(
             subscription::UsageError::UnknownHandle
         ))

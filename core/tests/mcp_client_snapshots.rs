@@ -7,15 +7,11 @@
 use std::time::{Instant, SystemTime};
 
 use mcpwire_core::http::{Headers, ResponseHead};
-use mcpwire_core::mcp::cache::ListKind;
-use mcpwire_core::mcp::client::{
-    Client, ClientConfig, OpOptions, Operation, Output, ProtocolChoice, StreamId,
+use mcpwire_core::mcp::{
+    Client, ClientCapabilities, ClientConfig, ElicitAnswer, Implementation, InputAnswer, ListKind,
+    LoggingLevel, OpOptions, Operation, Output, ProtocolChoice, StreamId, SubscriptionFilter,
+    Transport,
 };
-use mcpwire_core::mcp::elicitation::ElicitAnswer;
-use mcpwire_core::mcp::meta::{ClientCapabilities, Implementation, LoggingLevel};
-use mcpwire_core::mcp::mrtr::InputAnswer;
-use mcpwire_core::mcp::request::Transport;
-use mcpwire_core::mcp::subscription::SubscriptionFilter;
 use serde_json::{json, Map, Value};
 
 fn config(transport: Transport) -> ClientConfig {
@@ -195,7 +191,7 @@ fn http_tool_calls_with_headers_progress_trace_and_mrtr_retry() {
     let _ = wire(&mut c);
     c.answer_input(
         now,
-        mcpwire_core::mcp::client::OpId(1),
+        mcpwire_core::mcp::OpId(1),
         "confirm",
         InputAnswer::Elicitation(ElicitAnswer::Accept(obj(json!({"ok": true})))),
     )

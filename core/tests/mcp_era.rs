@@ -6,15 +6,15 @@ use mcpwire_core::http::Headers;
 use mcpwire_core::jsonrpc::Message;
 use mcpwire_core::mcp::discover::discover_request;
 use mcpwire_core::mcp::era::{
-    classify_http_400, classify_probe, http_server_key, stdio_server_key, CachedEra, Era, EraCache,
-    Http400Verdict, ModernError, ProbeOutcome, ProbeVerdict, VersionNegotiation,
+    classify_http_400, classify_probe, http_server_key, stdio_server_key, EraCache, Http400Verdict,
+    ModernError, ProbeOutcome, ProbeVerdict, VersionNegotiation,
 };
 use mcpwire_core::mcp::legacy::{LegacySession, Phase};
-use mcpwire_core::mcp::meta::{
-    build_request, ClientCapabilities, IdAllocator, Implementation, RequestMeta,
-    PROTOCOL_VERSION_KEY,
+use mcpwire_core::mcp::meta::{build_request, IdAllocator, RequestMeta, PROTOCOL_VERSION_KEY};
+use mcpwire_core::mcp::{
+    CachedEra, ClientCapabilities, Era, Implementation, LATEST_PROTOCOL_VERSION,
+    LEGACY_PROTOCOL_VERSION,
 };
-use mcpwire_core::mcp::{LATEST_PROTOCOL_VERSION, LEGACY_PROTOCOL_VERSION};
 use serde_json::{json, Value};
 
 const OURS: &[&str] = &[LATEST_PROTOCOL_VERSION, LEGACY_PROTOCOL_VERSION];
@@ -224,7 +224,7 @@ fn refused_initialize_error_redacts_the_session_id() {
     use mcpwire_core::http::Headers;
     use mcpwire_core::jsonrpc::Id;
     use mcpwire_core::mcp::legacy::LegacySession;
-    use mcpwire_core::mcp::meta::{ClientCapabilities, Implementation};
+    use mcpwire_core::mcp::{ClientCapabilities, Implementation};
     let mut s = LegacySession::new(Implementation::new("t", "1"), ClientCapabilities::none());
     s.initialize(Id::from(1));
     let mut h = Headers::new();

@@ -6,13 +6,12 @@
 use std::collections::BTreeSet;
 
 use mcpwire_core::jsonrpc::Id;
-use mcpwire_core::mcp::elicitation::{
-    AnswerError, ElicitAnswer, ElicitationRequest, SensitiveCategory, UrlConsent,
-};
+use mcpwire_core::mcp::elicitation::{AnswerError, SensitiveCategory, UrlConsent};
 use mcpwire_core::mcp::mrtr::{
-    classify_result, InputAnswer, InputCapabilities, InputRequest, InputRequiredError,
-    InputRequiredResult, MrtrError, MrtrRound, ResultKind, DEFAULT_MAX_ROUNDS,
+    classify_result, InputCapabilities, InputRequiredError, InputRequiredResult, MrtrError,
+    MrtrRound, ResultKind, DEFAULT_MAX_ROUNDS,
 };
+use mcpwire_core::mcp::{ElicitAnswer, ElicitationRequest, InputAnswer, InputRequest};
 use proptest::prelude::*;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -763,8 +762,8 @@ proptest! {
 /// accepts are exactly those the request's `_meta` declared (`{}` elicitation = form mode).
 #[test]
 fn input_capabilities_follow_the_declared_client_capabilities() {
-    use mcpwire_core::mcp::meta::ClientCapabilities;
     use mcpwire_core::mcp::mrtr::InputCapabilities;
+    use mcpwire_core::mcp::ClientCapabilities;
     let none = InputCapabilities::from(&ClientCapabilities::none());
     assert_eq!(none, InputCapabilities::default());
     let form: ClientCapabilities = serde_json::from_str(r#"{"elicitation":{}}"#).unwrap();

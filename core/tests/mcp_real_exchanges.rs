@@ -18,26 +18,23 @@ use std::time::{Duration, Instant};
 
 use mcpwire_core::http::Headers;
 use mcpwire_core::jsonrpc::{Id, Message};
-use mcpwire_core::mcp::cache::{self, AuthContext, Lookup, RequestKey, ResultCache};
-use mcpwire_core::mcp::discover::{self, DiscoverResult};
-use mcpwire_core::mcp::elicitation::{ElicitAnswer, ElicitationRequest};
+use mcpwire_core::mcp::cache::{Lookup, RequestKey, ResultCache};
 use mcpwire_core::mcp::era::{
-    self, classify_http_400, classify_probe, negotiate_version, Era, Http400Verdict,
-    LegacyEvidence, ModernError, ProbeOutcome, ProbeVerdict, VersionError, VersionNegotiation,
+    classify_http_400, classify_probe, negotiate_version, Http400Verdict, LegacyEvidence,
+    ModernError, ProbeOutcome, ProbeVerdict, VersionNegotiation,
 };
-use mcpwire_core::mcp::headers::{partition_tools, request_headers, ToolHeaders};
+use mcpwire_core::mcp::headers::{partition_tools, request_headers};
 use mcpwire_core::mcp::legacy::{LegacySession, Phase, SessionStatus};
-use mcpwire_core::mcp::meta::{self, ClientCapabilities, Implementation, RequestMeta};
-use mcpwire_core::mcp::mrtr::{
-    self, InputAnswer, InputCapabilities, InputRequest, MrtrError, MrtrRound, ResultKind,
+use mcpwire_core::mcp::meta::RequestMeta;
+use mcpwire_core::mcp::mrtr::{InputCapabilities, MrtrError, MrtrRound, ResultKind};
+use mcpwire_core::mcp::request::{classify_response, RequestsConfig, ResponseKind, Routed};
+use mcpwire_core::mcp::subscription::{Change, EndReason, Event, Output, Subscriptions};
+use mcpwire_core::mcp::{
+    cache, discover, era, meta, mrtr, request, AuthContext, CallOptions, ClientCapabilities,
+    DiscoverResult, ElicitAnswer, ElicitationRequest, Era, Implementation, InputAnswer,
+    InputRequest, SubscriptionFilter, SubscriptionsConfig, ToolHeaders, Transport, VersionError,
+    LATEST_PROTOCOL_VERSION, LEGACY_PROTOCOL_VERSION,
 };
-use mcpwire_core::mcp::request::{
-    self, classify_response, CallOptions, RequestsConfig, ResponseKind, Routed, Transport,
-};
-use mcpwire_core::mcp::subscription::{
-    Change, EndReason, Event, Output, SubscriptionFilter, Subscriptions, SubscriptionsConfig,
-};
-use mcpwire_core::mcp::{LATEST_PROTOCOL_VERSION, LEGACY_PROTOCOL_VERSION};
 use mcpwire_core::sse::{SseEvent, SseParser};
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};

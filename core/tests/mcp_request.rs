@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 use mcpwire_core::backoff::Backoff;
 use mcpwire_core::jsonrpc::Id;
 use mcpwire_core::mcp::request::{
-    cancelled_notification, CallOptions, Event, FailReason, Output, RequestHandle, Requests,
-    RequestsConfig, ResponseKind, Routed, StreamFailure, TimeoutReason, Transport, UsageError,
+    cancelled_notification, Event, FailReason, Output, RequestHandle, Requests, RequestsConfig,
+    ResponseKind, Routed, StreamFailure, TimeoutReason, UsageError,
 };
+use mcpwire_core::mcp::{CallOptions, Transport};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 

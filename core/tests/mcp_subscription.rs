@@ -7,11 +7,12 @@ use std::time::{Duration, Instant};
 
 use mcpwire_core::backoff::Backoff;
 use mcpwire_core::jsonrpc::{ErrorObject, Id};
-use mcpwire_core::mcp::request::{Routed, StreamFailure, Transport};
+use mcpwire_core::mcp::request::{Routed, StreamFailure};
 use mcpwire_core::mcp::subscription::{
-    Change, DisconnectCause, EndReason, Event, Output, ProtocolError, RefetchTarget,
-    SubscriptionFilter, SubscriptionHandle, Subscriptions, SubscriptionsConfig, TimeoutReason,
+    Change, DisconnectCause, EndReason, Event, Output, ProtocolError, RefetchTarget, Subscriptions,
+    TimeoutReason,
 };
+use mcpwire_core::mcp::{SubscriptionFilter, SubscriptionHandle, SubscriptionsConfig, Transport};
 use serde_json::{json, Map, Value};
 
 const LISTEN_REQUEST: &str = include_str!(

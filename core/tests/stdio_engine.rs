@@ -8,13 +8,12 @@
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use mcpwire_core::http::{Headers, Method, Request, ResponseHead};
-use mcpwire_core::tunnel::engine::{self, CommandId, PollId, PostId, Secret, Stage, UsageError};
+use mcpwire_core::tunnel::engine::{Secret, Stage};
 use mcpwire_core::tunnel::failure::FailureSource;
-use mcpwire_core::tunnel::machine::{
-    ChildId, Config, Event, Output, Target, TargetKind, TimeoutReason, POLL_GUARD, POST_ATTEMPT_CAP,
+use mcpwire_core::tunnel::{
+    engine, ChildId, CommandId, Config, DiscardReason, Event, Output, PollId, PostId, StdioConfig,
+    Target, TargetKind, TimeoutReason, Tunnel, UsageError, POLL_GUARD, POST_ATTEMPT_CAP,
 };
-use mcpwire_core::tunnel::stdio::{DiscardReason, StdioConfig};
-use mcpwire_core::tunnel::Tunnel;
 use serde_json::{json, Value};
 
 /// A driver that performs nothing but records what it was asked to do: spawns succeed unless

@@ -5,7 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use mcpwire_core::tunnel::supervisor::{Exit, Supervisor, HEALTHY_RUN};
+use mcpwire_core::tunnel::supervisor::{Exit, HEALTHY_RUN};
+use mcpwire_core::tunnel::Supervisor;
 fn delay(s: &Supervisor, now: Instant) -> Duration {
     s.restart_at().unwrap().duration_since(now)
 }

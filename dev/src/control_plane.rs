@@ -51,7 +51,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use mcpwire_core::http::Headers;
 use mcpwire_core::jsonrpc::{self, code, ErrorObject, Id};
-use mcpwire_core::mcp::legacy::SESSION_ID_HEADER;
+use mcpwire_core::mcp::headers::SESSION_ID_HEADER;
 use mcpwire_core::tunnel::response_timeout;
 use mcpwire_core::tunnel::wire::{RespType, ResponsePayload, DEFAULT_CHANNEL};
 use serde::Serialize;

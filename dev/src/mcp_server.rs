@@ -57,19 +57,17 @@ use std::time::Duration;
 use mcpwire_core::http::Headers;
 use mcpwire_core::jsonrpc::{self, code, ErrorObject, Id, Message};
 use mcpwire_core::mcp::discover::{
-    CacheScopeHint, DiscoverResult, ListCapability, ResourcesCapability, ServerCapabilities,
+    CacheScopeHint, ListCapability, ResourcesCapability, ServerCapabilities,
 };
-use mcpwire_core::mcp::era::Era;
 use mcpwire_core::mcp::headers::{
-    decode_param_value, request_headers_for, tool_headers, ToolHeaders, METHOD_HEADER, NAME_HEADER,
-    PROTOCOL_VERSION_HEADER, PROTOCOL_VERSION_META_KEY,
+    decode_param_value, request_headers_for, tool_headers, METHOD_HEADER, NAME_HEADER,
+    PROTOCOL_VERSION_HEADER, PROTOCOL_VERSION_META_KEY, SESSION_ID_HEADER,
 };
-use mcpwire_core::mcp::legacy::{KNOWN_LEGACY_VERSIONS, SESSION_ID_HEADER};
-use mcpwire_core::mcp::meta::{
-    ClientCapabilities, Implementation, CLIENT_CAPABILITIES_KEY, PROGRESS_TOKEN_KEY,
-    SERVER_INFO_KEY,
+use mcpwire_core::mcp::meta::{CLIENT_CAPABILITIES_KEY, PROGRESS_TOKEN_KEY, SERVER_INFO_KEY};
+use mcpwire_core::mcp::{
+    ClientCapabilities, DiscoverResult, Era, Implementation, ToolHeaders, KNOWN_LEGACY_VERSIONS,
+    LATEST_PROTOCOL_VERSION, LEGACY_PROTOCOL_VERSION,
 };
-use mcpwire_core::mcp::{LATEST_PROTOCOL_VERSION, LEGACY_PROTOCOL_VERSION};
 use serde_json::{json, Map, Value};
 
 use super::http::{headers, lock, Handler, HttpServer, Limits, Request, Responder, Shutdown};

@@ -14,10 +14,10 @@ use std::io::Write;
 
 use mcpwire::mcp::blocking::McpClient;
 use mcpwire::mcp::{ClientOptions, Host};
-use mcpwire_core::mcp::client::OpId;
-use mcpwire_core::mcp::elicitation::{ElicitAnswer, ElicitationRequest};
-use mcpwire_core::mcp::meta::ClientCapabilities;
-use mcpwire_core::mcp::mrtr::{InputAnswer, InputRequest, InputRequestEvent};
+use mcpwire_core::mcp::{
+    ClientCapabilities, ElicitAnswer, ElicitationRequest, InputAnswer, InputRequest,
+    InputRequestEvent, OpId,
+};
 use mcpwire_dev::mcp_server::{Config, McpServer};
 use serde_json::{json, Value};
 

@@ -16,7 +16,7 @@ mod mcp_blocking;
 #[allow(dead_code)]
 mod mcp_smol;
 
-use mcpwire_core::mcp::era::Era;
+use mcpwire_core::mcp::Era;
 use mcpwire_dev::mcp_server::{self, Config, McpServer, McpServerHandle};
 
 const EXAMPLES: [&str; 2] = [

@@ -15,11 +15,12 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use mcpwire_core::http::{Headers, ResponseHead};
-use mcpwire_core::tunnel::engine::{self, CommandId, PollId, PostId, Secret, UsageError};
-use mcpwire_core::tunnel::failure::{FailureSource, TransportErrorKind, TunnelFailure};
-use mcpwire_core::tunnel::machine::{ChildId, Config, Output, Target, TargetKind};
-use mcpwire_core::tunnel::stdio::StdioConfig;
-use mcpwire_core::tunnel::Tunnel;
+use mcpwire_core::tunnel::engine::Secret;
+use mcpwire_core::tunnel::failure::{FailureSource, TransportErrorKind};
+use mcpwire_core::tunnel::{
+    engine, ChildId, CommandId, Config, Output, PollId, PostId, StdioConfig, Target, TargetKind,
+    Tunnel, TunnelFailure, UsageError,
+};
 
 #[derive(Arbitrary, Debug)]
 enum CmdKind {

@@ -23,15 +23,11 @@ use std::time::{Duration, Instant, SystemTime};
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use mcpwire_core::http::{Headers, ResponseHead};
-use mcpwire_core::mcp::cache::ListKind;
-use mcpwire_core::mcp::client::{
-    Client, ClientConfig, Event, OpId, OpOptions, Operation, Output, ProtocolChoice, StreamId,
+use mcpwire_core::mcp::{
+    Client, ClientCapabilities, ClientConfig, ElicitAnswer, Event, Implementation, InputAnswer,
+    ListKind, OpId, OpOptions, Operation, Output, ProtocolChoice, StreamId, SubscriptionFilter,
+    Transport,
 };
-use mcpwire_core::mcp::elicitation::ElicitAnswer;
-use mcpwire_core::mcp::meta::{ClientCapabilities, Implementation};
-use mcpwire_core::mcp::mrtr::InputAnswer;
-use mcpwire_core::mcp::request::Transport;
-use mcpwire_core::mcp::subscription::SubscriptionFilter;
 use serde_json::{json, Map, Value};
 
 #[derive(Arbitrary, Debug)]
@@ -335,7 +331,7 @@ fuzz_target!(|input: Input| {
             Step::Unsubscribe(n) => {
                 let _ = w.c.unsubscribe(
                     w.now,
-                    mcpwire_core::mcp::subscription::SubscriptionHandle(u64::from(n % 4)),
+                    mcpwire_core::mcp::SubscriptionHandle(u64::from(n % 4)),
                 );
             }
             Step::Reply {

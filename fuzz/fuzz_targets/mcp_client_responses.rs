@@ -13,10 +13,10 @@ use std::time::{Instant, SystemTime};
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use mcpwire_core::http::{Headers, ResponseHead};
-use mcpwire_core::mcp::cache::ListKind;
-use mcpwire_core::mcp::client::{Client, ClientConfig, Event, Output, ProtocolChoice, StreamId};
-use mcpwire_core::mcp::meta::Implementation;
-use mcpwire_core::mcp::request::Transport;
+use mcpwire_core::mcp::{
+    Client, ClientConfig, Event, Implementation, ListKind, Output, ProtocolChoice, StreamId,
+    Transport,
+};
 
 #[derive(Arbitrary, Debug)]
 struct Input {

@@ -6,13 +6,14 @@
 use libfuzzer_sys::fuzz_target;
 use mcpwire_core::http::Headers;
 use mcpwire_core::jsonrpc::{Id, Message};
-use mcpwire_core::mcp::discover::DiscoverResult;
 use mcpwire_core::mcp::era::{
     classify_http_400, classify_probe, negotiate_version, Http400Verdict, LegacyEvidence,
     ModernError, ProbeOutcome, ProbeVerdict,
 };
-use mcpwire_core::mcp::legacy::{LegacySession, Phase, KNOWN_LEGACY_VERSIONS};
-use mcpwire_core::mcp::meta::{ClientCapabilities, Implementation};
+use mcpwire_core::mcp::legacy::{LegacySession, Phase};
+use mcpwire_core::mcp::{
+    ClientCapabilities, DiscoverResult, Implementation, KNOWN_LEGACY_VERSIONS,
+};
 use std::time::Duration;
 
 const OURS: &[&str] = &["2026-07-28", "2025-11-25"];

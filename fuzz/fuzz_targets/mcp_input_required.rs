@@ -8,11 +8,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use libfuzzer_sys::fuzz_target;
 use mcpwire_core::jsonrpc::Id;
-use mcpwire_core::mcp::elicitation::{ElicitAnswer, ElicitationRequest, UrlConsent};
+use mcpwire_core::mcp::elicitation::UrlConsent;
 use mcpwire_core::mcp::mrtr::{
-    classify_result, InputAnswer, InputCapabilities, InputRequest, InputRequiredResult, MrtrRound,
-    ResultKind,
+    classify_result, InputCapabilities, InputRequiredResult, MrtrRound, ResultKind,
 };
+use mcpwire_core::mcp::{ElicitAnswer, ElicitationRequest, InputAnswer, InputRequest};
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 

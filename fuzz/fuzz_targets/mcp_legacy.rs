@@ -22,11 +22,9 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use mcpwire_core::http::Headers;
 use mcpwire_core::jsonrpc::Id;
-use mcpwire_core::mcp::legacy::{
-    LegacyError, LegacySession, Phase, SessionStatus, KNOWN_LEGACY_VERSIONS,
-    PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER,
-};
-use mcpwire_core::mcp::meta::{ClientCapabilities, Implementation};
+use mcpwire_core::mcp::headers::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
+use mcpwire_core::mcp::legacy::{LegacyError, LegacySession, Phase, SessionStatus};
+use mcpwire_core::mcp::{ClientCapabilities, Implementation, KNOWN_LEGACY_VERSIONS};
 use serde_json::{json, Value};
 
 const MARKER: &str = "zzsid-";

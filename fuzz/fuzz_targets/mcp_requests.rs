@@ -30,9 +30,10 @@ use libfuzzer_sys::fuzz_target;
 use mcpwire_core::jsonrpc::Id;
 use mcpwire_core::mcp::meta::IdAllocator;
 use mcpwire_core::mcp::request::{
-    is_read_only, CallOptions, Event, IdSource, Output, RequestHandle, Requests, RequestsConfig,
-    StreamFailure, TimeoutReason, Transport, UsageError,
+    is_read_only, Event, IdSource, Output, RequestHandle, Requests, RequestsConfig, StreamFailure,
+    TimeoutReason, UsageError,
 };
+use mcpwire_core::mcp::{CallOptions, Transport};
 use serde_json::{json, Value};
 
 const METHODS: &[&str] = &[

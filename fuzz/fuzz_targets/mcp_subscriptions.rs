@@ -26,11 +26,12 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use mcpwire_core::jsonrpc::Id;
 use mcpwire_core::mcp::meta::IdAllocator;
-use mcpwire_core::mcp::request::{IdSource, StreamFailure, Transport};
+use mcpwire_core::mcp::request::{IdSource, StreamFailure};
 use mcpwire_core::mcp::subscription::{
-    Change, EndReason, Event, Output, RefetchTarget, SubscriptionFilter, SubscriptionHandle,
-    Subscriptions, SubscriptionsConfig, TimeoutReason, UsageError, SUBSCRIPTION_ID_KEY,
+    Change, EndReason, Event, Output, RefetchTarget, Subscriptions, TimeoutReason, UsageError,
+    SUBSCRIPTION_ID_KEY,
 };
+use mcpwire_core::mcp::{SubscriptionFilter, SubscriptionHandle, SubscriptionsConfig, Transport};
 use serde_json::{json, Map, Value};
 
 const URIS: &[&str] = &["file:///a", "file:///b", "file:///c"];

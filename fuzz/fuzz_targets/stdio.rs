@@ -11,8 +11,8 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use mcpwire_core::jsonrpc::{Id, Message};
 use mcpwire_core::time::Instant;
-use mcpwire_core::tunnel::engine::CommandId;
-use mcpwire_core::tunnel::stdio::{StdioBinding, StdioConfig, StdioOutput};
+use mcpwire_core::tunnel::stdio::StdioOutput;
+use mcpwire_core::tunnel::{CommandId, StdioBinding, StdioConfig};
 
 /// The number of a command's [`CommandId`].
 type Token = u64;

@@ -25,17 +25,12 @@ use std::time::{Duration, Instant};
 
 use crate::support::wait_for;
 use mcpwire::mcp::{ClientOptions, Error, Host};
-use mcpwire_core::mcp::client::ProtocolChoice;
-use mcpwire_core::mcp::client::{
-    Event, IncompatibleError, OpError, OpId, OpOptions, Operation, ResultSource, RetryReason,
-    TransportError,
+use mcpwire_core::mcp::{
+    CachedEra, CallOptions, ClientCapabilities, ElicitAnswer, Era, Event, IncompatibleError,
+    InputAnswer, InputRequestEvent, OpError, OpId, OpOptions, Operation, ProtocolChoice,
+    ResultSource, RetryReason, SubscriptionChange, SubscriptionEndReason, SubscriptionEvent,
+    SubscriptionFilter, SubscriptionHandle, TransportError,
 };
-use mcpwire_core::mcp::elicitation::ElicitAnswer;
-use mcpwire_core::mcp::era::{CachedEra, Era};
-use mcpwire_core::mcp::meta::ClientCapabilities;
-use mcpwire_core::mcp::mrtr::{InputAnswer, InputRequestEvent};
-use mcpwire_core::mcp::request::CallOptions;
-use mcpwire_core::mcp::subscription::{self, Change, SubscriptionFilter, SubscriptionHandle};
 use serde_json::{json, Map, Value};
 
 /// A protocol version newer than any server knows (the client lists it first).
@@ -78,7 +73,7 @@ pub trait Api: Sized + std::fmt::Debug {
     fn get_prompt(&mut self, name: &str, arguments: Value) -> Result<Value, Error>;
     fn read_resource(&mut self, uri: &str) -> Result<Value, Error>;
     fn subscribe(&mut self, filter: SubscriptionFilter) -> Result<SubscriptionHandle, Error>;
-    fn next_event(&mut self, timeout: Duration) -> Result<Option<subscription::Event>, Error>;
+    fn next_event(&mut self, timeout: Duration) -> Result<Option<SubscriptionEvent>, Error>;
     fn close(self);
     /// `ping` (the legacy era only).
     fn ping(&mut self) -> Result<Value, Error>;
@@ -199,7 +194,7 @@ macro_rules! impl_api {
                 self.subs.push(sub);
                 Ok(handle)
             }
-            fn next_event(&mut self, t: Duration) -> Result<Option<subscription::Event>, Error> {
+            fn next_event(&mut self, t: Duration) -> Result<Option<SubscriptionEvent>, Error> {
                 match self.subs.last_mut() {
                     Some(sub) => {
                         let $x = sub.next_timeout(t);
@@ -576,7 +571,7 @@ pub fn subscription_receives_tools_list_changed(mut c: impl Api) {
         })
         .unwrap();
     wait_for_subscription_event(&mut c, |e| {
-        matches!(e, subscription::Event::Acknowledged { sub: s, accepted, .. }
+        matches!(e, SubscriptionEvent::Acknowledged { sub: s, accepted, .. }
             if *s == sub && accepted.tools_list_changed)
     });
     assert_eq!(
@@ -584,7 +579,7 @@ pub fn subscription_receives_tools_list_changed(mut c: impl Api) {
         "touched"
     );
     wait_for_subscription_event(&mut c, |e| {
-        matches!(e, subscription::Event::Changed { sub: s, change: Change::ToolsListChanged }
+        matches!(e, SubscriptionEvent::Changed { sub: s, change: SubscriptionChange::ToolsListChanged }
             if *s == sub)
     });
     c.close();
@@ -781,7 +776,7 @@ pub fn capability_the_host_lacks_fails_the_call_naming_it(mut c: impl Api) {
     );
     match &e {
         OpError::Incompatible(IncompatibleError::Capability(
-            mcpwire_core::mcp::era::CapabilityError::HostLacks { missing },
+            mcpwire_core::mcp::CapabilityError::HostLacks { missing },
         )) => {
             assert!(missing.to_string().contains("elicitation"), "{missing}")
         }
@@ -825,8 +820,8 @@ pub fn stdio_missing_client_capability_is_declared_after_32021_or_named_when_the
 /// returns every event read.
 pub fn wait_for_subscription_event(
     c: &mut impl Api,
-    want: impl Fn(&subscription::Event) -> bool,
-) -> Vec<subscription::Event> {
+    want: impl Fn(&SubscriptionEvent) -> bool,
+) -> Vec<SubscriptionEvent> {
     wait_for_subscription_event_within(c, 10, Duration::from_secs(10), want)
 }
 
@@ -836,8 +831,8 @@ pub fn wait_for_subscription_event_within(
     c: &mut impl Api,
     events: usize,
     each: Duration,
-    want: impl Fn(&subscription::Event) -> bool,
-) -> Vec<subscription::Event> {
+    want: impl Fn(&SubscriptionEvent) -> bool,
+) -> Vec<SubscriptionEvent> {
     let mut seen = Vec::new();
     for _ in 0..events {
         match c.next_event(each).unwrap() {
@@ -870,7 +865,7 @@ pub fn tools_list_is_refetched_after_list_changed(mut c: impl Api) {
             })
             .unwrap();
         wait_for_subscription_event(&mut c, |e| {
-            matches!(e, subscription::Event::Acknowledged { sub: s, accepted, .. }
+            matches!(e, SubscriptionEvent::Acknowledged { sub: s, accepted, .. }
                 if *s == sub && accepted.tools_list_changed)
         });
         sub
@@ -886,7 +881,7 @@ pub fn tools_list_is_refetched_after_list_changed(mut c: impl Api) {
     match sub {
         Some(sub) => {
             wait_for_subscription_event(&mut c, |e| {
-                matches!(e, subscription::Event::Changed { sub: s, change: Change::ToolsListChanged }
+                matches!(e, SubscriptionEvent::Changed { sub: s, change: SubscriptionChange::ToolsListChanged }
                     if *s == sub)
             });
         }
@@ -966,7 +961,7 @@ pub fn legacy_subscription_receives_tools_list_changed(mut c: impl Api) {
         })
         .unwrap();
     wait_for_subscription_event(&mut c, |e| {
-        matches!(e, subscription::Event::Acknowledged { sub: s, accepted, .. }
+        matches!(e, SubscriptionEvent::Acknowledged { sub: s, accepted, .. }
             if *s == sub && accepted.tools_list_changed)
     });
     assert_eq!(
@@ -974,7 +969,7 @@ pub fn legacy_subscription_receives_tools_list_changed(mut c: impl Api) {
         "touched"
     );
     wait_for_subscription_event(&mut c, |e| {
-        matches!(e, subscription::Event::Changed { sub: s, change: Change::ToolsListChanged }
+        matches!(e, SubscriptionEvent::Changed { sub: s, change: SubscriptionChange::ToolsListChanged }
             if *s == sub)
     });
     c.close();
@@ -1003,12 +998,12 @@ pub fn subscription_the_server_does_not_serve_ends_with_its_rejection(mut c: imp
         .unwrap();
     let events = wait_for_subscription_event(
         &mut c,
-        |e| matches!(e, subscription::Event::Ended { sub: s, .. } if *s == sub),
+        |e| matches!(e, SubscriptionEvent::Ended { sub: s, .. } if *s == sub),
     );
     let ended = events.last().unwrap();
     assert!(
-        matches!(ended, subscription::Event::Ended {
-            reason: subscription::EndReason::Rejected(e), ..
+        matches!(ended, SubscriptionEvent::Ended {
+            reason: SubscriptionEndReason::Rejected(e), ..
         } if e.code == -32601),
         "{events:?}"
     );
@@ -1040,7 +1035,7 @@ pub fn http_no_common_version_fails_naming_both_lists<C: Api>(peer: &Peer) {
     let e = op_error(c.call_tool("echo", json!({"text": "x"})).unwrap_err());
     match &e {
         OpError::Incompatible(IncompatibleError::Version(
-            mcpwire_core::mcp::era::VersionError::NoCommonVersion {
+            mcpwire_core::mcp::VersionError::NoCommonVersion {
                 ours, supported, ..
             },
         )) => {

@@ -24,10 +24,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
-use mcpwire_core::mcp::client::{IncompatibleError, OpError, ProtocolChoice};
-use mcpwire_core::mcp::era::{CapabilityError, Era};
-use mcpwire_core::mcp::meta::ClientCapabilities;
-use mcpwire_core::mcp::subscription::{self, Change, EndReason, SubscriptionFilter};
+use mcpwire_core::mcp::{
+    CapabilityError, ClientCapabilities, Era, IncompatibleError, OpError, ProtocolChoice,
+    SubscriptionChange, SubscriptionEndReason, SubscriptionEvent, SubscriptionFilter,
+};
 use serde_json::{Map, Value};
 use signal_hook::consts::{SIGINT, SIGTERM};
 
@@ -598,7 +598,7 @@ impl Ctx {
                 continue;
             };
             match event {
-                subscription::Event::Acknowledged {
+                SubscriptionEvent::Acknowledged {
                     accepted, dropped, ..
                 } => {
                     if self.json {
@@ -625,14 +625,18 @@ impl Ctx {
                         .into());
                     }
                 }
-                subscription::Event::Changed { change, .. } => {
+                SubscriptionEvent::Changed { change, .. } => {
                     let (method, uri) = match &change {
-                        Change::ToolsListChanged => ("notifications/tools/list_changed", None),
-                        Change::PromptsListChanged => ("notifications/prompts/list_changed", None),
-                        Change::ResourcesListChanged => {
+                        SubscriptionChange::ToolsListChanged => {
+                            ("notifications/tools/list_changed", None)
+                        }
+                        SubscriptionChange::PromptsListChanged => {
+                            ("notifications/prompts/list_changed", None)
+                        }
+                        SubscriptionChange::ResourcesListChanged => {
                             ("notifications/resources/list_changed", None)
                         }
-                        Change::ResourceUpdated { uri } => {
+                        SubscriptionChange::ResourceUpdated { uri } => {
                             ("notifications/resources/updated", Some(uri.as_str()))
                         }
                     };
@@ -650,21 +654,22 @@ impl Ctx {
                         );
                     }
                 }
-                subscription::Event::Refetch { targets, .. } => {
+                SubscriptionEvent::Refetch { targets, .. } => {
                     let names: Vec<&str> = targets.iter().map(|t| t.method()).collect();
                     eprintln!(
                         "mcpwire: reconnected; these may have changed meanwhile: {}",
                         names.join(", ")
                     );
                 }
-                subscription::Event::Disconnected { cause, attempt, .. } => {
+                SubscriptionEvent::Disconnected { cause, attempt, .. } => {
                     eprintln!("mcpwire: subscription stream lost ({cause:?}); reconnecting (attempt {attempt})");
                 }
-                subscription::Event::Ended { reason, .. } => {
+                SubscriptionEvent::Ended { reason, .. } => {
                     let line = reason.to_string();
                     return match reason {
                         // The server ended it on purpose: the command is over, not failed.
-                        EndReason::ServerCompleted | EndReason::ServerCancelled { .. } => {
+                        SubscriptionEndReason::ServerCompleted
+                        | SubscriptionEndReason::ServerCancelled { .. } => {
                             eprintln!("mcpwire: {line}");
                             Ok(ExitCode::SUCCESS)
                         }

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use mcpwire_core::mcp::subscription::SubscriptionFilter;
+use mcpwire_core::mcp::SubscriptionFilter;
 use serde_json::Value;
 
 /// The width tables are cut to: `COLUMNS` when set to a sane number, else 80.

@@ -10,13 +10,14 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use mcpwire_core::mcp::client::{EraEvidence, Event, OpId, RetryReason};
 use mcpwire_core::mcp::elicitation::{
-    ElicitAnswer, ElicitationRequest, FormElicitation, PropertyKind, PropertySchema,
-    RequestedSchema, SensitiveCategory, StringFormat, UrlConsent, UrlElicitation, UrlWarning,
+    FormElicitation, PropertyKind, PropertySchema, RequestedSchema, SensitiveCategory,
+    StringFormat, UrlConsent, UrlElicitation, UrlWarning,
 };
-use mcpwire_core::mcp::era::Era;
-use mcpwire_core::mcp::mrtr::{InputAnswer, InputRequest, InputRequestEvent};
+use mcpwire_core::mcp::{
+    ElicitAnswer, ElicitationRequest, Era, EraEvidence, Event, InputAnswer, InputRequest,
+    InputRequestEvent, OpId, RetryReason,
+};
 use serde_json::{Map, Value};
 
 use mcpwire::mcp::Host;

@@ -12,8 +12,8 @@ use mcpwire_core::tunnel::engine::{Config, Secret};
 use mcpwire_core::tunnel::server_info::{
     is_canonical_channel_name, ChannelBinding, ChannelDeclaration, ServerInfo,
 };
-use mcpwire_core::tunnel::stdio::StdioConfig;
 use mcpwire_core::tunnel::wire::DEFAULT_CHANNEL;
+use mcpwire_core::tunnel::StdioConfig;
 
 use mcpwire::tunnel::log::Level;
 use mcpwire::tunnel::{Cloudflared, CloudflaredToken, Target, TargetKind, TunnelConfig};

@@ -10,26 +10,21 @@ use std::time::{Duration, Instant};
 
 use mcpwire::mcp::{ClientOptions, Error, Host};
 use mcpwire_core::jsonrpc::code;
-use mcpwire_core::mcp::client::{
-    EraEvidence, Event, IncompatibleError, OpError, OpId, OpOptions, ProtocolChoice, RetryReason,
+use mcpwire_core::mcp::{
+    CachedEra, CallOptions, ClientCapabilities, ElicitAnswer, Era, EraEvidence, Event,
+    IncompatibleError, InputAnswer, InputRequestEvent, OpError, OpId, OpOptions, ProtocolChoice,
+    RetryReason, SubscriptionEndReason, SubscriptionEvent, SubscriptionFilter, SubscriptionHandle,
     TransportError,
 };
-use mcpwire_core::mcp::elicitation::ElicitAnswer;
-use mcpwire_core::mcp::era::CachedEra;
-use mcpwire_core::mcp::era::Era;
-use mcpwire_core::mcp::meta::ClientCapabilities;
-use mcpwire_core::mcp::mrtr::{InputAnswer, InputRequestEvent};
-use mcpwire_core::mcp::request::CallOptions;
-use mcpwire_core::mcp::subscription::{self, SubscriptionFilter, SubscriptionHandle};
 use mcpwire_dev::mcp_server::{self, EraMode, McpServer, McpServerHandle, FAIL_CODE};
 use serde_json::{json, Map, Value};
 
 /// The names [`impl_api!`] uses.
 pub mod types {
     pub use mcpwire::mcp::{ClientOptions, Error, Host};
-    pub use mcpwire_core::mcp::client::{OpOptions, Operation};
-    pub use mcpwire_core::mcp::era::CachedEra;
-    pub use mcpwire_core::mcp::subscription::{self, SubscriptionFilter, SubscriptionHandle};
+    pub use mcpwire_core::mcp::{
+        CachedEra, OpOptions, Operation, SubscriptionEvent, SubscriptionFilter, SubscriptionHandle,
+    };
     pub use serde_json::Value;
     pub use std::time::Duration;
 }
@@ -62,7 +57,7 @@ pub trait Api: Sized + std::fmt::Debug {
     fn next_subscription_event(
         &mut self,
         timeout: Duration,
-    ) -> Result<Option<subscription::Event>, Error>;
+    ) -> Result<Option<SubscriptionEvent>, Error>;
     fn unsubscribe(&mut self, sub: SubscriptionHandle) -> Result<(), Error>;
     fn close(self);
 }
@@ -216,7 +211,7 @@ macro_rules! impl_api {
                 fn next_subscription_event(
                     &mut self,
                     timeout: Duration,
-                ) -> Result<Option<subscription::Event>, Error> {
+                ) -> Result<Option<SubscriptionEvent>, Error> {
                     // The newest subscription's (the scenarios read one at a time).
                     match self.subs.last_mut() {
                         Some(sub) => {
@@ -989,9 +984,9 @@ pub fn http_subscription_the_server_lacks_ends_with_its_refusal_instead_of_hangi
     assert!(
         matches!(
             event,
-            Some(subscription::Event::Ended {
+            Some(SubscriptionEvent::Ended {
                 sub: s,
-                reason: subscription::EndReason::Rejected(ref e),
+                reason: SubscriptionEndReason::Rejected(ref e),
             }) if s == sub && e.code == -32601
         ),
         "{event:?}"

@@ -37,6 +37,9 @@ pub const ACCEPT: &str = "application/json, text/event-stream";
 pub const CONTENT_TYPE: &str = "application/json";
 /// The header mirroring `_meta["io.modelcontextprotocol/protocolVersion"]`.
 pub const PROTOCOL_VERSION_HEADER: &str = "MCP-Protocol-Version";
+/// The session header of a `2025-11-25` era session (the legacy spec spells it
+/// `MCP-Session-Id`; names are case-insensitive).
+pub const SESSION_ID_HEADER: &str = "Mcp-Session-Id";
 /// The header mirroring `method`.
 pub const METHOD_HEADER: &str = "Mcp-Method";
 /// The header mirroring `params.name` or `params.uri`.

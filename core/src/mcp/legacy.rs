@@ -28,6 +28,7 @@ use std::fmt;
 use serde_json::{Map, Value};
 
 use super::discover::ServerCapabilities;
+use super::headers::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
 use super::meta::{request_text, ClientCapabilities, Implementation, JsonObject};
 use super::LEGACY_PROTOCOL_VERSION;
 use crate::http::Headers;
@@ -37,10 +38,6 @@ use crate::jsonrpc::{Id, Message, VERSION};
 pub const INITIALIZE: &str = "initialize";
 /// The notification that ends the handshake.
 pub const INITIALIZED: &str = "notifications/initialized";
-/// The session header (the legacy spec spells it `MCP-Session-Id`; names are case-insensitive).
-pub const SESSION_ID_HEADER: &str = "Mcp-Session-Id";
-/// The negotiated version header.
-pub const PROTOCOL_VERSION_HEADER: &str = "MCP-Protocol-Version";
 
 /// The legacy versions this client accepts from a server, newest first.
 pub const KNOWN_LEGACY_VERSIONS: &[&str] =

@@ -1,33 +1,5 @@
-//! [`Tunnel`]: the whole tunnel client as one machine: the [`Engine`], the route table (one
-//! MCP server per channel), one [`StdioBinding`] and restart [`Supervisor`] per stdio channel,
-//! and the shutdown grace period.
-//!
-//! The engine decides the tunnel protocol, the binding frames one child's JSON-RPC, the
-//! supervisor restarts children; this module is where they meet, so a driver only performs what
-//! comes out of [`Tunnel::poll_output`] (polls, forwards to HTTP servers, response POSTs, stdio
-//! spawns, writes and kills) and reports what happened with the `handle_*` inputs. It decides:
-//!
-//! - **routing**: a forward goes to its channel's server; a stdio forward goes to that channel's
-//!   binding (the driver sees only its writes), an HTTP forward becomes the request to send;
-//!   a forward for a channel with no server, or one the driver could not start, is answered with
-//!   a `client_internal` failure before any contact with a server;
-//! - **deadlines**: the engine's cancellation of a stdio command is that binding's deadline (it
-//!   retires the id, the pipes stay open); of an HTTP command, a [`Output::CancelForward`];
-//! - **stdio children** ([`super::supervisor`]): started at once, restarted after a crash or a
-//!   failed start with backoff, replaced at once when the binding fails closed; frames the
-//!   binding writes while no child runs wait for the next child, and are dropped when a start
-//!   fails or a child crashes (their commands are answered `transport_closed`);
-//! - **bounds on attempts**: a poll may take [`POLL_GUARD`] longer than its long-poll wait; a
-//!   response POST attempt at most [`POST_ATTEMPT_CAP`], less when the command's deadline is
-//!   nearer ([`AttemptLimit`]);
-//! - **shutdown** ([`Tunnel::shutdown`]): polling stops, the poll in flight is abandoned
-//!   ([`Output::CancelPoll`]), admitted commands finish within [`Config::grace`]
-//!   ([`Tunnel::is_done`]).
-//!
-//! It follows the step-function contract of `DESIGN.md`: inputs through `handle_*(now, ..)`,
-//! outputs through [`Tunnel::poll_output`] (drain after every input), and one
-//! [`Tunnel::poll_timeout`] labelled with its reason. Late inputs follow the convention of the
-//! [module documentation](super#late-inputs).
+//! `machine`: the module of [`Tunnel`], the whole tunnel client as one machine (what it
+//! decides is on [`Tunnel`]). The module is private: `tunnel` re-exports what it exports.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -296,7 +268,36 @@ enum Route {
     Stdio(usize),
 }
 
-/// The tunnel client. See the [module documentation](self).
+/// The whole tunnel client as one machine: the [`Engine`], the route table (one
+/// MCP server per channel), one [`StdioBinding`] and restart [`Supervisor`] per stdio channel,
+/// and the shutdown grace period.
+///
+/// The engine decides the tunnel protocol, the binding frames one child's JSON-RPC, the
+/// supervisor restarts children; the tunnel is where they meet, so a driver only performs what
+/// comes out of [`Tunnel::poll_output`] (polls, forwards to HTTP servers, response POSTs, stdio
+/// spawns, writes and kills) and reports what happened with the `handle_*` inputs. It decides:
+///
+/// - **routing**: a forward goes to its channel's server; a stdio forward goes to that channel's
+///   binding (the driver sees only its writes), an HTTP forward becomes the request to send;
+///   a forward for a channel with no server, or one the driver could not start, is answered with
+///   a `client_internal` failure before any contact with a server;
+/// - **deadlines**: the engine's cancellation of a stdio command is that binding's deadline (it
+///   retires the id, the pipes stay open); of an HTTP command, a [`Output::CancelForward`];
+/// - **stdio children** ([`super::supervisor`]): started at once, restarted after a crash or a
+///   failed start with backoff, replaced at once when the binding fails closed; frames the
+///   binding writes while no child runs wait for the next child, and are dropped when a start
+///   fails or a child crashes (their commands are answered `transport_closed`);
+/// - **bounds on attempts**: a poll may take [`POLL_GUARD`] longer than its long-poll wait; a
+///   response POST attempt at most [`POST_ATTEMPT_CAP`], less when the command's deadline is
+///   nearer ([`AttemptLimit`]);
+/// - **shutdown** ([`Tunnel::shutdown`]): polling stops, the poll in flight is abandoned
+///   ([`Output::CancelPoll`]), admitted commands finish within [`Config::grace`]
+///   ([`Tunnel::is_done`]).
+///
+/// It follows the step-function contract of `DESIGN.md`: inputs through `handle_*(now, ..)`,
+/// outputs through [`Tunnel::poll_output`] (drain after every input), and one
+/// [`Tunnel::poll_timeout`] labelled with its reason. Late inputs follow the convention of the
+/// [`tunnel` module documentation](super#late-inputs).
 pub struct Tunnel {
     engine: Engine,
     routes: BTreeMap<String, Route>,

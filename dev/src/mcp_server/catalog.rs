@@ -19,10 +19,8 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
 
 use mcpwire_core::jsonrpc::{code, ErrorObject, Id};
-use mcpwire_core::mcp::era::Era;
-use mcpwire_core::mcp::subscription::{
-    SubscriptionFilter, ACKNOWLEDGED_METHOD, SUBSCRIPTION_ID_KEY,
-};
+use mcpwire_core::mcp::subscription::{ACKNOWLEDGED_METHOD, SUBSCRIPTION_ID_KEY};
+use mcpwire_core::mcp::{Era, SubscriptionFilter};
 use serde_json::{json, Map, Value};
 
 use super::{invalid_params, lock, Answer, McpServer, Sink};

@@ -35,8 +35,8 @@
 //! # Ok::<(), mcpwire::mcp::Error>(())
 //! ```
 //!
-//! [`Output::Http`]: mcpwire_core::mcp::client::Output::Http
-//! [`Output::CloseStream`]: mcpwire_core::mcp::client::Output::CloseStream
+//! [`Output::Http`]: mcpwire_core::mcp::Output::Http
+//! [`Output::CloseStream`]: mcpwire_core::mcp::Output::CloseStream
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
@@ -48,11 +48,10 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use mcpwire_core::http::Request;
-use mcpwire_core::mcp::cache::ListKind;
-use mcpwire_core::mcp::client::{Client, OpId, OpOptions, Operation, StreamId};
-use mcpwire_core::mcp::era::CachedEra;
-use mcpwire_core::mcp::request::Transport;
-use mcpwire_core::mcp::subscription::{self, SubscriptionFilter, SubscriptionHandle};
+use mcpwire_core::mcp::{
+    CachedEra, Client, ListKind, OpId, OpOptions, Operation, StreamId, SubscriptionEvent,
+    SubscriptionFilter, SubscriptionHandle, Transport,
+};
 use serde_json::Value;
 
 use super::session::{Exchange, LinkView, Runtime, Session, Shared};
@@ -465,7 +464,7 @@ impl Drop for Pending {
 
 /// One subscription's events, in order (see [`McpClient::subscribe`]); dropping it ends the
 /// subscription. As an [`Iterator`] it waits for each event and ends after
-/// [`subscription::Event::Ended`].
+/// [`SubscriptionEvent::Ended`].
 #[derive(Debug)]
 pub struct Subscription {
     client: McpClient,
@@ -482,10 +481,7 @@ impl Subscription {
     /// Waits up to `timeout` for the next event: `Ok(None)` when none came in time, or the
     /// subscription has ended and every event was read ([`Subscription::is_over`]); an error
     /// once the client is closed or the stdio server exited.
-    pub fn next_timeout(
-        &mut self,
-        timeout: Duration,
-    ) -> Result<Option<subscription::Event>, Error> {
+    pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<SubscriptionEvent>, Error> {
         self.next_until(Instant::now().checked_add(timeout))
     }
 
@@ -494,7 +490,7 @@ impl Subscription {
         self.over
     }
 
-    fn next_until(&mut self, until: Option<Instant>) -> Result<Option<subscription::Event>, Error> {
+    fn next_until(&mut self, until: Option<Instant>) -> Result<Option<SubscriptionEvent>, Error> {
         if self.over {
             return Ok(None);
         }
@@ -517,12 +513,12 @@ impl Subscription {
     }
 }
 
-/// Waits for each event; ends after [`subscription::Event::Ended`], or when the client is
+/// Waits for each event; ends after [`SubscriptionEvent::Ended`], or when the client is
 /// closed or the stdio server exited.
 impl Iterator for Subscription {
-    type Item = subscription::Event;
+    type Item = SubscriptionEvent;
 
-    fn next(&mut self) -> Option<subscription::Event> {
+    fn next(&mut self) -> Option<SubscriptionEvent> {
         self.next_until(None).ok().flatten()
     }
 }

@@ -1,7 +1,7 @@
 //! An MCP client of one server, on a driver: [`blocking::McpClient`](blocking) (plain
 //! methods) or `smol::McpClient` (feature `smol`: the same methods as `async fn`s).
 //!
-//! The protocol lives in [`mcpwire_core::mcp::client::Client`]: it builds every request whole
+//! The protocol lives in [`mcpwire_core::mcp::Client`]: it builds every request whole
 //! (the URL and the host's extra headers are part of its configuration), cuts a stdio server's
 //! stdout into lines, and decides what a refused answer does. The driver loop around it is
 //! written once, in `session` (the core, the outcomes, the running operation, the transport's
@@ -101,7 +101,7 @@ macro_rules! operations {
         }
 
         /// `ping` (the legacy era only; the modern era has none and answers
-        /// [`IncompatibleError::Unsupported`](mcpwire_core::mcp::client::IncompatibleError::Unsupported)).
+        /// [`IncompatibleError::Unsupported`](mcpwire_core::mcp::IncompatibleError::Unsupported)).
         pub $($async)? fn ping(&self) -> Result<Value, Error> {
             self.run(Operation::Ping, OpOptions::default())$(.$await)?
         }
@@ -119,13 +119,11 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
 
-use mcpwire_core::mcp::cache::CacheConfig;
-use mcpwire_core::mcp::client::{ClientConfig, Event, OpError, OpId, ProtocolChoice, UsageError};
-use mcpwire_core::mcp::elicitation::ElicitAnswer;
-use mcpwire_core::mcp::era::CachedEra;
-use mcpwire_core::mcp::meta::{ClientCapabilities, Implementation, JsonObject};
-use mcpwire_core::mcp::mrtr::{InputAnswer, InputRequestEvent};
-use mcpwire_core::mcp::request::Transport;
+use mcpwire_core::mcp::{
+    CacheConfig, CachedEra, ClientCapabilities, ClientConfig, ElicitAnswer, Event, Implementation,
+    InputAnswer, InputRequestEvent, JsonObject, OpError, OpId, ProtocolChoice, Transport,
+    UsageError,
+};
 use serde_json::Value;
 
 /// How many stderr lines of a stdio server are kept for error messages.
@@ -191,7 +189,7 @@ impl Default for ClientOptions {
             versions: Vec::new(),
             request_timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(10),
-            probe_timeout: mcpwire_core::mcp::client::DEFAULT_PROBE_TIMEOUT,
+            probe_timeout: mcpwire_core::mcp::DEFAULT_PROBE_TIMEOUT,
             capabilities: ClientCapabilities::none(),
             host_capabilities: None,
             cache: CacheConfig::default(),

@@ -28,12 +28,10 @@ use std::task::Waker;
 use std::time::{Duration, Instant, SystemTime};
 
 use mcpwire_core::http::{Request, ResponseHead};
-use mcpwire_core::mcp::client::{
-    Client, Event, OpError, OpId, OpOptions, Operation, Output, StreamId, TransportError,
+use mcpwire_core::mcp::{
+    CachedEra, Client, Event, InputRequestEvent, OpError, OpId, OpOptions, Operation, Output,
+    StreamId, SubscriptionEvent, SubscriptionFilter, SubscriptionHandle, TransportError,
 };
-use mcpwire_core::mcp::era::CachedEra;
-use mcpwire_core::mcp::mrtr::InputRequestEvent;
-use mcpwire_core::mcp::subscription::{self, SubscriptionFilter, SubscriptionHandle};
 
 use super::{Error, Host, NoHost, StderrTail};
 
@@ -109,7 +107,7 @@ struct Slot {
 /// One subscription's events, for its reader.
 #[derive(Default)]
 struct SubQueue {
-    events: VecDeque<subscription::Event>,
+    events: VecDeque<SubscriptionEvent>,
     /// The `Ended` event was queued: nothing more comes.
     ended: bool,
     waker: Option<Waker>,
@@ -282,7 +280,7 @@ impl<R: Runtime> Session<R> {
         &mut self,
         sub: SubscriptionHandle,
         waker: &Waker,
-    ) -> Option<Result<Option<subscription::Event>, Error>> {
+    ) -> Option<Result<Option<SubscriptionEvent>, Error>> {
         let usable = self.check_usable();
         let Some(queue) = self.subs.get_mut(&sub) else {
             return Some(Ok(None));
@@ -537,8 +535,8 @@ impl<R: Runtime> Session<R> {
 }
 
 /// The subscription an event belongs to, and whether it is the last.
-fn subscription_of(e: &subscription::Event) -> Option<(SubscriptionHandle, bool)> {
-    use subscription::Event as E;
+fn subscription_of(e: &SubscriptionEvent) -> Option<(SubscriptionHandle, bool)> {
+    use SubscriptionEvent as E;
     match e {
         E::Acknowledged { sub, .. }
         | E::Changed { sub, .. }

@@ -42,8 +42,8 @@
 //! # Ok::<(), mcpwire::mcp::Error>(())
 //! ```
 //!
-//! [`Output::Http`]: mcpwire_core::mcp::client::Output::Http
-//! [`Output::CloseStream`]: mcpwire_core::mcp::client::Output::CloseStream
+//! [`Output::Http`]: mcpwire_core::mcp::Output::Http
+//! [`Output::CloseStream`]: mcpwire_core::mcp::Output::CloseStream
 //! [`Stream`]: smol::stream::Stream
 
 use std::collections::BTreeMap;
@@ -55,11 +55,10 @@ use std::time::{Duration, Instant};
 
 use futures_rustls::rustls::ClientConfig as TlsConfig;
 use mcpwire_core::http::Request;
-use mcpwire_core::mcp::cache::ListKind;
-use mcpwire_core::mcp::client::{Client, OpId, OpOptions, Operation, StreamId};
-use mcpwire_core::mcp::era::CachedEra;
-use mcpwire_core::mcp::request::Transport;
-use mcpwire_core::mcp::subscription::{self, SubscriptionFilter, SubscriptionHandle};
+use mcpwire_core::mcp::{
+    CachedEra, Client, ListKind, OpId, OpOptions, Operation, StreamId, SubscriptionEvent,
+    SubscriptionFilter, SubscriptionHandle, Transport,
+};
 use serde_json::Value;
 use smol::channel::{self, Receiver, Sender};
 use smol::future::FutureExt as _;
@@ -412,7 +411,7 @@ impl Drop for Pending {
 }
 
 /// One subscription's events, in order, as a [`Stream`] that ends after
-/// [`subscription::Event::Ended`] (see [`McpClient::subscribe`]); dropping it ends the
+/// [`SubscriptionEvent::Ended`] (see [`McpClient::subscribe`]); dropping it ends the
 /// subscription.
 #[derive(Debug)]
 pub struct Subscription {
@@ -433,7 +432,7 @@ impl Subscription {
     pub async fn next_timeout(
         &mut self,
         timeout: Duration,
-    ) -> Result<Option<subscription::Event>, Error> {
+    ) -> Result<Option<SubscriptionEvent>, Error> {
         let next = poll_fn(|cx| self.poll_event(cx));
         next.or(async {
             Timer::after(timeout).await;
@@ -450,7 +449,7 @@ impl Subscription {
     fn poll_event(
         &mut self,
         cx: &mut Context<'_>,
-    ) -> Poll<Result<Option<subscription::Event>, Error>> {
+    ) -> Poll<Result<Option<SubscriptionEvent>, Error>> {
         if self.over {
             return Poll::Ready(Ok(None));
         }
@@ -470,10 +469,10 @@ impl Subscription {
     }
 }
 
-/// Each event in order; ends after [`subscription::Event::Ended`], or when the client is
+/// Each event in order; ends after [`SubscriptionEvent::Ended`], or when the client is
 /// closed or the stdio server exited.
 impl Stream for Subscription {
-    type Item = subscription::Event;
+    type Item = SubscriptionEvent;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.poll_event(cx).map(|r| r.ok().flatten())

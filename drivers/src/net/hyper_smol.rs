@@ -23,8 +23,9 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use mcpwire_core::http::{Headers, Method, Request, ResponseHead};
 use mcpwire_core::tunnel::failure::{
-    transport_failure, FailureSource, TransportErrorKind, TransportStage, TunnelFailure,
+    transport_failure, FailureSource, TransportErrorKind, TransportStage,
 };
+use mcpwire_core::tunnel::TunnelFailure;
 use smol::future::FutureExt as _;
 use smol::io::{AsyncRead, AsyncWrite};
 use smol::net::TcpStream;

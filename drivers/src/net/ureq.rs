@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use mcpwire_core::http::{Headers, Method, Request, ResponseHead};
 use mcpwire_core::tunnel::failure::{
-    transport_failure, FailureSource, TransportErrorKind, TransportStage, TunnelFailure,
+    transport_failure, FailureSource, TransportErrorKind, TransportStage,
 };
+use mcpwire_core::tunnel::TunnelFailure;
 use ureq::http::Response;
 use ureq::{Agent, Body, RequestExt, Timeout};
 

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use mcpwire_core::tunnel::engine::{Config, Secret};
-pub use mcpwire_core::tunnel::machine::{Target, TargetKind};
-use mcpwire_core::tunnel::stdio::StdioConfig;
+use mcpwire_core::tunnel::StdioConfig;
+pub use mcpwire_core::tunnel::{Target, TargetKind};
 
 /// Where the cloudflared companion's token comes from.
 #[derive(Clone, Debug)]

@@ -69,7 +69,7 @@ pub use stop::Stopper;
 pub enum Error {
     /// The configuration cannot be run (the caller's part): the engine refused it.
     #[error("{0}")]
-    Config(#[from] mcpwire_core::tunnel::engine::ConfigError),
+    Config(#[from] mcpwire_core::tunnel::ConfigError),
     /// The embedder's `on_start` hook failed (for the `mcpwire` command: the signal handlers
     /// could not be installed).
     #[error("{0}")]

@@ -6,9 +6,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use mcpwire_core::http::ResponseHead;
-use mcpwire_core::tunnel::engine::{CommandId, Event, PostAnswer, Stage};
-use mcpwire_core::tunnel::failure::TunnelFailure;
-use mcpwire_core::tunnel::machine::{self, Forwarded};
+use mcpwire_core::tunnel::engine::{Event, PostAnswer, Stage};
+use mcpwire_core::tunnel::{self, CommandId, Forwarded, TunnelFailure};
 
 use super::log::{Level, Logger};
 use super::status::Metrics;
@@ -43,30 +42,30 @@ impl Report {
 
     /// Logs a tunnel event and counts it: the engine's, a forward's start or local refusal, a
     /// stdio child's restart, exit or dropped frame.
-    pub fn tunnel_event(&mut self, e: machine::Event) {
+    pub fn tunnel_event(&mut self, e: tunnel::Event) {
         match e {
-            machine::Event::Engine(e) => self.event(e),
-            machine::Event::ForwardStarted {
+            tunnel::Event::Engine(e) => self.event(e),
+            tunnel::Event::ForwardStarted {
                 request_id,
                 channel,
                 what,
                 ..
             } => self.forward_started(request_id, channel, what),
-            machine::Event::ForwardRefused {
+            tunnel::Event::ForwardRefused {
                 request_id,
                 failure,
             } => self.note_failure(&request_id, failure),
-            machine::Event::StdioRestarting { channel } => self.log.log(
+            tunnel::Event::StdioRestarting { channel } => self.log.log(
                 Level::Warn,
                 "restarting stdio server (initialize deadline passed)",
                 &[("channel", &channel)],
             ),
-            machine::Event::StdioExited { channel } => self.log.log(
+            tunnel::Event::StdioExited { channel } => self.log.log(
                 Level::Warn,
                 "stdio server exited; its commands fail with transport_closed and it restarts",
                 &[("channel", &channel)],
             ),
-            machine::Event::StdioDiscarded { channel, reason } => self.log.log(
+            tunnel::Event::StdioDiscarded { channel, reason } => self.log.log(
                 Level::Debug,
                 "stdio frame discarded",
                 &[("channel", &channel), ("reason", &format!("{reason:?}"))],
@@ -287,8 +286,8 @@ mod tests {
     use crate::tunnel::log::tests::Sink;
     use mcpwire_core::http::Headers;
     use mcpwire_core::tunnel::failure::FailureSource;
-    use mcpwire_core::tunnel::stdio::DiscardReason;
     use mcpwire_core::tunnel::wire::RespType;
+    use mcpwire_core::tunnel::DiscardReason;
 
     fn answered(status: u16) -> Result<ResponseHead, ()> {
         Ok(ResponseHead {
@@ -328,13 +327,13 @@ mod tests {
         let log = Logger::new(Level::Debug, false, Vec::new(), Box::new(sink.clone()));
         let mut r = Report::new(Arc::new(log));
         let channel = || "main".to_owned();
-        r.tunnel_event(machine::Event::StdioRestarting { channel: channel() });
-        r.tunnel_event(machine::Event::StdioExited { channel: channel() });
-        r.tunnel_event(machine::Event::StdioDiscarded {
+        r.tunnel_event(tunnel::Event::StdioRestarting { channel: channel() });
+        r.tunnel_event(tunnel::Event::StdioExited { channel: channel() });
+        r.tunnel_event(tunnel::Event::StdioDiscarded {
             channel: channel(),
             reason: DiscardReason::LateResponse,
         });
-        r.tunnel_event(machine::Event::ForwardStarted {
+        r.tunnel_event(tunnel::Event::ForwardStarted {
             cmd: CommandId(1),
             request_id: "r1".into(),
             channel: channel(),
@@ -342,11 +341,11 @@ mod tests {
                 method: Some("tools/call".into()),
             },
         });
-        r.tunnel_event(machine::Event::ForwardRefused {
+        r.tunnel_event(tunnel::Event::ForwardRefused {
             request_id: "r1".into(),
             failure: TunnelFailure::before_response(FailureSource::ClientInternal, None),
         });
-        r.tunnel_event(machine::Event::Engine(Event::Completed {
+        r.tunnel_event(tunnel::Event::Engine(Event::Completed {
             request_id: "r1".into(),
             resp_type: RespType::JsonrpcResponse,
             resp_code: 502,

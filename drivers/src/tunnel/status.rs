@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use mcpwire_core::tunnel::cloudflare::{combine_readiness, CompanionState};
-use mcpwire_core::tunnel::engine::{Health, NotReady, Readiness};
+use mcpwire_core::tunnel::{Health, NotReady, Readiness};
 
 /// What the health endpoints report: counters the driver keeps and the engine's state.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -3,7 +3,7 @@
 use mcpwire::mcp::blocking::McpClient;
 use mcpwire::mcp::ClientOptions;
 use mcpwire_bench_mcp_clients::{arguments, check_result, fail, report, Args, Target, Timed, TOOL};
-use mcpwire_core::mcp::client::OpOptions;
+use mcpwire_core::mcp::OpOptions;
 
 fn call(client: &mut McpClient) {
     // Plain calls, as rmcp and the TypeScript SDK send them: no progress token.

@@ -198,7 +198,7 @@ impl OpError {
 #[non_exhaustive]
 pub enum UsageError {
     /// The operation was never issued to the host (an operation that ended is not an error:
-    /// see the module docs, "Late inputs").
+    /// see [`Client`](super::Client), "Late inputs").
     #[error("no active operation with this id")]
     UnknownOp,
     /// The operation is not waiting for input.
@@ -217,7 +217,7 @@ pub enum UsageError {
     #[error("{0}")]
     Request(request::UsageError),
     /// An HTTP input names a stream this client never issued (a stream that ended is not an
-    /// error: see the module docs, "Late inputs").
+    /// error: see [`Client`](super::Client), "Late inputs").
     #[error("{input}: stream {} was never issued by this client", stream.0)]
     UnknownStream {
         /// The input (`handle_response_head`, `handle_response_data`, `handle_response_end`,

@@ -1,52 +1,6 @@
-//! `client`: [`Client`], the whole MCP client of one server as a sans-IO state machine.
-//!
-//! It ties the other `mcp` modules together so that a host asks for operations (discover, list,
-//! call, get, read, subscribe) and does not care which era the server speaks:
-//!
-//! - **Request building** ([`super::meta`], [`super::headers`]): every modern request carries its
-//!   own `_meta` (version, the capabilities declared for it, client info, log level, progress
-//!   token, trace context); on Streamable HTTP its headers are mirrored from the body, with
-//!   `Mcp-Param-*` from the `x-mcp-header` annotations of the latest `tools/list`. Tools whose
-//!   annotations break the rules are removed from the listed result, with
-//!   [`Event::ToolExcluded`] naming the tool and the reason.
-//! - **Eras** ([`super::era`], [`super::legacy`]): HTTP sends the first request in the modern era;
-//!   a 400/404/405 whose body is not a recognized modern error means legacy, and the client falls
-//!   back to `initialize` and resends the operation. stdio probes with `server/discover` first.
-//!   `-32022` picks the highest common version and retries, `-32021` declares the missing
-//!   capability when the host supports it and retries, `-32020` refreshes `tools/list` and
-//!   retries once. The verdict is kept ([`Client::era`]) and re-probed only when it breaks.
-//!   A `server/discover` answered with a result that is no `DiscoverResult` means legacy too.
-//!   A legacy HTTP session opens its GET stream ([`ClientConfig::legacy_listen`]) for the
-//!   server's own requests, and resumes an SSE stream the server closed after an event id with
-//!   a GET carrying `Last-Event-ID`, after the stream's `retry`.
-//! - **MRTR** ([`super::mrtr`]): an `input_required` result surfaces [`Event::InputRequested`];
-//!   the host answers with [`Client::answer_input`]; the retry goes out with a new id once every
-//!   key is answered. Retries are never cached.
-//! - **Caching** ([`super::cache`]): discover, lists and reads are served from the cache while
-//!   fresh; `list_changed`/`updated` notifications invalidate; a stale entry is served after a
-//!   failed refetch only when the cache policy allows it.
-//! - **Subscriptions** ([`super::subscription`]) and the **request lifecycle**
-//!   ([`super::request`]: timeouts, cancellation, resends).
-//!
-//! The step-function contract (`DESIGN.md`): inputs through `handle_*(now, ...)`, outputs from
-//! [`Client::poll_output`] (drain it after every input), the next deadline from
-//! [`Client::poll_timeout`]. HTTP outputs are POSTs on numbered streams ([`StreamId`]); the driver
-//! feeds each stream's response head, body bytes and end back. Each [`Output::Http`] is the
-//! whole request ([`crate::http::Request`]: the URL and the host's extra headers come from
-//! [`ClientConfig`]). stdio outputs are lines to write; the driver feeds the bytes the server
-//! writes ([`Client::handle_stdio_bytes`]: the client cuts the lines).
-//!
-//! # Late inputs
-//!
-//! An input that names a handle this client issued but whose operation has since ended (an
-//! operation that finished, was cancelled or timed out; a stream the client closed or that was
-//! answered; a subscription that ended) is a race the caller cannot avoid: it is dropped,
-//! nothing comes out, and the call returns `Ok(())`. An input that names a handle the client
-//! never issued (streams, operations and subscriptions are numbered in order, so a number at or
-//! past the next one), or one of the other transport, is the caller's mistake: the call returns
-//! a [`UsageError`] naming it ([`UsageError::UnknownStream`], [`UsageError::UnknownOp`],
-//! [`UsageError::WrongTransport`]). What the server says about a request that ended (a late
-//! response) is the server's doing, reported as [`Event::Ignored`].
+//! `client`: the folder of [`Client`], the whole MCP client of one server as a sans-IO state
+//! machine (its behaviour, the late-input convention and an example are on [`Client`]). The
+//! module is private: `mcp` re-exports what it exports.
 //!
 //! # Where things are
 //!
@@ -66,49 +20,6 @@
 //! - `tools`: the tool catalog (`tools/list` before a call, the `-32020` refresh, exclusions);
 //! - `subscriptions`: `subscriptions/listen` and subscriptions held until the era is known;
 //! - `timers`: the next deadline and its reason ([`Timeout`]).
-//!
-//! # Example
-//!
-//! A driver's loop, with the server's answer written by hand:
-//!
-//! ```
-//! use std::time::{Instant, SystemTime};
-//! use mcpwire_core::http::{Headers, ResponseHead};
-//! use mcpwire_core::mcp::cache::ListKind;
-//! use mcpwire_core::mcp::client::{Client, ClientConfig, Event, Output};
-//! use mcpwire_core::mcp::meta::Implementation;
-//! use mcpwire_core::mcp::request::Transport;
-//!
-//! let now = Instant::now();
-//! let config = ClientConfig::new(Transport::Http, Implementation::new("host", "1.0"))
-//!     .with_url("http://127.0.0.1:3000/mcp");
-//! let mut client = Client::new(config);
-//! let op = client.list(now, ListKind::Tools, None);
-//!
-//! // The driver sends the request that comes out...
-//! let Some(Output::Http { stream, request }) = client.poll_output() else { panic!() };
-//! assert_eq!(request.url, "http://127.0.0.1:3000/mcp");
-//! assert_eq!(request.headers.get("Mcp-Method"), Some("tools/list"));
-//! let body = std::str::from_utf8(&request.body).unwrap();
-//! assert!(body.contains("\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\""));
-//!
-//! // ...and feeds the response back.
-//! let mut h = Headers::new();
-//! h.append("Content-Type", "application/json").unwrap();
-//! client.handle_response_head(now, SystemTime::now(), stream, ResponseHead { status: 200, headers: h }).unwrap();
-//! let answer = r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"echo","inputSchema":{"type":"object"}}]}}"#;
-//! client.handle_response_data(now, stream, answer.as_bytes()).unwrap();
-//! client.handle_response_end(now, stream).unwrap();
-//!
-//! let mut result = None;
-//! while let Some(out) = client.poll_output() {
-//!     if let Output::Event(Event::Result { op: o, result: r, .. }) = out {
-//!         assert_eq!(o, op);
-//!         result = Some(r);
-//!     }
-//! }
-//! assert!(result.unwrap().contains("echo"));
-//! ```
 
 mod config;
 mod detection;
@@ -157,7 +68,95 @@ use session::Session;
 use streams::HttpStreams;
 use tools::ToolCatalog;
 
-/// The MCP client of one server (see the module docs).
+/// The MCP client of one server, as a sans-IO state machine.
+///
+/// It ties the other `mcp` modules together so that a host asks for operations (discover, list,
+/// call, get, read, subscribe) and does not care which era the server speaks:
+///
+/// - **Request building** ([`super::meta`], [`super::headers`]): every modern request carries its
+///   own `_meta` (version, the capabilities declared for it, client info, log level, progress
+///   token, trace context); on Streamable HTTP its headers are mirrored from the body, with
+///   `Mcp-Param-*` from the `x-mcp-header` annotations of the latest `tools/list`. Tools whose
+///   annotations break the rules are removed from the listed result, with
+///   [`Event::ToolExcluded`] naming the tool and the reason.
+/// - **Eras** ([`super::era`], [`super::legacy`]): HTTP sends the first request in the modern era;
+///   a 400/404/405 whose body is not a recognized modern error means legacy, and the client falls
+///   back to `initialize` and resends the operation. stdio probes with `server/discover` first.
+///   `-32022` picks the highest common version and retries, `-32021` declares the missing
+///   capability when the host supports it and retries, `-32020` refreshes `tools/list` and
+///   retries once. The verdict is kept ([`Client::era`]) and re-probed only when it breaks.
+///   A `server/discover` answered with a result that is no `DiscoverResult` means legacy too.
+///   A legacy HTTP session opens its GET stream ([`ClientConfig::legacy_listen`]) for the
+///   server's own requests, and resumes an SSE stream the server closed after an event id with
+///   a GET carrying `Last-Event-ID`, after the stream's `retry`.
+/// - **MRTR** ([`super::mrtr`]): an `input_required` result surfaces [`Event::InputRequested`];
+///   the host answers with [`Client::answer_input`]; the retry goes out with a new id once every
+///   key is answered. Retries are never cached.
+/// - **Caching** ([`super::cache`]): discover, lists and reads are served from the cache while
+///   fresh; `list_changed`/`updated` notifications invalidate; a stale entry is served after a
+///   failed refetch only when the cache policy allows it.
+/// - **Subscriptions** ([`super::subscription`]) and the **request lifecycle**
+///   ([`super::request`]: timeouts, cancellation, resends).
+///
+/// The step-function contract (`DESIGN.md`): inputs through `handle_*(now, ...)`, outputs from
+/// [`Client::poll_output`] (drain it after every input), the next deadline from
+/// [`Client::poll_timeout`]. HTTP outputs are POSTs on numbered streams ([`StreamId`]); the driver
+/// feeds each stream's response head, body bytes and end back. Each [`Output::Http`] is the
+/// whole request ([`crate::http::Request`]: the URL and the host's extra headers come from
+/// [`ClientConfig`]). stdio outputs are lines to write; the driver feeds the bytes the server
+/// writes ([`Client::handle_stdio_bytes`]: the client cuts the lines).
+///
+/// # Late inputs
+///
+/// An input that names a handle this client issued but whose operation has since ended (an
+/// operation that finished, was cancelled or timed out; a stream the client closed or that was
+/// answered; a subscription that ended) is a race the caller cannot avoid: it is dropped,
+/// nothing comes out, and the call returns `Ok(())`. An input that names a handle the client
+/// never issued (streams, operations and subscriptions are numbered in order, so a number at or
+/// past the next one), or one of the other transport, is the caller's mistake: the call returns
+/// a [`UsageError`] naming it ([`UsageError::UnknownStream`], [`UsageError::UnknownOp`],
+/// [`UsageError::WrongTransport`]). What the server says about a request that ended (a late
+/// response) is the server's doing, reported as [`Event::Ignored`].
+///
+/// # Example
+///
+/// A driver's loop, with the server's answer written by hand:
+///
+/// ```
+/// use std::time::{Instant, SystemTime};
+/// use mcpwire_core::http::{Headers, ResponseHead};
+/// use mcpwire_core::mcp::{Client, ClientConfig, Event, Implementation, ListKind, Output, Transport};
+///
+/// let now = Instant::now();
+/// let config = ClientConfig::new(Transport::Http, Implementation::new("host", "1.0"))
+///     .with_url("http://127.0.0.1:3000/mcp");
+/// let mut client = Client::new(config);
+/// let op = client.list(now, ListKind::Tools, None);
+///
+/// // The driver sends the request that comes out...
+/// let Some(Output::Http { stream, request }) = client.poll_output() else { panic!() };
+/// assert_eq!(request.url, "http://127.0.0.1:3000/mcp");
+/// assert_eq!(request.headers.get("Mcp-Method"), Some("tools/list"));
+/// let body = std::str::from_utf8(&request.body).unwrap();
+/// assert!(body.contains("\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\""));
+///
+/// // ...and feeds the response back.
+/// let mut h = Headers::new();
+/// h.append("Content-Type", "application/json").unwrap();
+/// client.handle_response_head(now, SystemTime::now(), stream, ResponseHead { status: 200, headers: h }).unwrap();
+/// let answer = r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"echo","inputSchema":{"type":"object"}}]}}"#;
+/// client.handle_response_data(now, stream, answer.as_bytes()).unwrap();
+/// client.handle_response_end(now, stream).unwrap();
+///
+/// let mut result = None;
+/// while let Some(out) = client.poll_output() {
+///     if let Output::Event(Event::Result { op: o, result: r, .. }) = out {
+///         assert_eq!(o, op);
+///         result = Some(r);
+///     }
+/// }
+/// assert!(result.unwrap().contains("echo"));
+/// ```
 pub struct Client {
     config: ClientConfig,
     ids: IdAllocator,

@@ -29,9 +29,8 @@ use std::time::{Duration, Instant};
 
 use mcpwire_core::http::Request;
 use mcpwire_core::tunnel::cloudflare::CompanionState;
-use mcpwire_core::tunnel::engine::{CommandId, PollId, PostId};
 use mcpwire_core::tunnel::failure::{transport_failure, TransportStage};
-use mcpwire_core::tunnel::machine::AttemptLimit;
+use mcpwire_core::tunnel::{AttemptLimit, CommandId, PollId, PostId};
 
 use self::cloudflared::Companion;
 use self::pool::{JobCtl, Pool};

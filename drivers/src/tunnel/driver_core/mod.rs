@@ -25,10 +25,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use mcpwire_core::http::{Request, ResponseHead};
 use mcpwire_core::tunnel::cloudflare::{after_probe, CompanionState};
-use mcpwire_core::tunnel::engine::{CommandId, PollId, PostId};
-use mcpwire_core::tunnel::failure::TunnelFailure;
-use mcpwire_core::tunnel::machine::{self, AttemptLimit, ChildId, Output};
-use mcpwire_core::tunnel::Tunnel;
+use mcpwire_core::tunnel::{
+    self, AttemptLimit, ChildId, CommandId, Output, PollId, PostId, Tunnel, TunnelFailure,
+};
 
 use self::stdio::{StdioChild, StdioSpawn};
 use super::config::TunnelConfig;
@@ -199,7 +198,7 @@ impl Prepared {
     /// The tunnel for `config` (stdio children not started yet).
     pub fn new(config: &TunnelConfig, now: Instant) -> Result<Self, Error> {
         let tunnel = Tunnel::new(
-            machine::Config {
+            tunnel::Config {
                 engine: config.engine.clone(),
                 targets: config.targets.clone(),
                 stdio: config.stdio.clone(),

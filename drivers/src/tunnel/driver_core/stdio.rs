@@ -3,7 +3,7 @@
 //! waiting for a child and restarts with backoff are the core's
 //! ([`mcpwire_core::tunnel::Tunnel`], [`mcpwire_core::tunnel::supervisor`]).
 
-use mcpwire_core::tunnel::machine::ChildId;
+use mcpwire_core::tunnel::ChildId;
 
 use crate::tunnel::log::{Level, Logger};
 
