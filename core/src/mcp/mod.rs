@@ -34,9 +34,17 @@ pub mod legacy;
 pub mod meta;
 pub mod mrtr;
 pub mod request;
+pub mod results;
 pub mod subscription;
 
 pub use client::{Client, ClientConfig};
+pub use results::{
+    Annotations, AudioContent, BinaryContent, CallToolResult, ContentBlock, EmbeddedResource,
+    FromResult, GetPromptResult, ImageContent, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedResult, Prompt, PromptArgument, PromptMessage,
+    ReadResourceResult, Resource, ResourceBody, ResourceContents, ResourceLink, ResourceTemplate,
+    ResultError, ResultErrorKind, Role, TextContent, Tool, ToolAnnotations, ToolError,
+};
 
 /// The protocol version of the stateless era this client speaks first.
 pub const LATEST_PROTOCOL_VERSION: &str = "2026-07-28";
