@@ -27,7 +27,9 @@
 //!
 //! **Tools** (see [`tool_definitions`]): `echo` (returns `text`; over HTTP it adds the
 //! `response_headers` given, `Connection` nominations included, to test header filtering), `slow` (sleeps `ms`, at most
-//! [`Config::max_slow`]; stops early, answering nothing, when the client goes away or cancels),
+//! [`Config::max_slow`]; stops early, answering nothing, when the client goes away or cancels;
+//! its `structuredContent` is `{"ms", "overlapping"}`, the most `slow` calls it saw in flight
+//! at once, itself included),
 //! `progress` (streams `steps` `notifications/progress` over SSE, then the result; needs
 //! `_meta.progressToken`), `fail` (answers the JSON-RPC error [`FAIL_CODE`] /
 //! [`FAIL_MESSAGE`] / [`fail_data`], or the `code`, `message`, `data` given, with HTTP status
@@ -75,6 +77,7 @@ use crate::random_token;
 
 mod ask;
 mod catalog;
+mod slow;
 mod transport;
 
 pub use ask::{ElicitationAnswer, ASK_FORMS, ELICIT_URL_PATH};
@@ -171,6 +174,8 @@ pub struct Stats {
     pub elicitation_answers: Vec<ElicitationAnswer>,
     /// `GET`s of [`ELICIT_URL_PATH`] (the `ask` tool's URL-mode page).
     pub elicit_url_fetches: u64,
+    /// The most `slow` calls ever in flight at once.
+    pub slow_peak: u64,
 }
 
 /// One request as the server received it (for assertions): the HTTP method (`STDIO` on stdio),
@@ -199,6 +204,7 @@ pub struct McpServer {
     stats: Mutex<Stats>,
     log: Mutex<VecDeque<LoggedRequest>>,
     subscribers: Mutex<catalog::Subscribers>,
+    slow: slow::SlowCalls,
 }
 
 /// A running HTTP reference server.
@@ -301,6 +307,7 @@ impl McpServer {
             stats: Mutex::new(Stats::default()),
             log: Mutex::new(VecDeque::new()),
             subscribers: Mutex::new(catalog::Subscribers::default()),
+            slow: slow::SlowCalls::default(),
         })
     }
 
@@ -314,7 +321,9 @@ impl McpServer {
 
     /// A snapshot of the counters.
     pub fn stats(&self) -> Stats {
-        lock(&self.stats).clone()
+        let mut stats = lock(&self.stats).clone();
+        stats.slow_peak = self.slow.peak();
+        stats
     }
 
     /// The last [`REQUEST_LOG_LEN`] requests received, oldest first.
@@ -531,7 +540,6 @@ impl McpServer {
             .tool_calls
             .entry(name.to_owned())
             .or_default() += 1;
-        let text = |t: String| Answer::Result(json!({"content": [{"type": "text", "text": t}]}));
         match name {
             "echo" => {
                 let Some(t) = args.get("text").and_then(Value::as_str) else {
@@ -556,11 +564,15 @@ impl McpServer {
                 if ms > max {
                     return invalid_params(format!("Invalid params: slow sleeps at most {max} ms"));
                 }
+                let call = self.slow.start();
                 if self.pause(Duration::from_millis(ms), sink) {
                     lock(&self.stats).cancelled += 1;
                     return Answer::Nothing;
                 }
-                text(format!("slept {ms} ms"))
+                Answer::Result(json!({
+                    "content": [{"type": "text", "text": format!("slept {ms} ms")}],
+                    "structuredContent": {"ms": ms, "overlapping": call.overlapping()}
+                }))
             }
             "progress" => self.progress(params, args, sink),
             "fail" => fail(args),

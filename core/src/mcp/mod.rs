@@ -46,6 +46,7 @@ pub mod legacy;
 pub mod meta;
 pub mod mrtr;
 pub mod request;
+pub mod results;
 pub mod subscription;
 
 pub use cache::{AuthContext, CacheConfig, ListKind, StaleIfError};
@@ -67,6 +68,13 @@ pub use meta::{
 };
 pub use mrtr::{InputAnswer, InputRequest, InputRequestEvent, SamplingRequest};
 pub use request::{CallOptions, Transport};
+pub use results::{
+    Annotations, AudioContent, BinaryContent, CallToolResult, ContentBlock, EmbeddedResource,
+    FromResult, GetPromptResult, ImageContent, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedResult, Prompt, PromptArgument, PromptMessage,
+    ReadResourceResult, Resource, ResourceBody, ResourceContents, ResourceLink, ResourceTemplate,
+    ResultError, ResultErrorKind, Role, TextContent, Tool, ToolAnnotations, ToolError,
+};
 pub use subscription::{
     Change as SubscriptionChange, EndReason as SubscriptionEndReason, Event as SubscriptionEvent,
     SubscriptionFilter, SubscriptionHandle, SubscriptionsConfig,
