@@ -785,20 +785,28 @@ fn schema_check_rejects_a_result_without_result_type_and_a_miscoded_error() {
 #[test]
 fn our_reference_server_answers_modern_requests_as_the_schema_says() {
     use mcpwire::mcp::blocking::McpClient;
-    use mcpwire::mcp::ClientOptions;
+    use mcpwire::mcp::{ClientOptions, Operation};
     use mcpwire_core::mcp::OpOptions;
     use mcpwire_dev::mcp_server::{Config, McpServer};
 
     let server = McpServer::start_http(Config::default(), "127.0.0.1:0").expect("server");
     let client = McpClient::connect_http(&server.url(), ClientOptions::default()).unwrap();
     let answers = [
-        ("server/discover", client.discover().unwrap()),
-        ("tools/list", client.list_tools(None).unwrap()),
+        // The results as the server sent them.
+        (
+            "server/discover",
+            client
+                .run(Operation::Discover, OpOptions::default())
+                .unwrap(),
+        ),
+        ("tools/list", client.list_tools(None).unwrap().raw().clone()),
         (
             "tools/call",
             client
                 .call_tool_with("echo", json!({"text": "hi"}), OpOptions::default())
-                .unwrap(),
+                .unwrap()
+                .raw()
+                .clone(),
         ),
     ];
     assert_eq!(

@@ -32,15 +32,12 @@ use mcpwire_core::mcp::{
 use serde_json::{Map, Value};
 
 use mcpwire::mcp::blocking::McpClient;
-use mcpwire::mcp::{ClientOptions, Error, Host};
+use mcpwire::mcp::{ClientOptions, Error, FromResult, Host};
 
 /// The environment variable naming the scenario.
 pub const SCENARIO_VAR: &str = "MCP_CONFORMANCE_SCENARIO";
 /// The environment variable holding the scenario's JSON context.
 pub const CONTEXT_VAR: &str = "MCP_CONFORMANCE_CONTEXT";
-
-/// The most pages of one list fetched.
-const MAX_PAGES: usize = 20;
 
 /// One tool call: the tool's name and its arguments.
 pub type ToolCall = (String, Map<String, Value>);
@@ -216,9 +213,9 @@ fn options() -> ClientOptions {
 }
 
 fn run_plan(url: &str, plan: &Plan) -> Result<(), String> {
-    let mut client = McpClient::connect_http(url, options()).map_err(|e| e.to_string())?;
+    let client = McpClient::connect_http(url, options()).map_err(|e| e.to_string())?;
     client.set_host(Box::new(ConformanceHost));
-    let discovered = step("discover", client.discover())?;
+    let discovered = step("discover", client.discover().map(|d| d.to_value()))?;
     if let Some(era) = client.era() {
         eprintln!(
             "conformance-client: era {:?}, version {}",
@@ -226,10 +223,10 @@ fn run_plan(url: &str, plan: &Plan) -> Result<(), String> {
             era.protocol_version.as_deref().unwrap_or("?")
         );
     }
-    let tools = list_all(&mut client, "tools", McpClient::list_tools)?;
+    let tools = items(step("tools/list", raw(client.list_all_tools()))?, "tools");
     match plan {
         Plan::ListTools => {}
-        Plan::CallEveryTool => call_every_tool(&mut client, &tools)?,
+        Plan::CallEveryTool => call_every_tool(&client, &tools)?,
         Plan::EchoSchema { of, echo } => {
             let schema = tools
                 .iter()
@@ -240,38 +237,47 @@ fn run_plan(url: &str, plan: &Plan) -> Result<(), String> {
             arguments.insert("schema".to_owned(), schema.clone());
             step(
                 &format!("tools/call {echo}"),
-                client.call_tool(echo, Value::Object(arguments)),
+                raw(client.call_tool(echo, Value::Object(arguments))),
             )?;
         }
         Plan::CallTools(calls) => {
             for (name, arguments) in calls {
                 step(
                     &format!("tools/call {name}"),
-                    client.call_tool(name, Value::Object(arguments.clone())),
+                    raw(client.call_tool(name, Value::Object(arguments.clone()))),
                 )?;
             }
         }
         Plan::Everything => {
-            call_every_tool(&mut client, &tools)?;
+            call_every_tool(&client, &tools)?;
             let caps = capabilities(&discovered);
             if caps.is_some_and(|c| c.get("resources").is_some()) {
-                let resources = list_all(&mut client, "resources", McpClient::list_resources)?;
+                let resources = items(
+                    step("resources/list", raw(client.list_all_resources()))?,
+                    "resources",
+                );
                 for uri in resources
                     .iter()
                     .filter_map(|r| r.get("uri").and_then(Value::as_str))
                 {
-                    step(&format!("resources/read {uri}"), client.read_resource(uri))?;
+                    step(
+                        &format!("resources/read {uri}"),
+                        raw(client.read_resource(uri)),
+                    )?;
                 }
             }
             if caps.is_some_and(|c| c.get("prompts").is_some()) {
-                let prompts = list_all(&mut client, "prompts", McpClient::list_prompts)?;
+                let prompts = items(
+                    step("prompts/list", raw(client.list_all_prompts()))?,
+                    "prompts",
+                );
                 for name in prompts
                     .iter()
                     .filter_map(|p| p.get("name").and_then(Value::as_str))
                 {
                     step(
                         &format!("prompts/get {name}"),
-                        client.get_prompt(name, Value::Object(Map::new())),
+                        raw(client.get_prompt(name, Value::Object(Map::new()))),
                     )?;
                 }
             }
@@ -286,7 +292,7 @@ fn capabilities(discovered: &Value) -> Option<&Map<String, Value>> {
     discovered.get("capabilities").and_then(Value::as_object)
 }
 
-fn call_every_tool(client: &mut McpClient, tools: &[Value]) -> Result<(), String> {
+fn call_every_tool(client: &McpClient, tools: &[Value]) -> Result<(), String> {
     for tool in tools {
         let Some(name) = tool.get("name").and_then(Value::as_str) else {
             continue;
@@ -294,34 +300,26 @@ fn call_every_tool(client: &mut McpClient, tools: &[Value]) -> Result<(), String
         let arguments = arguments_for(tool);
         step(
             &format!("tools/call {name}"),
-            client.call_tool(name, Value::Object(arguments)),
+            raw(client.call_tool(name, Value::Object(arguments))),
         )?;
     }
     Ok(())
 }
 
-/// Every page of a list, its `member` items joined.
-fn list_all(
-    client: &mut McpClient,
-    member: &str,
-    page: fn(&McpClient, Option<&str>) -> Result<Value, Error>,
-) -> Result<Vec<Value>, String> {
-    let mut items = Vec::new();
-    let mut cursor: Option<String> = None;
-    for _ in 0..MAX_PAGES {
-        let result = step(&format!("{member}/list"), page(client, cursor.as_deref()))?;
-        if let Some(list) = result.get(member).and_then(Value::as_array) {
-            items.extend(list.iter().cloned());
-        }
-        cursor = result
-            .get("nextCursor")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        if cursor.is_none() {
-            break;
-        }
+/// The `member` items of a list result (every page, joined by the client's `list_all_*`).
+fn items(result: Value, member: &str) -> Vec<Value> {
+    match result {
+        Value::Object(mut m) => match m.remove(member) {
+            Some(Value::Array(items)) => items,
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
     }
-    Ok(items)
+}
+
+/// A typed result as the JSON the server sent.
+fn raw<T: FromResult>(result: Result<T, Error>) -> Result<Value, Error> {
+    result.map(|r| r.raw().clone())
 }
 
 /// Logs one step's outcome; an error names the step.

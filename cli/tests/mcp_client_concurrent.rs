@@ -16,7 +16,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mcpwire::mcp::{ClientOptions, Error, Host};
+use mcpwire::mcp::{CallToolResult, ClientOptions, Error, Host};
 use mcpwire_core::mcp::{OpId, OpOptions, Operation};
 use mcpwire_dev::mcp_server::{self, EraMode, McpServer, McpServerHandle};
 use serde_json::{json, Map, Value};
@@ -52,13 +52,14 @@ fn slow_args() -> Value {
 }
 
 /// The largest `overlapping` among `slow` answers.
-fn peak(results: &[Value]) -> u64 {
+fn peak(results: &[CallToolResult]) -> u64 {
     results
         .iter()
         .map(|r| {
-            r["structuredContent"]["overlapping"]
-                .as_u64()
-                .unwrap_or_else(|| panic!("no overlapping count in {r}"))
+            r.structured_content
+                .as_ref()
+                .and_then(|s| s["overlapping"].as_u64())
+                .unwrap_or_else(|| panic!("no overlapping count in {r:?}"))
         })
         .max()
         .unwrap_or(0)
@@ -95,7 +96,7 @@ mod blocking {
                 std::thread::spawn(move || c.call_tool("slow", slow_args()).unwrap())
             })
             .collect();
-        let results: Vec<Value> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        let results: Vec<CallToolResult> = threads.into_iter().map(|t| t.join().unwrap()).collect();
         assert_eq!(peak(&results), WIDTH as u64, "{results:?}");
     }
 
@@ -121,7 +122,7 @@ mod blocking {
         }
         // Still usable.
         let r = client.call_tool("echo", json!({"text": "after"})).unwrap();
-        assert_eq!(r["content"][0]["text"], "after");
+        assert_eq!(r.text(), "after");
     }
 
     fn progress_during_the_call(client: &McpClient) {
@@ -203,7 +204,7 @@ mod blocking {
                 std::thread::spawn(move || c.call_tool("slow", slow_args()).unwrap())
             })
             .collect();
-        let results: Vec<Value> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        let results: Vec<CallToolResult> = threads.into_iter().map(|t| t.join().unwrap()).collect();
         assert_eq!(peak(&results), 2, "{results:?}");
     }
 
@@ -235,7 +236,7 @@ mod smol_driver {
             client.discover().await.unwrap();
             // One task, 16 futures on one handle.
             let calls = (0..WIDTH).map(|_| client.call_tool("slow", slow_args()));
-            let results: Vec<Value> = join_all(calls)
+            let results: Vec<CallToolResult> = join_all(calls)
                 .await
                 .into_iter()
                 .map(Result::unwrap)
@@ -303,15 +304,19 @@ mod smol_driver {
                     format!("slept {SLOW_MS} ms")
                 );
             }
-            // A dropped future cancels only its own call.
-            let dropped = client.call_tool("slow", slow_args()).or(async {
-                smol::Timer::after(Duration::from_millis(200)).await;
-                Ok(Value::Null)
-            });
-            let kept = client.call_tool("echo", json!({"text": "kept"}));
-            let (dropped, kept) = (dropped.await, kept.await);
-            assert_eq!(dropped.unwrap(), Value::Null);
-            assert_eq!(kept.unwrap()["content"][0]["text"], "kept");
+            // Two calls in flight; the one that ends first wins and the other's future is
+            // dropped, which cancels that call only.
+            let slow = client.call_tool("slow", slow_args());
+            let echo = client.call_tool("echo", json!({"text": "kept"}));
+            let first = async { Some(echo.await) }
+                .or(async {
+                    let _ = slow.await;
+                    None
+                })
+                .await;
+            assert_eq!(first.unwrap().unwrap().text(), "kept");
+            let r = client.call_tool("echo", json!({"text": "after"})).await;
+            assert_eq!(r.unwrap().text(), "after");
         });
     }
 

@@ -24,7 +24,7 @@ scenario_tests!(Smol);
 
 use std::time::{Duration, Instant};
 
-use mcp_client_scenarios::{server, text_of};
+use mcp_client_scenarios::server;
 use mcpwire::mcp::ClientOptions;
 use mcpwire_dev::mcp_server::EraMode;
 use serde_json::json;
@@ -41,10 +41,13 @@ fn one_thread_runs_two_clients_and_a_slow_call_does_not_hold_up_the_other() {
             .or(async { ("echo", b.call_tool("echo", json!({"text": "b"})).await) })
             .await;
         assert_eq!(winner.0, "echo");
-        assert_eq!(text_of(&winner.1.unwrap()), "b");
+        assert_eq!(winner.1.unwrap().text(), "b");
         // `a`'s call was dropped mid-way; its next call cancels it and works.
         assert_eq!(
-            text_of(&a.call_tool("echo", json!({"text": "a"})).await.unwrap()),
+            a.call_tool("echo", json!({"text": "a"}))
+                .await
+                .unwrap()
+                .text(),
             "a"
         );
     });
@@ -69,7 +72,10 @@ fn a_dropped_operation_future_is_cancelled_and_its_exchange_closed() {
         .await;
         assert!(dropped);
         assert_eq!(
-            text_of(&c.call_tool("echo", json!({"text": "z"})).await.unwrap()),
+            c.call_tool("echo", json!({"text": "z"}))
+                .await
+                .unwrap()
+                .text(),
             "z"
         );
     });
@@ -89,7 +95,7 @@ fn the_client_and_its_operation_futures_can_move_to_another_thread() {
     let call = c.call_tool("echo", json!({"text": "sent"}));
     is_send(&call);
     let result = std::thread::scope(|s| s.spawn(|| smol::block_on(call)).join().unwrap());
-    assert_eq!(text_of(&result.unwrap()), "sent");
+    assert_eq!(result.unwrap().text(), "sent");
 }
 
 /// Calls over stdio whose futures are dropped at many points (while their long request line
@@ -125,9 +131,12 @@ fn stdio_operation_futures_dropped_at_any_point_leave_the_client_usable() {
         // With no yield at all the call cannot have been answered first.
         assert!(dropped > 0);
         let answer = c.call_tool("echo", json!({ "text": &text })).await.unwrap();
-        assert_eq!(text_of(&answer), text);
+        assert_eq!(answer.text(), text);
         assert_eq!(
-            text_of(&c.call_tool("echo", json!({"text": "z"})).await.unwrap()),
+            c.call_tool("echo", json!({"text": "z"}))
+                .await
+                .unwrap()
+                .text(),
             "z"
         );
     });

@@ -489,11 +489,36 @@ fn a_broken_stream_never_resends_a_tool_call_not_marked_idempotent() {
         [Event::Failed {
             req,
             reason: FailReason::NotResendable {
-                method: "tools/call".into()
+                method: "tools/call".into(),
+                last_status: None,
             }
         }]
     );
     assert_eq!(h.advance(SECS(60)), []);
+}
+
+/// A status without a JSON-RPC body that ends a request (here a 503 on a call not resent)
+/// stays in its reason and its message: the person reading it learns the server's answer, not
+/// only that "the stream broke".
+#[test]
+fn a_503_that_ends_a_call_is_named_in_the_reason() {
+    let mut h = Harness::new(Transport::Http);
+    let (req, _) = h.start("tools/call", &call_params(None), options());
+    let failure = StreamFailure {
+        status: Some(503),
+        retry_after: None,
+    };
+    h.reqs.handle_stream_failed(h.now, req, failure).unwrap();
+    let events = events(&h.drain());
+    let [Event::Failed { reason, .. }] = events.as_slice() else {
+        panic!("{events:?}");
+    };
+    assert_eq!(reason.http_status(), Some(503));
+    assert_eq!(
+        reason.to_string(),
+        "the server answered HTTP 503 (Service Unavailable) and tools/call is not resent \
+         automatically (it may have side effects)"
+    );
 }
 
 /// Client guide, "Failure handling": a tool the host knows to be idempotent may be resent.
@@ -540,7 +565,10 @@ fn resends_stop_at_the_count_limit() {
         events(&h.drain()),
         [Event::Failed {
             req,
-            reason: FailReason::ResendsExhausted { resends: 2 }
+            reason: FailReason::ResendsExhausted {
+                resends: 2,
+                last_status: None
+            }
         }]
     );
 }
@@ -574,7 +602,9 @@ fn a_resend_never_starts_after_the_maximum_total() {
         events(&h.drain()),
         [Event::Failed {
             req,
-            reason: FailReason::MaxTotalReached
+            reason: FailReason::MaxTotalReached {
+                last_status: Some(503)
+            }
         }]
     );
 }
@@ -1038,11 +1068,19 @@ fn a_413_or_431_answer_says_what_was_too_large() {
 #[test]
 fn a_broken_stream_names_its_resends_or_says_none_was_allowed() {
     assert_eq!(
-        FailReason::ResendsExhausted { resends: 3 }.to_string(),
+        FailReason::ResendsExhausted {
+            resends: 3,
+            last_status: None
+        }
+        .to_string(),
         "the stream broke and all 3 resends are used up"
     );
     assert_eq!(
-        FailReason::ResendsExhausted { resends: 0 }.to_string(),
+        FailReason::ResendsExhausted {
+            resends: 0,
+            last_status: None
+        }
+        .to_string(),
         "the stream broke before the answer (this request is not resent)"
     );
 }

@@ -2,8 +2,8 @@
 //! `ask` (which asks the host for a name through an elicitation), print the results, close.
 //!
 //! ```text
-//! cargo run -p mcpwire-drivers --example mcp_blocking # its own reference server
-//! cargo run -p mcpwire-drivers --example mcp_blocking -- http://127.0.0.1:8931/mcp
+//! cargo run -p mcpwire --example mcp_blocking # its own reference server
+//! cargo run -p mcpwire --example mcp_blocking -- http://127.0.0.1:8931/mcp
 //! ```
 //!
 //! With no URL it starts mcpwire's reference MCP server on a free loopback port for the run.
@@ -13,13 +13,12 @@ use std::error::Error;
 use std::io::Write;
 
 use mcpwire::mcp::blocking::McpClient;
-use mcpwire::mcp::{ClientOptions, Host};
-use mcpwire_core::mcp::{
-    ClientCapabilities, ElicitAnswer, ElicitationRequest, InputAnswer, InputRequest,
-    InputRequestEvent, OpId,
+use mcpwire::mcp::{
+    ClientCapabilities, ClientOptions, ElicitAnswer, ElicitationRequest, Host, InputAnswer,
+    InputRequest, InputRequestEvent, OpId,
 };
 use mcpwire_dev::mcp_server::{Config, McpServer};
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// Answers a form elicitation that requires `name` with this name; declines anything else.
 pub struct GiveName(pub String);
@@ -48,26 +47,26 @@ pub fn run(url: &str, out: &mut impl Write) -> Result<(), Box<dyn Error>> {
     client.set_host(Box::new(GiveName("Ada".into())));
 
     let discovered = client.discover()?;
-    writeln!(out, "versions: {}", discovered["supportedVersions"])?;
+    let versions = serde_json::to_string(&discovered.supported_versions)?;
+    writeln!(out, "versions: {versions}")?;
     if let Some(era) = client.era() {
         writeln!(out, "era: {:?}", era.era)?;
     }
-    let tools = client.list_tools(None)?;
-    for tool in tools["tools"].as_array().into_iter().flatten() {
-        writeln!(out, "tool: {}", tool["name"].as_str().unwrap_or("?"))?;
+    // Every page of the list, following its cursors.
+    let tools = client.list_all_tools()?;
+    for tool in &tools.tools {
+        writeln!(out, "tool: {}", tool.name)?;
     }
-    let echoed = client.call_tool("echo", json!({"text": "hi"}))?;
-    writeln!(out, "echo: {}", first_text(&echoed))?;
+    // A tool that fails answers `is_error`; `into_result` makes that an error.
+    let echoed = client
+        .call_tool("echo", json!({"text": "hi"}))?
+        .into_result()?;
+    writeln!(out, "echo: {}", echoed.text())?;
     let question = json!({"question": "Who are you?"});
     let greeted = client.call_tool("ask", question)?;
-    writeln!(out, "ask: {}", first_text(&greeted))?;
+    writeln!(out, "ask: {}", greeted.text())?;
     client.close();
     Ok(())
-}
-
-/// The text of a tool result's first content block.
-pub fn first_text(result: &Value) -> &str {
-    result["content"][0]["text"].as_str().unwrap_or("")
 }
 
 fn main() -> Result<(), Box<dyn Error>> {

@@ -19,16 +19,20 @@
 //! # #[cfg(feature = "blocking")] {
 //! use mcpwire::mcp::{blocking::McpClient, ClientOptions};
 //!
-//! let mut client = McpClient::connect_http("http://127.0.0.1:8931/mcp", ClientOptions::default())?;
-//! let tools = client.list_tools(None)?;
+//! let client = McpClient::connect_http("http://127.0.0.1:8931/mcp", ClientOptions::default())?;
+//! for tool in client.list_all_tools()?.tools {
+//!     println!("{}", tool.name);
+//! }
 //! let answer = client.call_tool("echo", serde_json::json!({"text": "hi"}))?;
-//! println!("{tools}\n{answer}");
+//! println!("{}", answer.text());
 //! client.close();
 //! # }
 //! # Ok::<(), mcpwire::mcp::Error>(())
 //! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+#![deny(rustdoc::broken_intra_doc_links)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod mcp;
 #[cfg(any(feature = "blocking", feature = "smol"))]

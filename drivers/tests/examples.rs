@@ -12,6 +12,9 @@
 #[path = "../examples/mcp_blocking.rs"]
 #[allow(dead_code)]
 mod mcp_blocking;
+#[path = "../examples/mcp_concurrent.rs"]
+#[allow(dead_code)]
+mod mcp_concurrent;
 #[path = "../examples/mcp_smol.rs"]
 #[allow(dead_code)]
 mod mcp_smol;
@@ -19,9 +22,10 @@ mod mcp_smol;
 use mcpwire_core::mcp::Era;
 use mcpwire_dev::mcp_server::{self, Config, McpServer, McpServerHandle};
 
-const EXAMPLES: [&str; 2] = [
+const EXAMPLES: [&str; 3] = [
     include_str!("../examples/mcp_blocking.rs"),
     include_str!("../examples/mcp_smol.rs"),
+    include_str!("../examples/mcp_concurrent.rs"),
 ];
 const README: &str = include_str!("../../README.md");
 
@@ -62,6 +66,19 @@ fn smol_example_discovers_lists_calls_echo_and_answers_ask() {
     smol::block_on(mcp_smol::run(&srv.url(), &mut out)).unwrap();
     assert_eq!(String::from_utf8(out).unwrap(), expected_output());
     assert_ran_once(&srv);
+}
+
+#[test]
+fn concurrent_example_runs_its_eight_calls_at_once() {
+    let srv = reference_server();
+    let mut out = Vec::new();
+    mcp_concurrent::run(&srv.url(), &mut out).unwrap();
+    // The server's own count: all eight were in flight together.
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "8 calls, at most 8 at once on the server\n"
+    );
+    assert_eq!(srv.server().stats().tool_calls.get("slow"), Some(&8));
 }
 
 #[test]

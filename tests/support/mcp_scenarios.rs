@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::support::wait_for;
-use mcpwire::mcp::{ClientOptions, Error, Host};
+use mcpwire::mcp::{ClientOptions, Error, FromResult, Host};
 use mcpwire_core::mcp::{
     CachedEra, CallOptions, ClientCapabilities, ElicitAnswer, Era, Event, IncompatibleError,
     InputAnswer, InputRequestEvent, OpError, OpId, OpOptions, Operation, ProtocolChoice,
@@ -119,7 +119,7 @@ macro_rules! impl_api {
                         other => {
                             // The driver's own check of the arguments.
                             let $x = self.c.call_tool_with(name, other, options);
-                            return $wait;
+                            return ($wait).map(|r| FromResult::raw(&r).clone());
                         }
                     },
                 };
@@ -155,19 +155,19 @@ macro_rules! impl_api {
             }
             fn discover(&mut self) -> Result<Value, Error> {
                 let $x = self.c.discover();
-                $wait
+                ($wait).map(|d| d.to_value())
             }
             fn list_tools(&mut self) -> Result<Value, Error> {
                 let $x = self.c.list_tools(None);
-                $wait
+                ($wait).map(|r| FromResult::raw(&r).clone())
             }
             fn list_prompts(&mut self) -> Result<Value, Error> {
                 let $x = self.c.list_prompts(None);
-                $wait
+                ($wait).map(|r| FromResult::raw(&r).clone())
             }
             fn list_resources(&mut self) -> Result<Value, Error> {
                 let $x = self.c.list_resources(None);
-                $wait
+                ($wait).map(|r| FromResult::raw(&r).clone())
             }
             fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, Error> {
                 let options = OpOptions {
@@ -181,11 +181,11 @@ macro_rules! impl_api {
             }
             fn get_prompt(&mut self, name: &str, arguments: Value) -> Result<Value, Error> {
                 let $x = self.c.get_prompt(name, arguments);
-                $wait
+                ($wait).map(|r| FromResult::raw(&r).clone())
             }
             fn read_resource(&mut self, uri: &str) -> Result<Value, Error> {
                 let $x = self.c.read_resource(uri);
-                $wait
+                ($wait).map(|r| FromResult::raw(&r).clone())
             }
             fn subscribe(&mut self, f: SubscriptionFilter) -> Result<SubscriptionHandle, Error> {
                 let $x = self.c.subscribe(f);
@@ -209,7 +209,7 @@ macro_rules! impl_api {
             }
             fn ping(&mut self) -> Result<Value, Error> {
                 let $x = self.c.ping();
-                $wait
+                ($wait).map(|()| Value::Object(Default::default()))
             }
         }
     };

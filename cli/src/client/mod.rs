@@ -32,7 +32,7 @@ use serde_json::{Map, Value};
 use signal_hook::consts::{SIGINT, SIGTERM};
 
 use mcpwire::mcp::blocking::McpClient;
-use mcpwire::mcp::{ClientOptions, Error};
+use mcpwire::mcp::{ClientOptions, Error, FromResult};
 use mcpwire_dev::ApiKey;
 
 use terminal::{CliHost, Shared};
@@ -371,12 +371,16 @@ impl Ctx {
     ) -> Result<ExitCode, Failure> {
         match command {
             ClientCommand::Discover => {
-                let result = self.op(McpClient::discover)?;
+                let result = self.op(|c| c.discover().map(|d| d.to_value()))?;
                 self.print(&result, output::discover);
             }
             ClientCommand::Tools {
                 command: ToolsCommand::List,
-            } => self.list("tools", McpClient::list_tools, output::tools_table)?,
+            } => self.list(
+                "tools",
+                |c, cur| raw(c.list_tools(cur)),
+                output::tools_table,
+            )?,
             ClientCommand::Tools {
                 command: ToolsCommand::Call(call),
             } => return self.call_tool(call, opts.yes, terminal),
@@ -384,38 +388,42 @@ impl Ctx {
                 command: ResourcesCommand::List,
             } => self.list(
                 "resources",
-                McpClient::list_resources,
+                |c, cur| raw(c.list_resources(cur)),
                 output::resources_table,
             )?,
             ClientCommand::Resources {
                 command: ResourcesCommand::Templates,
             } => self.list(
                 "resourceTemplates",
-                McpClient::list_resource_templates,
+                |c, cur| raw(c.list_resource_templates(cur)),
                 output::templates_table,
             )?,
             ClientCommand::Resources {
                 command: ResourcesCommand::Read { uri },
             } => {
-                let result = self.op(|c| c.read_resource(uri))?;
+                let result = self.op(|c| raw(c.read_resource(uri)))?;
                 self.print(&result, output::resource_contents);
             }
             ClientCommand::Prompts {
                 command: PromptsCommand::List,
-            } => self.list("prompts", McpClient::list_prompts, output::prompts_table)?,
+            } => self.list(
+                "prompts",
+                |c, cur| raw(c.list_prompts(cur)),
+                output::prompts_table,
+            )?,
             ClientCommand::Prompts {
                 command: PromptsCommand::Get(get),
             } => {
                 let arguments = arguments(get)?;
-                let result = self.op(|c| c.get_prompt(&get.name, Value::Object(arguments)))?;
+                let result = self.op(|c| raw(c.get_prompt(&get.name, Value::Object(arguments))))?;
                 self.print(&result, output::prompt_messages);
             }
             ClientCommand::Subscribe(sub) => return self.subscribe(sub),
             ClientCommand::Ping => {
                 // With the era unknown, the core learns it before pinging (ping is legacy-only).
-                let result = self.op(McpClient::ping)?;
+                self.op(McpClient::ping)?;
                 if self.json {
-                    println!("{result}");
+                    println!("{{}}");
                 } else {
                     println!("pong");
                 }
@@ -543,7 +551,7 @@ impl Ctx {
         }
         // The core lists the tools first when it does not know this one's x-mcp-header
         // annotations (ClientConfig::list_tools_before_call).
-        let result = self.op(|c| c.call_tool(&call.name, Value::Object(arguments)))?;
+        let result = self.op(|c| raw(c.call_tool(&call.name, Value::Object(arguments))))?;
         let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
         if self.json {
             println!("{result}");
@@ -856,6 +864,11 @@ fn split_command_line(line: &str) -> Result<Vec<String>, Failure> {
         words.push(word);
     }
     Ok(words)
+}
+
+/// A typed result as the JSON the server sent (what the output prints).
+fn raw<T: FromResult>(result: Result<T, Error>) -> Result<Value, Error> {
+    result.map(|r| r.raw().clone())
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use serde_json::{json, Map, Value};
 
 /// The names [`impl_api!`] uses.
 pub mod types {
-    pub use mcpwire::mcp::{ClientOptions, Error, Host};
+    pub use mcpwire::mcp::{ClientOptions, Error, FromResult, Host};
     pub use mcpwire_core::mcp::{
         CachedEra, OpOptions, Operation, SubscriptionEvent, SubscriptionFilter, SubscriptionHandle,
     };
@@ -110,7 +110,7 @@ macro_rules! impl_api {
                             other => {
                                 // The driver's own check of the arguments.
                                 let $x = self.c.call_tool_with(name, other, options);
-                                return $wait;
+                                return ($wait).map(|r| FromResult::raw(&r).clone());
                             }
                         },
                     };
@@ -150,26 +150,26 @@ macro_rules! impl_api {
                 }
                 fn discover(&mut self) -> Result<Value, Error> {
                     let $x = self.c.discover();
-                    $wait
+                    ($wait).map(|d| d.to_value())
                 }
                 fn list_tools(&mut self, cursor: Option<&str>) -> Result<Value, Error> {
                     let $x = self.c.list_tools(cursor);
-                    $wait
+                    ($wait).map(|r| FromResult::raw(&r).clone())
                 }
                 fn list_prompts(&mut self, cursor: Option<&str>) -> Result<Value, Error> {
                     let $x = self.c.list_prompts(cursor);
-                    $wait
+                    ($wait).map(|r| FromResult::raw(&r).clone())
                 }
                 fn list_resources(&mut self, cursor: Option<&str>) -> Result<Value, Error> {
                     let $x = self.c.list_resources(cursor);
-                    $wait
+                    ($wait).map(|r| FromResult::raw(&r).clone())
                 }
                 fn list_resource_templates(
                     &mut self,
                     cursor: Option<&str>,
                 ) -> Result<Value, Error> {
                     let $x = self.c.list_resource_templates(cursor);
-                    $wait
+                    ($wait).map(|r| FromResult::raw(&r).clone())
                 }
                 fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, Error> {
                     let options = OpOptions {
@@ -188,15 +188,15 @@ macro_rules! impl_api {
                 }
                 fn get_prompt(&mut self, name: &str, arguments: Value) -> Result<Value, Error> {
                     let $x = self.c.get_prompt(name, arguments);
-                    $wait
+                    ($wait).map(|r| FromResult::raw(&r).clone())
                 }
                 fn read_resource(&mut self, uri: &str) -> Result<Value, Error> {
                     let $x = self.c.read_resource(uri);
-                    $wait
+                    ($wait).map(|r| FromResult::raw(&r).clone())
                 }
                 fn ping(&mut self) -> Result<Value, Error> {
                     let $x = self.c.ping();
-                    $wait
+                    ($wait).map(|()| Value::Object(Default::default()))
                 }
                 fn subscribe(
                     &mut self,

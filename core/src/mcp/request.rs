@@ -618,25 +618,35 @@ impl fmt::Debug for Output {
 pub enum FailReason {
     /// The stream broke and the request may have side effects, so it is not resent.
     #[error(
-        "the stream broke and {method} is not resent automatically (it may have side effects)"
+        "{} and {method} is not resent automatically (it may have side effects)",
+        broke(*last_status)
     )]
     NotResendable {
         /// The method.
         method: String,
+        /// The HTTP status of the last attempt's answer, when it was a status without a
+        /// JSON-RPC body (`503`, `429`, ...) rather than a broken connection.
+        last_status: Option<u16>,
     },
     /// The stream broke and the resend limit is used up (or is 0).
     #[error(
-        "the stream broke{}",
+        "{}{}",
+        broke(*last_status),
         if *resends == 0 { " before the answer (this request is not resent)".to_owned() }
         else { format!(" and all {resends} resends are used up") }
     )]
     ResendsExhausted {
         /// How many resends were made.
         resends: u32,
+        /// As for [`FailReason::NotResendable`].
+        last_status: Option<u16>,
     },
     /// The stream broke and the next resend would start after the request's maximum total time.
-    #[error("the stream broke and a resend would pass the request's maximum total time")]
-    MaxTotalReached,
+    #[error("{} and a resend would pass the request's maximum total time", broke(*last_status))]
+    MaxTotalReached {
+        /// As for [`FailReason::NotResendable`].
+        last_status: Option<u16>,
+    },
     /// The server answered with an HTTP status that no resend can fix. The message names the
     /// status and, for the ones a user can act on, what to do: a redirect (`3xx`, never followed)
     /// or a request too large (`413`, `431`).
@@ -648,6 +658,31 @@ pub enum FailReason {
     /// The id allocator kept handing out ids already in use.
     #[error("the id allocator returned ids that are already in use")]
     IdInUse,
+}
+
+impl FailReason {
+    /// The HTTP status of the answer that ended the request, when there was one: the status
+    /// itself for [`FailReason::HttpStatus`], the last attempt's for a broken stream.
+    pub fn http_status(&self) -> Option<u16> {
+        match self {
+            FailReason::HttpStatus(s) => Some(*s),
+            FailReason::NotResendable { last_status, .. }
+            | FailReason::ResendsExhausted { last_status, .. }
+            | FailReason::MaxTotalReached { last_status } => *last_status,
+            FailReason::Protocol(_) | FailReason::IdInUse => None,
+        }
+    }
+}
+
+/// How a broken stream is told: by the status that broke it, when there was one.
+fn broke(last_status: Option<u16>) -> String {
+    match last_status {
+        None => "the stream broke".to_owned(),
+        Some(status) => match crate::http::status_text(status) {
+            "" => format!("the server answered HTTP {status}"),
+            text => format!("the server answered HTTP {status} ({text})"),
+        },
+    }
 }
 
 /// What [`FailReason::HttpStatus`] adds to its status: the reason phrase, and for a request
@@ -843,6 +878,8 @@ struct Tracked {
     first_sent: Instant,
     attempt: u32,
     phase: Phase,
+    /// The HTTP status of the last attempt that failed with one (no JSON-RPC body).
+    last_status: Option<u16>,
 }
 
 impl Tracked {
@@ -1066,6 +1103,7 @@ impl Requests {
             first_sent: now,
             attempt: 0,
             phase: Phase::Waiting { at: now },
+            last_status: None,
         };
         self.send_attempt(now, req, &mut tracked, id);
         self.active.insert(req, tracked);
@@ -1163,7 +1201,9 @@ impl Requests {
                     if now >= t.cap() {
                         self.event(Event::Failed {
                             req,
-                            reason: FailReason::MaxTotalReached,
+                            reason: FailReason::MaxTotalReached {
+                                last_status: t.last_status,
+                            },
                         });
                         false
                     } else {
@@ -1329,6 +1369,9 @@ impl Requests {
             return Ok(());
         };
         let id = id.clone();
+        if failure.status.is_some() {
+            t.last_status = failure.status;
+        }
         let keep = match failure.status {
             None | Some(408 | 429 | 500 | 502 | 503 | 504) => {
                 self.lost(now, req, &mut t, id, failure.retry_after)
@@ -1522,9 +1565,13 @@ impl Requests {
         let reason = if !t.resendable() {
             Some(FailReason::NotResendable {
                 method: t.method.clone(),
+                last_status: t.last_status,
             })
         } else if resends >= t.options.max_resends {
-            Some(FailReason::ResendsExhausted { resends })
+            Some(FailReason::ResendsExhausted {
+                resends,
+                last_status: t.last_status,
+            })
         } else {
             None
         };
@@ -1554,7 +1601,9 @@ impl Requests {
             _ => {
                 self.event(Event::Failed {
                     req,
-                    reason: FailReason::MaxTotalReached,
+                    reason: FailReason::MaxTotalReached {
+                        last_status: t.last_status,
+                    },
                 });
                 false
             }

@@ -56,11 +56,15 @@ use serde_json::Value;
 
 use super::session::{Exchange, LinkView, Runtime, Session, Shared};
 use super::{
-    arguments_object, check_http_url, parse_value, stdio_command, ClientOptions, Error, Host,
-    StderrTail,
+    arguments_object, check_http_url, parse_value, stdio_command, CallToolResult, ClientOptions,
+    DiscoverResult, Error, FromResult, GetPromptResult, Host, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, Pages, PaginatedResult,
+    ReadResourceResult, StderrTail,
 };
 use crate::net::threads::{AgentFactory, JobCtl, Pool, Work};
 use crate::net::ureq as http;
+use mcpwire_core::mcp::CallOptions;
+use serde::Serialize;
 
 mod pipes;
 
@@ -330,6 +334,11 @@ impl McpClient {
     /// [`ClientOptions::known_era`] when connecting to this server again.
     pub fn era(&self) -> Option<CachedEra> {
         self.shared().lock().era()
+    }
+
+    /// The client's default call options (timeout, resends), for `list_all_*`.
+    fn call_options(&self) -> CallOptions {
+        self.shared().lock().call_options()
     }
 
     // -----------------------------------------------------------------------------------------

@@ -18,27 +18,34 @@
 #![cfg_attr(not(any(feature = "blocking", feature = "smol")), allow(dead_code))]
 
 /// The operations both faces offer, written once over their `run`: plain methods
-/// (`operations!()`) or `async fn`s (`operations!(async await)`).
+/// (`operations!()`) or `async fn`s (`operations!(async await)`). Each one parses its result
+/// into the core's typed result (the raw JSON stays reachable through it).
 #[cfg(any(feature = "blocking", feature = "smol"))]
 macro_rules! operations {
     ($($async:ident $await:ident)?) => {
-        /// `server/discover` (in the legacy era: the `initialize` result).
-        pub $($async)? fn discover(&self) -> Result<Value, Error> {
-            self.run(Operation::Discover, OpOptions::default())$(.$await)?
+        /// `server/discover` (in the legacy era: what the `initialize` result says, in the same
+        /// shape).
+        pub $($async)? fn discover(&self) -> Result<DiscoverResult, Error> {
+            let value = self.run(Operation::Discover, OpOptions::default())$(.$await)??;
+            DiscoverResult::from_value(value).map_err(Error::InvalidDiscover)
         }
 
-        /// One page of `tools/list` (`cursor: None` for the first).
-        pub $($async)? fn list_tools(&self, cursor: Option<&str>) -> Result<Value, Error> {
+        /// One page of `tools/list` (`cursor: None` for the first); see
+        /// [`list_all_tools`](Self::list_all_tools) for every page.
+        pub $($async)? fn list_tools(&self, cursor: Option<&str>) -> Result<ListToolsResult, Error> {
             self.list(ListKind::Tools, cursor)$(.$await)?
         }
 
         /// One page of `prompts/list`.
-        pub $($async)? fn list_prompts(&self, cursor: Option<&str>) -> Result<Value, Error> {
+        pub $($async)? fn list_prompts(&self, cursor: Option<&str>) -> Result<ListPromptsResult, Error> {
             self.list(ListKind::Prompts, cursor)$(.$await)?
         }
 
         /// One page of `resources/list`.
-        pub $($async)? fn list_resources(&self, cursor: Option<&str>) -> Result<Value, Error> {
+        pub $($async)? fn list_resources(
+            &self,
+            cursor: Option<&str>,
+        ) -> Result<ListResourcesResult, Error> {
             self.list(ListKind::Resources, cursor)$(.$await)?
         }
 
@@ -46,22 +53,77 @@ macro_rules! operations {
         pub $($async)? fn list_resource_templates(
             &self,
             cursor: Option<&str>,
-        ) -> Result<Value, Error> {
+        ) -> Result<ListResourceTemplatesResult, Error> {
             self.list(ListKind::ResourceTemplates, cursor)$(.$await)?
         }
 
-        /// One page of any list.
-        pub $($async)? fn list(&self, kind: ListKind, cursor: Option<&str>) -> Result<Value, Error> {
+        /// Every tool: `tools/list` page after page, following `nextCursor`, all within one
+        /// [`ClientOptions::request_timeout`] (see [`MAX_PAGES`]).
+        pub $($async)? fn list_all_tools(&self) -> Result<ListToolsResult, Error> {
+            self.list_all(ListKind::Tools)$(.$await)?
+        }
+
+        /// Every prompt (see [`list_all_tools`](Self::list_all_tools)).
+        pub $($async)? fn list_all_prompts(&self) -> Result<ListPromptsResult, Error> {
+            self.list_all(ListKind::Prompts)$(.$await)?
+        }
+
+        /// Every resource (see [`list_all_tools`](Self::list_all_tools)).
+        pub $($async)? fn list_all_resources(&self) -> Result<ListResourcesResult, Error> {
+            self.list_all(ListKind::Resources)$(.$await)?
+        }
+
+        /// Every resource template (see [`list_all_tools`](Self::list_all_tools)).
+        pub $($async)? fn list_all_resource_templates(
+            &self,
+        ) -> Result<ListResourceTemplatesResult, Error> {
+            self.list_all(ListKind::ResourceTemplates)$(.$await)?
+        }
+
+        /// One page of the list `kind`, typed as `T` (the result type of that list).
+        pub $($async)? fn list<T: FromResult>(
+            &self,
+            kind: ListKind,
+            cursor: Option<&str>,
+        ) -> Result<T, Error> {
+            self.list_with(kind, cursor, OpOptions::default())$(.$await)?
+        }
+
+        /// Every page of the list `kind` within one request timeout.
+        pub $($async)? fn list_all<T: PaginatedResult>(&self, kind: ListKind) -> Result<T, Error> {
+            let mut pages = Pages::new(self.call_options(), kind);
+            let mut all: T = self.list_with(kind, None, pages.options()?)$(.$await)??;
+            while let Some(cursor) = pages.next(all.next_cursor())? {
+                let page: T = self.list_with(kind, Some(&cursor), pages.options()?)$(.$await)??;
+                all.extend(page);
+            }
+            Ok(all)
+        }
+
+        #[doc(hidden)]
+        pub $($async)? fn list_with<T: FromResult>(
+            &self,
+            kind: ListKind,
+            cursor: Option<&str>,
+            options: OpOptions,
+        ) -> Result<T, Error> {
             let operation = Operation::List {
                 kind,
                 cursor: cursor.map(str::to_owned),
             };
-            self.run(operation, OpOptions::default())$(.$await)?
+            let value = self.run(operation, options)$(.$await)??;
+            T::from_value(value).map_err(Error::InvalidResult)
         }
 
         /// `tools/call` with progress notifications requested (they reach [`Host::on_progress`]).
-        /// A tool that failed answers a result with `isError: true`, not an error.
-        pub $($async)? fn call_tool(&self, name: &str, arguments: Value) -> Result<Value, Error> {
+        /// `arguments` is anything that serializes to a JSON object (or `null`). A tool that
+        /// failed answers a result with `is_error` set, not an error: see
+        /// [`CallToolResult::into_result`] to treat it as one.
+        pub $($async)? fn call_tool(
+            &self,
+            name: &str,
+            arguments: impl Serialize,
+        ) -> Result<CallToolResult, Error> {
             let options = OpOptions {
                 progress: true,
                 ..OpOptions::default()
@@ -73,37 +135,44 @@ macro_rules! operations {
         pub $($async)? fn call_tool_with(
             &self,
             name: &str,
-            arguments: Value,
+            arguments: impl Serialize,
             options: OpOptions,
-        ) -> Result<Value, Error> {
+        ) -> Result<CallToolResult, Error> {
             let operation = Operation::CallTool {
                 name: name.to_owned(),
                 arguments: arguments_object(arguments)?,
             };
-            self.run(operation, options)$(.$await)?
+            let value = self.run(operation, options)$(.$await)??;
+            CallToolResult::from_value(value).map_err(Error::InvalidResult)
         }
 
-        /// `prompts/get`.
-        pub $($async)? fn get_prompt(&self, name: &str, arguments: Value) -> Result<Value, Error> {
+        /// `prompts/get`; `arguments` as for [`call_tool`](Self::call_tool).
+        pub $($async)? fn get_prompt(
+            &self,
+            name: &str,
+            arguments: impl Serialize,
+        ) -> Result<GetPromptResult, Error> {
             let operation = Operation::GetPrompt {
                 name: name.to_owned(),
                 arguments: arguments_object(arguments)?,
             };
-            self.run(operation, OpOptions::default())$(.$await)?
+            let value = self.run(operation, OpOptions::default())$(.$await)??;
+            GetPromptResult::from_value(value).map_err(Error::InvalidResult)
         }
 
         /// `resources/read`.
-        pub $($async)? fn read_resource(&self, uri: &str) -> Result<Value, Error> {
+        pub $($async)? fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, Error> {
             let operation = Operation::ReadResource {
                 uri: uri.to_owned(),
             };
-            self.run(operation, OpOptions::default())$(.$await)?
+            let value = self.run(operation, OpOptions::default())$(.$await)??;
+            ReadResourceResult::from_value(value).map_err(Error::InvalidResult)
         }
 
         /// `ping` (the legacy era only; the modern era has none and answers
         /// [`IncompatibleError::Unsupported`](mcpwire_core::mcp::IncompatibleError::Unsupported)).
-        pub $($async)? fn ping(&self) -> Result<Value, Error> {
-            self.run(Operation::Ping, OpOptions::default())$(.$await)?
+        pub $($async)? fn ping(&self) -> Result<(), Error> {
+            self.run(Operation::Ping, OpOptions::default())$(.$await)?.map(drop)
         }
     };
 }
@@ -119,12 +188,33 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
 
-use mcpwire_core::mcp::{
-    CacheConfig, CachedEra, ClientCapabilities, ClientConfig, ElicitAnswer, Event, Implementation,
-    InputAnswer, InputRequestEvent, JsonObject, OpError, OpId, ProtocolChoice, Transport,
+use std::time::Instant;
+
+use mcpwire_core::mcp::discover::DiscoverError;
+use mcpwire_core::mcp::{ClientConfig, JsonObject, LocalError};
+use serde::Serialize;
+use serde_json::Value;
+
+// What the API names, re-exported so that one dependency suffices.
+pub use mcpwire_core::jsonrpc::ErrorObject;
+pub use mcpwire_core::mcp::discover::ServerCapabilities;
+pub use mcpwire_core::mcp::{
+    Annotations, AudioContent, BinaryContent, CacheConfig, CachePolicy, CachedEra, CallOptions,
+    CallToolResult, ClientCapabilities, ContentBlock, DiscoverResult, ElicitAnswer,
+    ElicitationRequest, EmbeddedResource, Era, Event, FromResult, GetPromptResult, ImageContent,
+    Implementation, IncompatibleError, InputAnswer, InputRequest, InputRequestEvent, ListKind,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    LoggingLevel, OpError, OpId, OpOptions, Operation, PaginatedResult, Prompt, PromptArgument,
+    PromptMessage, ProtocolChoice, ReadResourceResult, Resource, ResourceBody, ResourceContents,
+    ResourceLink, ResourceTemplate, ResultError, ResultSource, RetryReason, Role,
+    SubscriptionChange, SubscriptionEndReason, SubscriptionEvent, SubscriptionFilter,
+    SubscriptionHandle, TextContent, Tool, ToolAnnotations, ToolError, Transport, TransportError,
     UsageError,
 };
-use serde_json::Value;
+
+/// The most pages a `list_all_*` method reads before it gives up on a server whose cursors do
+/// not end.
+pub const MAX_PAGES: usize = 1000;
 
 /// How many stderr lines of a stdio server are kept for error messages.
 pub(crate) const STDERR_TAIL_LINES: usize = 20;
@@ -428,6 +518,130 @@ pub enum Error {
     /// The result is not JSON (the core hands out the JSON text it received).
     #[error("the result is not valid JSON: {0}")]
     BadResult(String),
+    /// The server's result does not have the shape of its method's result.
+    #[error("{0}")]
+    InvalidResult(ResultError),
+    /// The server's `server/discover` result cannot be read.
+    #[error("{0}")]
+    InvalidDiscover(DiscoverError),
+    /// A `list_all_*` method stopped following the server's cursors.
+    #[error("{method}: stopped after {pages} pages: {reason}")]
+    Pages {
+        /// The list method.
+        method: &'static str,
+        /// The pages read.
+        pages: usize,
+        /// Why.
+        reason: &'static str,
+    },
+    /// The tool reported an error (`isError: true`), as [`CallToolResult::into_result`] makes
+    /// it: the result is kept.
+    #[error("{0}")]
+    Tool(ToolError),
+}
+
+impl From<ToolError> for Error {
+    fn from(e: ToolError) -> Self {
+        Error::Tool(e)
+    }
+}
+
+impl Error {
+    /// The core's error, when the core ended the operation (a server's error object, a
+    /// timeout, a transport failure, an incompatibility).
+    pub fn op_error(&self) -> Option<&OpError> {
+        match self {
+            Error::Op(e) | Error::Transport { error: e, .. } => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The server's JSON-RPC error object, when the server answered with one (its `code`,
+    /// `message` and `data` as sent).
+    pub fn server_error(&self) -> Option<&ErrorObject> {
+        match self.op_error()? {
+            OpError::Server(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The HTTP status of the answer that ended the operation, when it was a status without a
+    /// JSON-RPC body (`503`, `401`, a redirect, ...).
+    pub fn http_status(&self) -> Option<u16> {
+        match self.op_error()? {
+            OpError::Transport(TransportError::Failed(reason)) => reason.http_status(),
+            _ => None,
+        }
+    }
+
+    /// Who is to blame, in a word a person or a log can use: `server` (its answer or its
+    /// error), `transport` (no answer, or time ran out), `caller` (this program's input or use
+    /// of the client) or `local` (this machine: a thread or process could not start).
+    pub fn blame(&self) -> Blame {
+        match self {
+            Error::Op(e) | Error::Transport { error: e, .. } => match **e {
+                OpError::Server(_) | OpError::Protocol(_) | OpError::Incompatible(_) => {
+                    Blame::Server
+                }
+                OpError::Transport(_) => Blame::Transport,
+                OpError::Local(LocalError::Request(_) | LocalError::Headers(_)) => Blame::Caller,
+                OpError::Local(_) => Blame::Local,
+                _ => Blame::Local,
+            },
+            Error::ServerExited { .. }
+            | Error::BadResult(_)
+            | Error::InvalidResult(_)
+            | Error::InvalidDiscover(_)
+            | Error::Pages { .. }
+            | Error::Tool(_) => Blame::Server,
+            Error::Cancelled
+            | Error::Closed
+            | Error::InvalidUrl { .. }
+            | Error::InvalidArguments(_)
+            | Error::InputRefused { .. }
+            | Error::Usage(_) => Blame::Caller,
+            Error::Spawn { .. } | Error::Thread { .. } => Blame::Local,
+        }
+    }
+
+    /// Whether the same operation may succeed if tried again later: time ran out, the
+    /// transport failed (a refused or broken connection, or a `408`, `429`, `500`, `502`, `503`
+    /// or `504` answer), or the server answered `-32603` (internal error). A retry of a call
+    /// with side effects is the caller's decision: the tool may have run.
+    pub fn is_retryable(&self) -> bool {
+        if let Some(e) = self.server_error() {
+            return e.code == -32603;
+        }
+        match self.op_error() {
+            Some(OpError::Transport(TransportError::TimedOut { .. })) => true,
+            Some(OpError::Transport(TransportError::Failed(reason))) => {
+                match reason.http_status() {
+                    None => !matches!(
+                        reason,
+                        mcpwire_core::mcp::request::FailReason::Protocol(_)
+                            | mcpwire_core::mcp::request::FailReason::IdInUse
+                    ),
+                    Some(status) => matches!(status, 408 | 429 | 500 | 502 | 503 | 504),
+                }
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Who is to blame for an [`Error`] (see [`Error::blame`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Blame {
+    /// The server: its error answer, a broken protocol, an incompatibility, a result of the
+    /// wrong shape, a crashed stdio server.
+    Server,
+    /// The transport: no answer (refused, reset, a gateway status) or time ran out.
+    Transport,
+    /// The caller: bad input, a cancelled or closed client, an answer the server refused.
+    Caller,
+    /// This machine: a thread or child process could not start.
+    Local,
 }
 
 fn exited_message(program: &str, status: &str, tail: &[String]) -> String {
@@ -514,6 +728,71 @@ pub(crate) fn check_http_url(url: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// Following a list's cursors: the pages read, the cursors seen, the one deadline.
+#[cfg(any(feature = "blocking", feature = "smol"))]
+pub(crate) struct Pages {
+    kind: ListKind,
+    call: CallOptions,
+    until: Option<Instant>,
+    read: usize,
+    seen: std::collections::BTreeSet<String>,
+}
+
+#[cfg(any(feature = "blocking", feature = "smol"))]
+impl Pages {
+    /// `call` is the client's default call options: its timeout bounds all the pages.
+    pub(crate) fn new(call: CallOptions, kind: ListKind) -> Self {
+        let until = Instant::now().checked_add(call.timeout);
+        Pages {
+            kind,
+            call,
+            until,
+            read: 0,
+            seen: std::collections::BTreeSet::new(),
+        }
+    }
+
+    /// The options of the next page: what is left of the deadline.
+    pub(crate) fn options(&mut self) -> Result<OpOptions, Error> {
+        self.read += 1;
+        let mut call = self.call.clone();
+        if let Some(until) = self.until {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(self.stop("they did not all arrive within the request timeout"));
+            }
+            call.timeout = left;
+            call.max_total = call.max_total.min(left);
+        }
+        Ok(OpOptions {
+            call: Some(call),
+            ..OpOptions::default()
+        })
+    }
+
+    /// The cursor of the next page, if any: an error when the server's cursors do not end.
+    pub(crate) fn next(&mut self, cursor: Option<&str>) -> Result<Option<String>, Error> {
+        let Some(cursor) = cursor else {
+            return Ok(None);
+        };
+        if self.read >= MAX_PAGES {
+            return Err(self.stop("the server sent more pages than a client reads"));
+        }
+        if !self.seen.insert(cursor.to_owned()) {
+            return Err(self.stop("the server sent a cursor it had sent before"));
+        }
+        Ok(Some(cursor.to_owned()))
+    }
+
+    fn stop(&self, reason: &'static str) -> Error {
+        Error::Pages {
+            method: self.kind.method(),
+            pages: self.read,
+            reason,
+        }
+    }
+}
+
 /// An operation's outcome (the core's JSON text) as JSON.
 pub(crate) fn parse_value(outcome: Result<(String, bool), Error>) -> Result<Value, Error> {
     let (text, _is_error) = outcome?;
@@ -521,8 +800,10 @@ pub(crate) fn parse_value(outcome: Result<(String, bool), Error>) -> Result<Valu
 }
 
 /// Tool or prompt arguments as a JSON object (`null` is an empty one).
-pub(crate) fn arguments_object(arguments: Value) -> Result<JsonObject, Error> {
-    match arguments {
+pub(crate) fn arguments_object(arguments: impl Serialize) -> Result<JsonObject, Error> {
+    let value = serde_json::to_value(arguments)
+        .map_err(|_| Error::InvalidArguments("a value that does not serialize to JSON"))?;
+    match value {
         Value::Object(m) => Ok(m),
         Value::Null => Ok(JsonObject::new()),
         Value::Bool(_) => Err(Error::InvalidArguments("a boolean")),

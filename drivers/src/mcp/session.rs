@@ -29,8 +29,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use mcpwire_core::http::{Request, ResponseHead};
 use mcpwire_core::mcp::{
-    CachedEra, Client, Event, InputRequestEvent, OpError, OpId, OpOptions, Operation, Output,
-    StreamId, SubscriptionEvent, SubscriptionFilter, SubscriptionHandle, TransportError,
+    CachedEra, CallOptions, Client, Event, InputRequestEvent, OpError, OpId, OpOptions, Operation,
+    Output, StreamId, SubscriptionEvent, SubscriptionFilter, SubscriptionHandle, TransportError,
 };
 
 use super::{Error, Host, NoHost, StderrTail};
@@ -186,6 +186,11 @@ impl<R: Runtime> Session<R> {
     /// The era and version in use, once known.
     pub(crate) fn era(&self) -> Option<CachedEra> {
         self.core.era()
+    }
+
+    /// The client's default call options.
+    pub(crate) fn call_options(&self) -> CallOptions {
+        self.core.config().call_options.clone()
     }
 
     // -----------------------------------------------------------------------------------------

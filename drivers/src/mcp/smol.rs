@@ -70,10 +70,14 @@ use smol::{Task, Timer};
 
 use super::session::{Exchange, LinkView, Runtime, Session, Shared};
 use super::{
-    arguments_object, check_http_url, parse_value, stdio_command, ClientOptions, Error, Host,
-    StderrTail,
+    arguments_object, check_http_url, parse_value, stdio_command, CallToolResult, ClientOptions,
+    DiscoverResult, Error, FromResult, GetPromptResult, Host, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, Pages, PaginatedResult,
+    ReadResourceResult, StderrTail,
 };
 use crate::net::hyper_smol::{self as http, HttpError};
+use mcpwire_core::mcp::CallOptions;
+use serde::Serialize;
 
 /// Reports waiting for the loop (the tasks wait when it is full: back-pressure).
 const CHANNEL_DEPTH: usize = 256;
@@ -294,6 +298,11 @@ impl McpClient {
     /// [`ClientOptions::known_era`] when connecting to this server again.
     pub fn era(&self) -> Option<CachedEra> {
         self.shared().lock().era()
+    }
+
+    /// The client's default call options (timeout, resends), for `list_all_*`.
+    fn call_options(&self) -> CallOptions {
+        self.shared().lock().call_options()
     }
 
     // -----------------------------------------------------------------------------------------

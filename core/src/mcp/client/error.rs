@@ -265,7 +265,11 @@ mod tests {
                 "the request timed out (maximum total time)",
             ),
             (
-                TransportError::Failed(FailReason::ResendsExhausted { resends: 0 }).into(),
+                TransportError::Failed(FailReason::ResendsExhausted {
+                    resends: 0,
+                    last_status: None,
+                })
+                .into(),
                 "the stream broke before the answer (this request is not resent)",
             ),
             (
