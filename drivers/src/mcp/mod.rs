@@ -1,5 +1,6 @@
 //! An MCP client of one server, on a driver: [`blocking::McpClient`](blocking) (plain
-//! methods) or `smol::McpClient` (feature `smol`: the same methods as `async fn`s).
+//! methods, feature `blocking`, the default) or `smol::McpClient` (feature `smol`: the same
+//! methods as `async fn`s; `cargo doc --features smol` documents it).
 //!
 //! The protocol lives in [`mcpwire_core::mcp::Client`]: it builds every request whole
 //! (the URL and the host's extra headers are part of its configuration), cuts a stdio server's
@@ -58,7 +59,7 @@ macro_rules! operations {
         }
 
         /// Every tool: `tools/list` page after page, following `nextCursor`, all within one
-        /// [`ClientOptions::request_timeout`] (see [`MAX_PAGES`]).
+        /// [`ClientOptions::request_timeout`] (see [`MAX_PAGES`](super::MAX_PAGES)).
         pub $($async)? fn list_all_tools(&self) -> Result<ListToolsResult, Error> {
             self.list_all(ListKind::Tools)$(.$await)?
         }
@@ -178,10 +179,12 @@ macro_rules! operations {
 }
 
 #[cfg(feature = "blocking")]
+#[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod blocking;
 #[cfg(any(feature = "blocking", feature = "smol"))]
 mod session;
 #[cfg(feature = "smol")]
+#[cfg_attr(docsrs, doc(cfg(feature = "smol")))]
 pub mod smol;
 
 use std::collections::VecDeque;

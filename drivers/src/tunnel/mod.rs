@@ -53,8 +53,10 @@ mod status;
 mod stop;
 
 #[cfg(feature = "blocking")]
+#[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod blocking;
 #[cfg(feature = "smol")]
+#[cfg_attr(docsrs, doc(cfg(feature = "smol")))]
 pub mod smol;
 
 pub use config::{Cloudflared, CloudflaredToken, Target, TargetKind, TunnelConfig};
