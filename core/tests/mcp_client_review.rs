@@ -528,7 +528,7 @@ fn ids_stay_unique_across_fallback_and_session_expiry() {
     }
 }
 
-/// `DESIGN.md`/preamble: secrets never reach `Debug` output; `Output`'s own contract is "sizes,
+/// The developers' guide: secrets never reach `Debug` output; `Output`'s own contract is "sizes,
 /// not bodies: arguments and results may be private". A tool's result and a server's
 /// notification are such bodies: `{:?}` of every output shows neither (nor the arguments).
 /// Error messages stay readable: they are meant for logs (as `OpError`'s `Display`).
@@ -638,9 +638,9 @@ fn shutdown_ends_every_subscription_on_both_transports() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The step-function contract (`DESIGN.md`).
+// The step-function contract (ARCHITECTURE.md).
 
-/// `DESIGN.md`, "The step-function contract": `poll_timeout` is the next deadline labelled with
+/// ARCHITECTURE.md, "The step-function contract": `poll_timeout` is the next deadline labelled with
 /// its reason. Each part's deadline comes out under its own reason when it is the earliest: a
 /// request's, a subscription's acknowledgment, the legacy session's opening wait and a legacy
 /// SSE stream's resume.

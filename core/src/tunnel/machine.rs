@@ -294,7 +294,7 @@ enum Route {
 ///   ([`Output::CancelPoll`]), admitted commands finish within [`Config::grace`]
 ///   ([`Tunnel::is_done`]).
 ///
-/// It follows the step-function contract of `DESIGN.md`: inputs through `handle_*(now, ..)`,
+/// It follows the step-function contract (ARCHITECTURE.md, "The step-function contract"): inputs through `handle_*(now, ..)`,
 /// outputs through [`Tunnel::poll_output`] (drain after every input), and one
 /// [`Tunnel::poll_timeout`] labelled with its reason. Late inputs follow the convention of the
 /// [`tunnel` module documentation](super#late-inputs).

@@ -27,7 +27,7 @@
 //! supervisor per stdio channel; what a driver runs), lives in a private module (`machine`):
 //! what it exports is re-exported here.
 //!
-//! Every machine here follows the step-function contract of `DESIGN.md`: inputs through
+//! Every machine here follows the step-function contract (ARCHITECTURE.md): inputs through
 //! `handle_*(now, ..)`, outputs through `poll_output`, the next deadline with its reason through
 //! `poll_timeout` (where the machine has deadlines of its own), `shutdown(now)`.
 //!

@@ -98,7 +98,7 @@ use tools::ToolCatalog;
 /// - **Subscriptions** ([`super::subscription`]) and the **request lifecycle**
 ///   ([`super::request`]: timeouts, cancellation, resends).
 ///
-/// The step-function contract (`DESIGN.md`): inputs through `handle_*(now, ...)`, outputs from
+/// The step-function contract (ARCHITECTURE.md, "The step-function contract"): inputs through `handle_*(now, ...)`, outputs from
 /// [`Client::poll_output`] (drain it after every input), the next deadline from
 /// [`Client::poll_timeout`]. HTTP outputs are POSTs on numbered streams ([`StreamId`]); the driver
 /// feeds each stream's response head, body bytes and end back. Each [`Output::Http`] is the
@@ -156,6 +156,87 @@ use tools::ToolCatalog;
 ///     }
 /// }
 /// assert!(result.unwrap().contains("echo"));
+/// ```
+///
+/// # Example: a stdio server, by hand
+///
+/// The contract's corners on stdio, spelled out:
+///
+/// - Start with the child running: no [`Client::handle_stdio_open`] is needed (it is for a
+///   child the driver restarted after [`Client::handle_stdio_closed`]).
+/// - Every [`Output::Stdio`] is one line to write to the child's stdin, with a newline added.
+///   Feed what its stdout gives to [`Client::handle_stdio_bytes`], cut anywhere.
+/// - With the era unknown, the first operation is preceded by a `server/discover` probe; the
+///   operation's own request goes out once the probe is answered (or timed out: a legacy
+///   server then gets `initialize`).
+/// - [`Client::poll_timeout`] is the only clock the client needs: call
+///   [`Client::handle_timeout`] at that instant. `None` means nothing is waiting for time (no
+///   request in flight, no reconnect due): wait for input only.
+/// - [`Client::shutdown`] cancels what is in flight: drain the outputs it leaves (on stdio a
+///   `notifications/cancelled` line per request in flight) and write them before closing the
+///   child's stdin.
+///
+/// ```
+/// use std::time::Instant;
+/// use mcpwire_core::mcp::{Client, ClientConfig, Event, Implementation, JsonObject, OpOptions};
+/// use mcpwire_core::mcp::{Output, Transport};
+/// use serde_json::{json, Value};
+///
+/// /// Drains the outputs: the lines to write, and the events.
+/// fn drain(client: &mut Client) -> (Vec<Value>, Vec<Event>) {
+///     let (mut lines, mut events) = (Vec::new(), Vec::new());
+///     while let Some(out) = client.poll_output() {
+///         match out {
+///             Output::Stdio(line) => lines.push(serde_json::from_str(&line).unwrap()),
+///             Output::Event(e) => events.push(e),
+///             _ => unreachable!("HTTP outputs never come on stdio"),
+///         }
+///     }
+///     (lines, events)
+/// }
+///
+/// let now = Instant::now();
+/// let mut client = Client::new(ClientConfig::new(Transport::Stdio, Implementation::new("host", "1.0")));
+/// let mut arguments = JsonObject::new();
+/// arguments.insert("text".into(), json!("hi"));
+/// let op = client.call_tool(now, "echo", arguments, OpOptions::default());
+///
+/// // The era is not known: the probe goes first, and its timer is armed.
+/// let (lines, _) = drain(&mut client);
+/// assert_eq!(lines.len(), 1);
+/// assert_eq!(lines[0]["method"], "server/discover");
+/// assert!(client.poll_timeout().is_some());
+///
+/// // The server answers the probe (one line, here cut in two reads)...
+/// let discover = json!({"jsonrpc": "2.0", "id": lines[0]["id"], "result": {
+///     "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+///     "serverInfo": {"name": "srv", "version": "1"}}});
+/// let text = format!("{discover}\n");
+/// let (a, b) = text.split_at(10);
+/// client.handle_stdio_bytes(now, a.as_bytes()).unwrap();
+/// client.handle_stdio_bytes(now, b.as_bytes()).unwrap();
+///
+/// // ...so the call goes out in the modern era, with its own `_meta`.
+/// let (lines, _) = drain(&mut client);
+/// assert_eq!(lines[0]["method"], "tools/call");
+/// assert_eq!(lines[0]["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+///
+/// let answer = json!({"jsonrpc": "2.0", "id": lines[0]["id"], "result": {
+///     "content": [{"type": "text", "text": "hi"}]}});
+/// client.handle_stdio_bytes(now, format!("{answer}\n").as_bytes()).unwrap();
+/// let (_, events) = drain(&mut client);
+/// assert!(events.iter().any(|e| matches!(e, Event::Result { op: o, is_error: false, .. } if *o == op)));
+///
+/// // Nothing is in flight: no deadline to wait for.
+/// assert!(client.poll_timeout().is_none());
+///
+/// // A call in flight at shutdown is cancelled on the wire, then reported.
+/// let late = client.call_tool(now, "slow", JsonObject::new(), OpOptions::default());
+/// drain(&mut client);
+/// client.shutdown(now);
+/// let (lines, events) = drain(&mut client);
+/// assert_eq!(lines[0]["method"], "notifications/cancelled");
+/// assert!(events.iter().any(|e| matches!(e, Event::Cancelled { op } if *op == late)));
 /// ```
 pub struct Client {
     config: ClientConfig,

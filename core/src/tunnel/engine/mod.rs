@@ -1,7 +1,7 @@
 //! [`Engine`]: the whole Secure MCP Tunnel client as one sans-IO state machine.
 //!
 //! The engine decides everything the tunnel protocol asks of a client; a driver only moves bytes
-//! and reads the clock. It follows the step-function contract of `DESIGN.md`:
+//! and reads the clock. It follows the step-function contract (ARCHITECTURE.md, "The step-function contract"):
 //!
 //! - inputs go in through `handle_*(now, ...)`: poll responses (with the instant their headers
 //!   arrived), forward outcomes (response heads, body chunks, framed messages, failures), response
