@@ -38,11 +38,11 @@
 //! [`Output::Http`]: mcpwire_core::mcp::Output::Http
 //! [`Output::CloseStream`]: mcpwire_core::mcp::Output::CloseStream
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::{BufRead, BufReader, Read};
 use std::process::Child;
 use std::sync::mpsc::{self, Receiver, SyncSender};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
 use std::task::{Wake, Waker};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -158,6 +158,7 @@ pub struct McpClient {
 /// What the handles share; dropping the last one closes the client.
 struct Handle {
     shared: Arc<Shared<Blocking>>,
+    poller: Arc<Poller>,
     /// The loop's thread, joined when the last handle goes (unless that happens on it).
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -165,6 +166,7 @@ struct Handle {
 impl Drop for Handle {
     fn drop(&mut self) {
         self.shared.with(Session::close);
+        self.poller.wake_loop();
         let thread = self
             .thread
             .lock()
@@ -201,6 +203,8 @@ impl McpClient {
         };
         let lp = Loop {
             rx,
+            inbox: Vec::new(),
+            read: Vec::new(),
             stdout: None,
             child: None,
             stderr_done: None,
@@ -285,6 +289,8 @@ impl McpClient {
         let rt = Blocking { link, kicker, tx };
         let lp = Loop {
             rx,
+            inbox: Vec::new(),
+            read: Vec::new(),
             stdout: Some(stdout),
             child: Some(child),
             stderr_done: Some(stderr_done),
@@ -293,31 +299,36 @@ impl McpClient {
     }
 
     /// Shares `session` and starts its loop's thread.
-    fn start_loop(session: Session<Blocking>, mut lp: Loop) -> Result<McpClient, Error> {
+    fn start_loop(session: Session<Blocking>, lp: Loop) -> Result<McpClient, Error> {
+        let kicker = session.rt.kicker.clone();
         let shared = Arc::new(Shared::new(session));
-        let for_loop = Arc::clone(&shared);
-        let (started, go) = mpsc::channel::<Loop>();
+        let poller = Arc::new(Poller::new(kicker, lp));
+        let (for_loop, poller_for_loop) = (Arc::clone(&shared), Arc::clone(&poller));
         let thread = thread::Builder::new()
             .name("mcp-client".to_owned())
-            .spawn(move || {
-                if let Ok(lp) = go.recv() {
-                    lp.run(&for_loop);
-                }
-            });
+            .spawn(move || poller_for_loop.run(&for_loop));
         let thread = match thread {
             Ok(t) => t,
             Err(source) => {
-                lp.stop_child();
+                if let Some(mut lp) = poller.lock().io.take() {
+                    lp.stop_child();
+                }
                 return Err(Error::Thread { source });
             }
         };
-        let _ = started.send(lp);
         Ok(McpClient {
             handle: Arc::new(Handle {
                 shared,
+                poller,
                 thread: Mutex::new(Some(thread)),
             }),
         })
+    }
+
+    /// Waits for input once, as the poller when it is free (see [`Poller`]), or parks until
+    /// woken (`false`: `until` passed).
+    fn wait_turn(&self, until: Option<Instant>) -> bool {
+        self.handle.poller.turn(&self.handle.shared, until)
     }
 
     fn shared(&self) -> &Shared<Blocking> {
@@ -454,9 +465,10 @@ impl Pending {
         loop {
             if let Some(outcome) = self.client.shared().with(|s| s.outcome(self.op, &waker)) {
                 self.done = true;
+                self.client.handle.poller.leave();
                 return Some(parse_value(outcome));
             }
-            if !park_until(until) {
+            if !self.client.wait_turn(until) {
                 return None;
             }
         }
@@ -509,13 +521,16 @@ impl Subscription {
                 .client
                 .shared()
                 .with(|s| s.subscription_event(self.sub, &waker));
+            if next.is_some() {
+                self.client.handle.poller.leave();
+            }
             match next {
                 Some(Ok(Some(event))) => return Ok(Some(event)),
                 Some(other) => {
                     self.over = true;
                     return other;
                 }
-                None if !park_until(until) => return Ok(None),
+                None if !self.client.wait_turn(until) => return Ok(None),
                 None => {}
             }
         }
@@ -639,9 +654,208 @@ impl Blocking {
     }
 }
 
-/// The loop's own half: what it waits on, and the child it reaps.
+/// How long after a caller last waited for input the loop's thread leaves the waiting to
+/// callers: a caller that makes call after call keeps reading its own answers.
+const CALLER_GRACE: Duration = Duration::from_millis(2);
+
+/// Who waits for input ([`Loop`]): a caller waiting for its own operation when the waiting
+/// half is free, so that its answer wakes it directly (no hand-off through another thread);
+/// otherwise the loop's thread, which delivers events and fires timers while no caller waits.
+/// A caller that finds the loop's thread waiting kicks it, and the thread lets go; it takes
+/// the waiting half back once no caller has used it for [`CALLER_GRACE`]. A caller that finds
+/// another caller waiting parks until its operation ends or the waiting half is handed to it.
+struct Poller {
+    state: Mutex<PollerState>,
+    /// The loop's thread waits here for the waiting half.
+    cv: Condvar,
+    /// Wakes whoever waits for input.
+    kicker: Kicker,
+}
+
+struct PollerState {
+    /// The waiting half; `None` while someone waits with it.
+    io: Option<Loop>,
+    /// The loop's thread has it.
+    held_by_loop: bool,
+    /// Callers that want it, in order.
+    queue: VecDeque<thread::Thread>,
+    /// When a caller last let go of it.
+    released: Option<Instant>,
+    /// The loop's thread waits for a caller to let go (untimed): tell it.
+    loop_parked: bool,
+    /// The client is done.
+    done: bool,
+}
+
+impl Poller {
+    fn new(kicker: Kicker, io: Loop) -> Self {
+        Poller {
+            state: Mutex::new(PollerState {
+                io: Some(io),
+                held_by_loop: false,
+                queue: VecDeque::new(),
+                released: None,
+                loop_parked: false,
+                done: false,
+            }),
+            cv: Condvar::new(),
+            kicker,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PollerState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Wakes the loop's thread (the client closed).
+    fn wake_loop(&self) {
+        self.cv.notify_all();
+        self.kicker.kick();
+    }
+
+    /// A caller's wait: one turn of waiting for input when the waiting half is free, or a park
+    /// until woken. `false` once `until` passed.
+    fn turn(&self, shared: &Shared<Blocking>, until: Option<Instant>) -> bool {
+        if until.is_some_and(|u| Instant::now() >= u) {
+            return false;
+        }
+        let me = thread::current();
+        let io = {
+            let mut st = self.lock();
+            match st.io.take() {
+                Some(io) => {
+                    st.queue.retain(|t| t.id() != me.id());
+                    Some(io)
+                }
+                None => {
+                    if !st.queue.iter().any(|t| t.id() == me.id()) {
+                        st.queue.push_back(me.clone());
+                    }
+                    if st.held_by_loop {
+                        self.kicker.kick();
+                    }
+                    None
+                }
+            }
+        };
+        let Some(mut io) = io else {
+            return park_until(until);
+        };
+        let more = io.turn(shared, until);
+        let mut st = self.lock();
+        st.io = Some(io);
+        st.released = Some(Instant::now());
+        st.done |= !more;
+        if let Some(next) = st.queue.pop_front() {
+            next.unpark();
+        } else if st.loop_parked || st.done {
+            self.cv.notify_all();
+        }
+        true
+    }
+
+    /// A caller got what it waited for: it leaves the queue, and the next one is woken when
+    /// the waiting half is free.
+    fn leave(&self) {
+        let me = thread::current().id();
+        let mut st = self.lock();
+        if st.queue.is_empty() {
+            return;
+        }
+        st.queue.retain(|t| t.id() != me);
+        if st.io.is_some() {
+            if let Some(next) = st.queue.pop_front() {
+                next.unpark();
+            }
+        }
+    }
+
+    /// The loop's thread: waits with the waiting half while no caller does, until the client
+    /// is done; then finishes it.
+    fn run(&self, shared: &Shared<Blocking>) {
+        loop {
+            let io = {
+                let mut st = self.lock();
+                loop {
+                    if st.done {
+                        break None;
+                    }
+                    if st.io.is_some() {
+                        if let Some(next) = st.queue.pop_front() {
+                            // Free, and a caller waits for it: hand it over.
+                            st.released = Some(Instant::now());
+                            next.unpark();
+                        }
+                    }
+                    let since = st.released.map(|t| t.elapsed());
+                    let recent = since.filter(|d| *d < CALLER_GRACE);
+                    if st.io.is_some() && st.queue.is_empty() && recent.is_none() {
+                        st.held_by_loop = true;
+                        break st.io.take();
+                    }
+                    st = match recent {
+                        // A caller let go a moment ago: it is likely to come back.
+                        Some(d) => {
+                            self.cv
+                                .wait_timeout(st, CALLER_GRACE.saturating_sub(d))
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .0
+                        }
+                        // A caller has it, or callers wait for it: they hand it on.
+                        None => {
+                            st.loop_parked = true;
+                            let mut st = self
+                                .cv
+                                .wait_timeout(st, Duration::from_secs(1))
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .0;
+                            st.loop_parked = false;
+                            st
+                        }
+                    };
+                }
+            };
+            let Some(mut io) = io else { break };
+            let more = io.turn(shared, None);
+            let mut st = self.lock();
+            st.held_by_loop = false;
+            st.io = Some(io);
+            st.done |= !more;
+            if let Some(next) = st.queue.pop_front() {
+                // Handed to a caller: stay away while it is likely to keep it.
+                st.released = Some(Instant::now());
+                next.unpark();
+            }
+        }
+        // Done: wait for the waiting half (a caller may still hold it, briefly), then finish.
+        let io = {
+            let mut st = self.lock();
+            loop {
+                if let Some(io) = st.io.take() {
+                    break io;
+                }
+                st = self
+                    .cv
+                    .wait_timeout(st, Duration::from_millis(50))
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            }
+        };
+        io.finish(shared);
+        // Callers still parked see the client closed.
+        for t in self.lock().queue.drain(..) {
+            t.unpark();
+        }
+    }
+}
+
+/// The waiting half: what the poller waits on, and the child it reaps.
 struct Loop {
     rx: Receiver<Input>,
+    /// Reports taken by one wait, and stdout bytes read by one wait (kept for their
+    /// allocations).
+    inbox: Vec<Input>,
+    read: Vec<u8>,
     /// The stdio child's stdout (`None` on HTTP).
     stdout: Option<Stdout>,
     child: Option<Child>,
@@ -650,64 +864,70 @@ struct Loop {
 }
 
 impl Loop {
-    /// Waits and feeds, until the client has closed and its goodbye exchanges are done.
-    fn run(mut self, shared: &Shared<Blocking>) {
-        let mut inbox = Vec::new();
-        let mut read = Vec::new();
-        loop {
-            let next = {
-                let mut s = shared.lock();
-                s.begin_wait().map(|wake| (wake, s.rt.stdin_pending()))
-            };
-            let Some((wake, pending)) = next else { break };
-            let sleep = wake.saturating_duration_since(Instant::now());
-            let mut room = false;
-            let mut closed = false;
-            match &mut self.stdout {
-                #[cfg(unix)]
-                Some(Stdout::Polled(reader)) => {
-                    let woke = reader.wait(sleep, pending, &mut read);
-                    room = woke.room;
-                    closed = woke.closed;
+    /// Waits for input once (at most until the session's next deadline or `until`) and feeds
+    /// what came. `false`: the client has closed and its goodbye exchanges are done.
+    fn turn(&mut self, shared: &Shared<Blocking>, until: Option<Instant>) -> bool {
+        let next = {
+            let mut s = shared.lock();
+            s.begin_wait().map(|wake| (wake, s.rt.stdin_pending()))
+        };
+        let Some((wake, pending)) = next else {
+            return false;
+        };
+        let wake = until.map_or(wake, |u| u.min(wake));
+        let sleep = wake.saturating_duration_since(Instant::now());
+        let mut room = false;
+        let mut closed = false;
+        let (inbox, read) = (&mut self.inbox, &mut self.read);
+        match &mut self.stdout {
+            #[cfg(unix)]
+            Some(Stdout::Polled(reader)) => {
+                let woke = reader.wait(sleep, pending, read);
+                room = woke.room;
+                closed = woke.closed;
+                inbox.extend(self.rx.try_iter().take(CHANNEL_DEPTH));
+            }
+            _ => {
+                if let Ok(input) = self.rx.recv_timeout(sleep) {
+                    inbox.push(input);
                     inbox.extend(self.rx.try_iter().take(CHANNEL_DEPTH));
                 }
-                _ => {
-                    if let Ok(input) = self.rx.recv_timeout(sleep) {
-                        inbox.push(input);
-                        inbox.extend(self.rx.try_iter().take(CHANNEL_DEPTH));
-                    }
-                }
-            }
-            shared.with_loop(|s| {
-                if room {
-                    if let Link::Stdio(l) = &mut s.rt.link {
-                        l.stdin.flush();
-                    }
-                }
-                if !read.is_empty() {
-                    s.stdio_bytes(&read);
-                }
-                for input in inbox.drain(..) {
-                    match input {
-                        Input::Exchange(report) => s.exchange(report),
-                        Input::Stdout(bytes) => s.stdio_bytes(&bytes),
-                        Input::StdioClosed => closed = true,
-                        Input::Kick => {}
-                    }
-                }
-                s.end_wait();
-            });
-            read.clear();
-            if closed {
-                let status = self.reap();
-                shared.with_loop(|s| {
-                    if let Link::Stdio(l) = &mut s.rt.link {
-                        l.exit = Some(status);
-                    }
-                    s.stdio_closed();
-                });
             }
         }
+        shared.with_loop(|s| {
+            if room {
+                if let Link::Stdio(l) = &mut s.rt.link {
+                    l.stdin.flush();
+                }
+            }
+            if !read.is_empty() {
+                s.stdio_bytes(read);
+            }
+            for input in inbox.drain(..) {
+                match input {
+                    Input::Exchange(report) => s.exchange(report),
+                    Input::Stdout(bytes) => s.stdio_bytes(&bytes),
+                    Input::StdioClosed => closed = true,
+                    Input::Kick => {}
+                }
+            }
+            s.end_wait();
+        });
+        read.clear();
+        if closed {
+            let status = self.reap();
+            shared.with_loop(|s| {
+                if let Link::Stdio(l) = &mut s.rt.link {
+                    l.exit = Some(status);
+                }
+                s.stdio_closed();
+            });
+        }
+        true
+    }
+
+    /// The client is done: drops what is still open and stops the child.
+    fn finish(mut self, shared: &Shared<Blocking>) {
         shared.with_loop(|s| s.rt.stop());
         self.stop_child();
     }
