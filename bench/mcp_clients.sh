@@ -1,29 +1,43 @@
 #!/usr/bin/env bash
-# MCP clients compared: the same N sequential `tools/call echo` round trips against the same
-# local server (`mcpwire dev mcp-server`), over Streamable HTTP and over stdio, made by
+# MCP clients compared: the same N `tools/call echo` round trips against the same local server
+# (`mcpwire dev mcp-server`), over Streamable HTTP and over stdio, made by
 #   mcpwire-blocking  mcpwire's blocking client     (bench/mcp_clients/src/bin/mcpwire_blocking.rs)
 #   mcpwire-smol      mcpwire's smol client         (bench/mcp_clients/src/bin/mcpwire_smol.rs)
 #   rmcp              rmcp, the official Rust SDK, on the multi-thread Tokio runtime
 #                     `#[tokio::main]` builds        (bench/mcp_clients/src/bin/rmcp_client.rs)
 #   rmcp-current      the same on a current-thread Tokio runtime
 #   ts-sdk            the TypeScript SDK v2 client on Node (bench/mcp_clients/ts/client.mjs)
-# each one process of its own given (transport, URL or command, N), all in one run. Every client
-# negotiates with `server/discover` (auto) and prints the version it agreed.
+# each one process of its own given (transport, URL or command, N, ..., CONCURRENCY), all in
+# one run. Every client negotiates with `server/discover` (auto) and prints the version it
+# agreed.
 #
-#   bench/mcp_clients.sh [CLIENT...]        (default: all five)
+#   bench/mcp_clients.sh [CLIENT...]                   (default: all five; sequential)
+#   CONCURRENCY=16 bench/mcp_clients.sh [CLIENT...]    (16 calls in flight)
 #
-# Each client makes WARMUP calls, then N timed calls one at a time; every answer is checked.
-# Rounds alternate the clients (so a busy neighbour slows all of them); the table shows the
-# median calls/s over the rounds, the median CPU time of the client process per timed call
-# (user + system, all its threads; /proc/self/stat, 10 ms ticks; Node: process.cpuUsage) and
-# the largest peak RSS (VmHWM of the client's own /proc/self/status, read after its last call).
-# The stdio server is a child process of the client: neither its CPU nor its RSS is counted.
-# Ratios are against `rmcp`: calls/s (higher is faster) and RSS (lower is smaller).
+# Each client makes WARMUP calls, then N timed calls; every answer is checked.
+#   CONCURRENCY=1 (the default): one call at a time, on the client's main thread or task.
+#   CONCURRENCY=C > 1: C calls in flight on ONE client (one HTTP client, or one stdio child
+#     process): C workers share the client, each makes calls one after another while calls
+#     are left (a shared counter hands out the N calls), so a new call starts as each one
+#     ends; the warm-up calls are made the same way. The workers: mcpwire-blocking, C threads
+#     on clones of the one handle; mcpwire-smol, C futures joined (`join_all`) on the main
+#     task; rmcp and rmcp-current, C `tokio::spawn`ed tasks on clones of the `Peer`; ts-sdk,
+#     C async functions awaiting `callTool` on the one `Client`. mcpwire's clients get
+#     `max_exchanges` and `max_in_flight` of at least C (defaults 16 and 64). The HTTP server
+#     runs a thread per connection; the stdio server serves up to 64 requests at once.
+# calls/s is the timed calls over the time from the first timed call's start to the last
+# one's end. Rounds alternate the clients (so a busy neighbour slows all of them); the table
+# shows the median calls/s over the rounds, the median CPU time of the client process per timed
+# call (user + system, all its threads; /proc/self/stat, 10 ms ticks; Node: process.cpuUsage)
+# and the largest peak RSS (VmHWM of the client's own /proc/self/status, read after its last
+# call). The stdio server is a child process of the client: neither its CPU nor its RSS is
+# counted. Ratios are against `rmcp`: calls/s (higher is faster) and RSS (lower is smaller).
 #
 # Environment (defaults in brackets):
-#   N_HTTP [2000]  N_STDIO [5000]  WARMUP [200]  ROUNDS [3]
+#   N_HTTP [2000]  N_STDIO [5000]  WARMUP [200]  ROUNDS [3]  CONCURRENCY [1]
 #   TIME_LIMIT_S [120]  per client run (the loop stops there; the process is killed 30 s later)
 #   SKIP_BUILD=1   use target/release and bench/mcp_clients/ts/node_modules as they are
+#   CARGO_TARGET_DIR  where the binaries are built and looked for [./target]
 # Builds: `cargo build --release -p mcpwire-cli --bin mcpwire` (the server), the bench crate
 # (its own workspace: `--manifest-path bench/mcp_clients/Cargo.toml`, into the same target/),
 # and `npm ci` in bench/mcp_clients/ts when its node_modules is missing. Loopback only.
@@ -38,6 +52,10 @@ N_STDIO=${N_STDIO:-5000}
 WARMUP=${WARMUP:-200}
 ROUNDS=${ROUNDS:-3}
 TIME_LIMIT_S=${TIME_LIMIT_S:-120}
+CONCURRENCY=${CONCURRENCY:-1}
+case $CONCURRENCY in
+    '' | *[!0-9]* | 0) echo "CONCURRENCY must be a whole number of at least 1, not '$CONCURRENCY'" >&2; exit 2 ;;
+esac
 
 TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 REL=$TARGET_DIR/release
@@ -97,14 +115,15 @@ if [ -z "$URL" ]; then
 fi
 STDIO_CMD="$SERVER dev mcp-server --stdio"
 echo "HTTP server: $URL (pid $SPID); stdio server: $STDIO_CMD (one per client run)"
-echo "N: $N_HTTP over HTTP, $N_STDIO over stdio; $WARMUP warm-up calls each; $ROUNDS rounds"
+echo "N: $N_HTTP over HTTP, $N_STDIO over stdio; $WARMUP warm-up calls each; $ROUNDS rounds;" \
+    "$CONCURRENCY call(s) in flight per client"
 
 # Runs one client; appends its result line to $WORK/results.
 run_one() { # client transport target n
     local client=$1 transport=$2 target=$3 n=$4 line
     # shellcheck disable=SC2046 # the command is words on purpose
     if ! line=$(timeout $((TIME_LIMIT_S + 30)) $(command_of "$client") "$transport" "$target" "$n" \
-        "$WARMUP" "$TIME_LIMIT_S" 2>"$WORK/err"); then
+        "$WARMUP" "$TIME_LIMIT_S" "$CONCURRENCY" 2>"$WORK/err"); then
         echo "  $client over $transport failed: $(tail -n 5 "$WORK/err")" >&2
         exit 1
     fi
@@ -122,6 +141,8 @@ done
 
 echo
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "$CONCURRENCY call(s) in flight per client:"
 echo
 echo "| transport | client | version | calls/s (median of $ROUNDS) | vs rmcp | client CPU per call | peak RSS | vs rmcp |"
 echo "|---|---|---|---:|---:|---:|---:|---:|"

@@ -2,15 +2,23 @@
 //! each answer and the one line each prints (the same fields as `ts/client.mjs`).
 //!
 //! ```text
-//! CLIENT http  URL                N [WARMUP] [TIME_LIMIT_S]
-//! CLIENT stdio "PROGRAM ARGS..."  N [WARMUP] [TIME_LIMIT_S]
+//! CLIENT http  URL                N [WARMUP] [TIME_LIMIT_S] [CONCURRENCY]
+//! CLIENT stdio "PROGRAM ARGS..."  N [WARMUP] [TIME_LIMIT_S] [CONCURRENCY]
 //! ```
 //!
 //! The stdio command is split on whitespace and started without a shell. Every client makes
-//! WARMUP calls (default 200), then N timed calls, one at a time, of `tools/call echo` with
+//! WARMUP calls (default 200), then N timed calls of `tools/call echo` with
 //! `{"text": "bench"}`, and checks each answer's first text block. The timed loop stops early
 //! (and says so) once TIME_LIMIT_S (default 120) has passed.
+//!
+//! CONCURRENCY (default 1) is how many calls are in flight on the one client (one connection,
+//! or one child process). At 1 the calls are made one at a time by the main thread or task, as
+//! before this argument existed. Above 1, CONCURRENCY workers share the one client; each makes
+//! calls one after another while a [`Window`] still hands out calls, so CONCURRENCY calls are
+//! outstanding until the last ones; the warm-up calls are made the same way. How the workers
+//! run is each client's usual way (threads, joined futures, tasks: see each binary).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The tool called and its argument text, checked in every answer.
@@ -34,12 +42,14 @@ pub struct Args {
     pub n: u64,
     pub warmup: u64,
     pub time_limit: Duration,
+    /// Calls in flight at once (1: one at a time).
+    pub concurrency: usize,
 }
 
 impl Args {
     /// Parses `TRANSPORT TARGET N [WARMUP] [TIME_LIMIT_S]` (after the program name).
     pub fn parse(args: &[String]) -> Result<Args, String> {
-        let usage = "usage: CLIENT http|stdio URL|COMMAND N [WARMUP] [TIME_LIMIT_S]";
+        let usage = "usage: CLIENT http|stdio URL|COMMAND N [WARMUP] [TIME_LIMIT_S] [CONCURRENCY]";
         let (transport, target, n) = match args {
             [t, target, n, ..] => (t.as_str(), target.as_str(), n),
             _ => return Err(usage.into()),
@@ -64,6 +74,10 @@ impl Args {
             time_limit: Duration::from_secs(
                 args.get(4).map_or(Ok(120), |s| number(s, "TIME_LIMIT_S"))?,
             ),
+            concurrency: match args.get(5).map_or(Ok(1), |s| number(s, "CONCURRENCY"))? {
+                0 => return Err(format!("CONCURRENCY must be at least 1; {usage}")),
+                c => usize::try_from(c).map_err(|_| "CONCURRENCY is too large")?,
+            },
         })
     }
 
@@ -135,6 +149,58 @@ impl Timed {
     pub fn elapsed(&self) -> Duration {
         self.start.elapsed()
     }
+
+    /// The window of a concurrent run of `n` calls timed by this clock (the same start and
+    /// time limit).
+    pub fn window(&self, n: u64) -> Window {
+        Window {
+            start: self.start,
+            limit: self.limit,
+            n,
+            claimed: AtomicU64::new(0),
+            done: AtomicU64::new(0),
+        }
+    }
+}
+
+/// The calls of a concurrent run, shared by its workers: each worker asks for a call with
+/// [`Window::claim`], makes it, reports it with [`Window::done`], and asks again. It hands out
+/// `n` calls in all, none once the time limit has passed.
+#[derive(Debug)]
+pub struct Window {
+    start: Instant,
+    limit: Duration,
+    n: u64,
+    claimed: AtomicU64,
+    done: AtomicU64,
+}
+
+impl Window {
+    /// A window of `n` calls with no time limit (the warm-up).
+    pub fn untimed(n: u64) -> Window {
+        Window {
+            start: Instant::now(),
+            limit: Duration::MAX,
+            n,
+            claimed: AtomicU64::new(0),
+            done: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether the asking worker is to make another call (and counts it as started).
+    pub fn claim(&self) -> bool {
+        self.start.elapsed() < self.limit && self.claimed.fetch_add(1, Ordering::Relaxed) < self.n
+    }
+
+    /// One call claimed has been made and its answer checked.
+    pub fn done(&self) {
+        self.done.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many calls have been made.
+    pub fn calls_done(&self) -> u64 {
+        self.done.load(Ordering::Relaxed)
+    }
 }
 
 /// The CPU time (user and system) of this process's threads, the ones that ended included,
@@ -172,8 +238,8 @@ pub fn peak_rss_kib() -> u64 {
 }
 
 /// Prints the result line the script reads:
-/// `client=C transport=T version=V n=N secs=S calls_per_s=R cpu_ms=M rss_kib=K complete=yes|no`
-/// (`cpu_ms`: the client process's CPU time during the timed calls).
+/// `client=C transport=T version=V n=N secs=S calls_per_s=R cpu_ms=M rss_kib=K complete=yes|no
+/// concurrency=C` (`cpu_ms`: the client process's CPU time during the timed calls).
 pub fn report(client: &str, args: &Args, version: &str, timed: &Timed) {
     let secs = timed.elapsed().as_secs_f64();
     let rate = if secs > 0.0 {
@@ -182,12 +248,13 @@ pub fn report(client: &str, args: &Args, version: &str, timed: &Timed) {
         0.0
     };
     println!(
-        "client={client} transport={} version={version} n={} secs={secs:.3} calls_per_s={rate:.1} cpu_ms={} rss_kib={} complete={}",
+        "client={client} transport={} version={version} n={} secs={secs:.3} calls_per_s={rate:.1} cpu_ms={} rss_kib={} complete={} concurrency={}",
         args.transport(),
         timed.done,
         timed.cpu().as_millis(),
         peak_rss_kib(),
         if timed.done == args.n { "yes" } else { "no" },
+        args.concurrency,
     );
 }
 

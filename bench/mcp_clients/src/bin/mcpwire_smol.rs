@@ -1,11 +1,19 @@
 //! mcpwire's smol MCP client in the benchmark (see the crate docs for the command line).
+//!
+//! Concurrent runs: CONCURRENCY futures, each making calls one after another on the one client
+//! while the shared [`Window`] hands them out, joined (`join_all`) and polled together on the
+//! main task (the one `smol::block_on` runs): what the client's docs suggest for calls at
+//! once, with no task spawned by the benchmark.
 
+use futures::future::join_all;
 use mcpwire::mcp::smol::McpClient;
 use mcpwire::mcp::ClientOptions;
-use mcpwire_bench_mcp_clients::{arguments, check_result, fail, report, Args, Target, Timed, TOOL};
+use mcpwire_bench_mcp_clients::{
+    arguments, check_result, fail, report, Args, Target, Timed, Window, TOOL,
+};
 use mcpwire_core::mcp::OpOptions;
 
-async fn call(client: &mut McpClient) {
+async fn call(client: &McpClient) {
     // Plain calls, as rmcp and the TypeScript SDK send them: no progress token.
     let result = client
         .call_tool_with(TOOL, arguments(), OpOptions::default())
@@ -14,10 +22,25 @@ async fn call(client: &mut McpClient) {
     check_result(&result).unwrap_or_else(|e| fail(e));
 }
 
+/// `concurrency` futures on `client`, making the window's calls, polled on this task.
+async fn calls_at_once(client: &McpClient, window: &Window, concurrency: usize) {
+    join_all((0..concurrency).map(|_| async {
+        while window.claim() {
+            call(client).await;
+            window.done();
+        }
+    }))
+    .await;
+}
+
 fn main() {
     let args = Args::from_env();
     smol::block_on(async {
-        let options = ClientOptions::default();
+        let mut options = ClientOptions::default();
+        // At least as many HTTP exchanges and operations at once as calls in flight (the
+        // defaults, 16 and 64, already are at up to 16).
+        options.max_exchanges = options.max_exchanges.max(args.concurrency);
+        options.max_in_flight = options.max_in_flight.max(args.concurrency);
         let client = match &args.target {
             Target::Http(url) => McpClient::connect_http(url, options),
             Target::Stdio(program, rest) => {
@@ -26,13 +49,22 @@ fn main() {
             }
         }
         .unwrap_or_else(|e| fail(e));
-        for _ in 0..args.warmup {
-            call(&mut client).await;
-        }
-        let mut timed = Timed::start(args.time_limit);
-        while timed.more(args.n) {
-            call(&mut client).await;
-            timed.done += 1;
+        let mut timed;
+        if args.concurrency == 1 {
+            for _ in 0..args.warmup {
+                call(&client).await;
+            }
+            timed = Timed::start(args.time_limit);
+            while timed.more(args.n) {
+                call(&client).await;
+                timed.done += 1;
+            }
+        } else {
+            calls_at_once(&client, &Window::untimed(args.warmup), args.concurrency).await;
+            timed = Timed::start(args.time_limit);
+            let window = timed.window(args.n);
+            calls_at_once(&client, &window, args.concurrency).await;
+            timed.done = window.calls_done();
         }
         let version = client
             .era()
