@@ -346,7 +346,10 @@ impl<R: Runtime> Session<R> {
             (Some(t), Some(wake)) => t.at < wake,
             _ => false,
         };
-        let kick = std::mem::take(&mut self.kick) || earlier || self.rt.stdin_pending();
+        // Only whoever waits needs telling (a poller not waiting now looks again anyway).
+        let waiting = self.loop_wake.is_some();
+        let kick =
+            std::mem::take(&mut self.kick) || earlier || (waiting && self.rt.stdin_pending());
         if kick {
             // One kick per wait is enough.
             self.loop_wake = None;

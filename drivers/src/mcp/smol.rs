@@ -81,6 +81,8 @@ use serde::Serialize;
 
 /// Reports waiting for the loop (the tasks wait when it is full: back-pressure).
 const CHANNEL_DEPTH: usize = 256;
+/// The longest body of known length reported with its head in one piece.
+const WHOLE_BODY: usize = 16 * 1024;
 /// How much one read of a stdio server's stdout takes at most.
 const READ_CHUNK: usize = 64 * 1024;
 /// A buffer of request lines that grew beyond this (a long line) is freed once written.
@@ -180,6 +182,7 @@ pub struct McpClient {
 /// goodbye requests in the background, bounded).
 struct Handle {
     shared: Arc<Shared<Smol>>,
+    poller: Arc<Poller>,
     /// Closed by the loop when it ends.
     done: Receiver<()>,
 }
@@ -187,6 +190,7 @@ struct Handle {
 impl Drop for Handle {
     fn drop(&mut self) {
         self.shared.with(Session::close);
+        self.poller.wake_loop();
     }
 }
 
@@ -271,16 +275,33 @@ impl McpClient {
         let shared = Arc::new(Shared::new(Session::new(core, rt, options.max_in_flight)));
         let (done_tx, done) = channel::bounded::<()>(1);
         let lp = Loop {
-            rx,
-            kick_rx,
+            rx: Box::pin(rx),
+            kick_rx: Box::pin(kick_rx),
             child,
             timer: Timer::never(),
             timer_at: None,
-            _done: done_tx,
+            reap_due: false,
         };
-        smol::spawn(lp.run(Arc::clone(&shared))).detach();
+        let (notify_tx, notify_rx) = channel::bounded(1);
+        let poller = Arc::new(Poller {
+            state: Mutex::new(PollerState {
+                io: Some(lp),
+                held_by_loop: false,
+                queue: Vec::new(),
+                released: None,
+                done: false,
+            }),
+            notify: notify_tx,
+            kick: shared.lock().rt.kick_tx.clone(),
+        });
+        let task = Arc::clone(&poller).run(Arc::clone(&shared), notify_rx, done_tx);
+        smol::spawn(task).detach();
         McpClient {
-            handle: Arc::new(Handle { shared, done }),
+            handle: Arc::new(Handle {
+                shared,
+                poller,
+                done,
+            }),
         }
     }
 
@@ -335,6 +356,7 @@ impl McpClient {
         .await?;
         Ok(Pending {
             shared: Arc::clone(self.shared()),
+            poller: Arc::clone(&self.handle.poller),
             op,
             done: false,
         })
@@ -377,6 +399,7 @@ impl std::fmt::Debug for McpClient {
 #[derive(Debug)]
 pub struct Pending {
     shared: Arc<Shared<Smol>>,
+    poller: Arc<Poller>,
     op: OpId,
     done: bool,
 }
@@ -399,15 +422,28 @@ impl Pending {
 impl Future for Pending {
     type Output = Result<Value, Error>;
 
+    /// Takes the outcome when it is there; otherwise waits for input itself when the waiting
+    /// half is free (see [`Poller`]), so that the answer wakes this task directly.
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let op = self.op;
-        match self.shared.with(|s| s.outcome(op, cx.waker())) {
-            Some(outcome) => {
+        // Bounded: each round feeds input or returns.
+        for _ in 0..64 {
+            if let Some(outcome) = self.shared.with(|s| s.outcome(op, cx.waker())) {
                 self.done = true;
-                Poll::Ready(parse_value(outcome))
+                return Poll::Ready(parse_value(outcome));
             }
-            None => Poll::Pending,
+            let Some(mut io) = self.poller.take_for_caller(cx.waker()) else {
+                return Poll::Pending;
+            };
+            let turn = io.poll_turn(&self.shared, cx);
+            self.poller.put_back(io, &turn);
+            if turn.is_pending() {
+                return Poll::Pending;
+            }
         }
+        // Plenty came at once: let other tasks run, then look again.
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 }
 
@@ -601,6 +637,157 @@ impl Smol {
     }
 }
 
+/// How long after a caller last waited for input the loop's task leaves the waiting to
+/// callers: a caller that makes call after call keeps reading its own answers.
+const CALLER_GRACE: Duration = Duration::from_millis(2);
+
+/// Who waits for input ([`Loop`]): an operation's future, while it is polled and the waiting
+/// half is free, so that its answer wakes its own task directly (no hand-off through the
+/// loop's task); otherwise the loop's task, which delivers events and fires timers while no
+/// caller polls. A future that finds the loop's task waiting kicks it, and the task lets go;
+/// it takes the waiting half back once no future has used it for [`CALLER_GRACE`].
+struct Poller {
+    state: Mutex<PollerState>,
+    /// Wakes the loop's task when it waits for the waiting half.
+    notify: Sender<()>,
+    /// Wakes whoever waits with the waiting half.
+    kick: Sender<()>,
+}
+
+struct PollerState {
+    /// The waiting half; `None` while someone waits with it.
+    io: Option<Loop>,
+    held_by_loop: bool,
+    /// Futures that found it taken, woken when it is put back.
+    queue: Vec<Waker>,
+    /// When a future last put it back.
+    released: Option<Instant>,
+    done: bool,
+}
+
+impl std::fmt::Debug for Poller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Poller").finish_non_exhaustive()
+    }
+}
+
+impl Poller {
+    fn lock(&self) -> std::sync::MutexGuard<'_, PollerState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn wake_loop(&self) {
+        let _ = self.notify.try_send(());
+        let _ = self.kick.try_send(());
+    }
+
+    /// The waiting half for a future's poll, or `None` (then `waker` is woken when it is put
+    /// back; a loop's task holding it is kicked).
+    fn take_for_caller(&self, waker: &Waker) -> Option<Loop> {
+        let mut st = self.lock();
+        if let Some(io) = st.io.take() {
+            return Some(io);
+        }
+        if !st.queue.iter().any(|w| w.will_wake(waker)) {
+            st.queue.push(waker.clone());
+        }
+        if st.held_by_loop {
+            let _ = self.kick.try_send(());
+        }
+        None
+    }
+
+    /// A future's poll is over with it.
+    fn put_back(&self, io: Loop, turn: &Poll<Turn>) {
+        let mut st = self.lock();
+        st.io = Some(io);
+        st.released = Some(Instant::now());
+        let to_loop = match turn {
+            Poll::Ready(Turn::Closed) => true,
+            Poll::Ready(Turn::Done) => {
+                st.done = true;
+                true
+            }
+            _ => false,
+        };
+        let queued = std::mem::take(&mut st.queue);
+        drop(st);
+        for w in queued {
+            w.wake();
+        }
+        if to_loop {
+            let _ = self.notify.try_send(());
+        }
+    }
+
+    /// The loop's task: waits with the waiting half while no future does, reaps a child whose
+    /// stdout ended, until the client is done; then finishes.
+    async fn run(
+        self: Arc<Self>,
+        shared: Arc<Shared<Smol>>,
+        notify: Receiver<()>,
+        _done: Sender<()>,
+    ) {
+        loop {
+            let mut io = loop {
+                let wait = {
+                    let mut st = self.lock();
+                    let since = st.released.map(|t| t.elapsed());
+                    let recent = since.filter(|d| *d < CALLER_GRACE);
+                    let reap = st.io.as_ref().is_some_and(|io| io.reap_due);
+                    if st.io.is_some() && (st.done || reap || recent.is_none()) {
+                        st.held_by_loop = true;
+                        break st.io.take();
+                    }
+                    recent.map(|d| CALLER_GRACE.saturating_sub(d))
+                };
+                // A future let go a moment ago (it is likely to come back), or one has it now:
+                // look again then, or when told.
+                let wait = wait.unwrap_or(Duration::from_millis(100));
+                async {
+                    let _ = notify.recv().await;
+                }
+                .or(async {
+                    Timer::after(wait).await;
+                })
+                .await;
+            };
+            let Some(lp) = io.as_mut() else { break };
+            let turn = if lp.reap_due {
+                lp.closed(&shared).await;
+                Turn::Fed
+            } else {
+                poll_fn(|cx| lp.poll_turn(&shared, cx)).await
+            };
+            if matches!(turn, Turn::Closed) {
+                lp.closed(&shared).await;
+            }
+            let done = matches!(turn, Turn::Done);
+            if done {
+                lp.finish(&shared);
+                break;
+            }
+            let mut st = self.lock();
+            st.held_by_loop = false;
+            st.io = io;
+            let queued = std::mem::take(&mut st.queue);
+            if !queued.is_empty() {
+                // Handed to the futures that wait for it: stay away while they use it.
+                st.released = Some(Instant::now());
+            }
+            drop(st);
+            for w in queued {
+                w.wake();
+            }
+        }
+        // Futures still waiting see the client closed.
+        let queued = std::mem::take(&mut self.lock().queue);
+        for w in queued {
+            w.wake();
+        }
+    }
+}
+
 /// The stdio child as the loop has it: its stdout, and what reaps it.
 struct ChildSide {
     child: Child,
@@ -616,15 +803,16 @@ struct ChildSide {
 
 /// The loop's own half: what it waits on.
 struct Loop {
-    rx: Receiver<Exchange>,
-    kick_rx: Receiver<()>,
+    /// The exchange tasks' reports (boxed: a receiver polled as a stream stays pinned).
+    rx: Pin<Box<Receiver<Exchange>>>,
+    kick_rx: Pin<Box<Receiver<()>>>,
     child: Option<ChildSide>,
     /// The loop's wake-up timer, kept between waits (arming one registers it with the reactor
     /// and wakes the reactor's thread), and when it is set to fire.
     timer: Timer,
     timer_at: Option<Instant>,
-    /// Dropped when the loop ends ([`McpClient::close`] waits for that).
-    _done: Sender<()>,
+    /// stdout ended and the child is not reaped yet (the loop's task does that).
+    reap_due: bool,
 }
 
 /// What woke the loop.
@@ -638,57 +826,32 @@ enum Woke {
     Look,
 }
 
-impl Loop {
-    /// Waits and feeds, until the client has closed and its goodbye exchanges are done.
-    async fn run(mut self, shared: Arc<Shared<Smol>>) {
-        loop {
-            let next = {
-                let mut s = shared.lock();
-                s.begin_wait().map(|wake| (wake, s.rt.stdin_pending()))
-            };
-            let Some((wake, pending)) = next else { break };
-            match self.wait(&shared, wake, pending).await {
-                Woke::Read(n) => shared.with_loop(|s| {
-                    if let Some(c) = &self.child {
-                        s.stdio_bytes(c.read_buf.get(..n).unwrap_or_default());
-                    }
-                    s.end_wait();
-                }),
-                Woke::Closed => {
-                    let status = self.reap().await;
-                    shared.with_loop(|s| {
-                        if let Link::Stdio(l) = &mut s.rt.link {
-                            l.exit = Some(status);
-                        }
-                        s.stdio_closed();
-                        s.end_wait();
-                    });
-                }
-                Woke::Exchange(report) => shared.with_loop(|s| {
-                    s.exchange(report);
-                    // Take what else is waiting, a bounded batch, before looking at the clock.
-                    for _ in 0..CHANNEL_DEPTH {
-                        match self.rx.try_recv() {
-                            Ok(report) => s.exchange(report),
-                            Err(_) => break,
-                        }
-                    }
-                    s.end_wait();
-                }),
-                Woke::Look => shared.with_loop(Session::end_wait),
-            }
-        }
-        shared.with_loop(|s| s.rt.stop());
-        if let Some(c) = &mut self.child {
-            let _ = c.child.kill();
-        }
-    }
+/// What one turn of waiting did.
+enum Turn {
+    /// Input was fed (or the deadline passed): look again.
+    Fed,
+    /// The child's stdout ended: the loop's task reaps it (that waits) and tells the session.
+    Closed,
+    /// The client has closed and its goodbye exchanges are done.
+    Done,
+}
 
-    /// Waits until `wake` for stdout bytes, a report, a kick, or room in stdin (when
-    /// `pending`).
-    async fn wait(&mut self, shared: &Shared<Smol>, wake: Instant, pending: bool) -> Woke {
+impl Loop {
+    /// One turn of waiting, polled with `cx`: arms the timer at the session's next deadline,
+    /// polls what input may come, and feeds what came.
+    fn poll_turn(&mut self, shared: &Shared<Smol>, cx: &mut Context<'_>) -> Poll<Turn> {
+        if self.reap_due {
+            return Poll::Ready(Turn::Closed);
+        }
+        let next = {
+            let mut s = shared.lock();
+            s.begin_wait().map(|wake| (wake, s.rt.stdin_pending()))
+        };
+        let Some((wake, pending)) = next else {
+            return Poll::Ready(Turn::Done);
+        };
         // Re-armed only when it must fire earlier than it is set to, or it has fired: waking
-        // early is harmless (the loop looks at the clock and waits again).
+        // early is harmless (the poller looks at the clock and waits again).
         if self
             .timer_at
             .is_none_or(|at| wake < at || at <= Instant::now())
@@ -696,58 +859,107 @@ impl Loop {
             self.timer.set_at(wake);
             self.timer_at = Some(wake);
         }
-        let (rx, kick_rx, timer) = (&self.rx, &self.kick_rx, &mut self.timer);
-        let child = &mut self.child;
-        async move {
-            match child {
-                Some(ChildSide {
-                    stdout: out @ Some(_),
-                    read_buf,
-                    ..
-                }) => {
-                    let read = poll_fn(|cx| match out.as_mut() {
-                        Some(stdout) => Pin::new(stdout).poll_read(cx, read_buf),
-                        None => Poll::Pending,
-                    })
-                    .await;
-                    match read {
-                        Ok(n) if n > 0 => Woke::Read(n),
-                        _ => {
-                            *out = None;
-                            Woke::Closed
-                        }
+        let woke = match self.poll_wait(shared, cx, pending) {
+            Poll::Ready(woke) => woke,
+            // The timer and the sources hold `cx`'s waker: it is woken for what comes.
+            Poll::Pending => return Poll::Pending,
+        };
+        match woke {
+            Woke::Read(n) => shared.with_loop(|s| {
+                if let Some(c) = &self.child {
+                    s.stdio_bytes(c.read_buf.get(..n).unwrap_or_default());
+                }
+                s.end_wait();
+            }),
+            Woke::Closed => {
+                self.reap_due = true;
+                return Poll::Ready(Turn::Closed);
+            }
+            Woke::Exchange(report) => shared.with_loop(|s| {
+                s.exchange(report);
+                // Take what else is waiting, a bounded batch, before looking at the clock.
+                for _ in 0..CHANNEL_DEPTH {
+                    match self.rx.try_recv() {
+                        Ok(report) => s.exchange(report),
+                        Err(_) => break,
                     }
                 }
-                // No stdout (any more): the exchange tasks report over the channel. The
-                // session holds a sender, so it does not close while the loop waits.
-                _ => match rx.recv().await {
-                    Ok(report) => Woke::Exchange(report),
-                    Err(_) => smol::future::pending().await,
-                },
+                s.end_wait();
+            }),
+            Woke::Look => shared.with_loop(Session::end_wait),
+        }
+        Poll::Ready(Turn::Fed)
+    }
+
+    /// Polls for stdout bytes, a report, a kick, room in stdin (when `pending`) or the timer.
+    fn poll_wait(
+        &mut self,
+        shared: &Shared<Smol>,
+        cx: &mut Context<'_>,
+        pending: bool,
+    ) -> Poll<Woke> {
+        match &mut self.child {
+            Some(ChildSide {
+                stdout: out @ Some(_),
+                read_buf,
+                ..
+            }) => {
+                if let Some(stdout) = out.as_mut() {
+                    match Pin::new(stdout).poll_read(cx, read_buf) {
+                        Poll::Ready(Ok(n)) if n > 0 => return Poll::Ready(Woke::Read(n)),
+                        Poll::Ready(_) => {
+                            *out = None;
+                            return Poll::Ready(Woke::Closed);
+                        }
+                        Poll::Pending => {}
+                    }
+                }
+            }
+            // No stdout (any more): the exchange tasks report over the channel. The session
+            // holds a sender, so it does not close while the poller waits.
+            _ => {
+                if let Poll::Ready(Some(report)) = self.rx.as_mut().poll_next(cx) {
+                    return Poll::Ready(Woke::Exchange(report));
+                }
             }
         }
-        .or(async move {
-            match kick_rx.recv().await {
-                Ok(()) => Woke::Look,
-                Err(_) => smol::future::pending().await,
-            }
-        })
-        .or(async move {
-            if !pending {
-                return smol::future::pending().await;
-            }
-            poll_fn(|cx| match &mut shared.lock().rt.link {
+        if pending {
+            let written = match &mut shared.lock().rt.link {
                 Link::Stdio(s) => s.poll_write_pending(cx),
                 Link::Http(_) => Poll::Ready(()),
-            })
-            .await;
-            Woke::Look
-        })
-        .or(async move {
-            timer.await;
-            Woke::Look
-        })
-        .await
+            };
+            if written.is_ready() {
+                return Poll::Ready(Woke::Look);
+            }
+        }
+        if let Poll::Ready(Some(())) = self.kick_rx.as_mut().poll_next(cx) {
+            return Poll::Ready(Woke::Look);
+        }
+        if Pin::new(&mut self.timer).poll(cx).is_ready() {
+            return Poll::Ready(Woke::Look);
+        }
+        Poll::Pending
+    }
+
+    /// The child's stdout ended: its exit status, then the session is told.
+    async fn closed(&mut self, shared: &Shared<Smol>) {
+        let status = self.reap().await;
+        self.reap_due = false;
+        shared.with_loop(|s| {
+            if let Link::Stdio(l) = &mut s.rt.link {
+                l.exit = Some(status);
+            }
+            s.stdio_closed();
+            s.end_wait();
+        });
+    }
+
+    /// The client is done: drops what is still open and stops the child.
+    fn finish(&mut self, shared: &Shared<Smol>) {
+        shared.with_loop(|s| s.rt.stop());
+        if let Some(c) = &mut self.child {
+            let _ = c.child.kill();
+        }
     }
 
     /// stdio: the child's stdout closed; collect its exit status (killing it if it lingers
@@ -822,6 +1034,33 @@ async fn exchange(route: Route, request: Request, stream: StreamId, tx: Sender<E
         }
     };
     let head = response.head.clone();
+    // A body of known length that fits a small buffer (a JSON answer) is read whole and
+    // reported with its head: one hand-off to the poller instead of three. Streams (SSE) and
+    // longer bodies are reported as they come.
+    let known = head
+        .headers
+        .get("content-length")
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    if known.is_some_and(|n| n <= WHOLE_BODY) {
+        let mut body = Vec::new();
+        loop {
+            match response.next_chunk().await {
+                Ok(None) => {
+                    let _ = tx.send(Exchange::Whole { stream, head, body }).await;
+                    return;
+                }
+                Ok(Some(bytes)) => body.extend_from_slice(&bytes),
+                Err(e) => {
+                    // The head did arrive: report it, then the failure, as a stream would.
+                    if tx.send(Exchange::Head { stream, head }).await.is_ok() {
+                        let cause = format!("reading the response body: {}", describe(&e));
+                        let _ = tx.send(Exchange::Failed { stream, cause }).await;
+                    }
+                    return;
+                }
+            }
+        }
+    }
     if tx.send(Exchange::Head { stream, head }).await.is_err() {
         return;
     }

@@ -17,7 +17,7 @@ fn call(client: &McpClient) {
     let result = client
         .call_tool_with(TOOL, arguments(), OpOptions::default())
         .unwrap_or_else(|e| fail(e));
-    check_result(&result).unwrap_or_else(|e| fail(e));
+    check_result(result.raw()).unwrap_or_else(|e| fail(e));
 }
 
 /// `concurrency` threads on clones of `client`, making the window's calls.

@@ -19,7 +19,7 @@ async fn call(client: &McpClient) {
         .call_tool_with(TOOL, arguments(), OpOptions::default())
         .await
         .unwrap_or_else(|e| fail(e));
-    check_result(&result).unwrap_or_else(|e| fail(e));
+    check_result(result.raw()).unwrap_or_else(|e| fail(e));
 }
 
 /// `concurrency` futures on `client`, making the window's calls, polled on this task.
