@@ -9,9 +9,11 @@
 //! with a deadline, or to cancel from anywhere. Dropping the last handle closes the connection.
 //!
 //! Whoever starts an operation performs what the core outputs for it at once, on its own
-//! thread; one background thread per client (the loop, `mcp-client`) waits for what comes
-//! back, feeds it to the core and wakes the caller whose operation ended. Events reach the
-//! [`Host`] from the loop while calls run. This runtime makes no protocol decision; it only
+//! thread. A caller waiting for its operation also waits for what comes back when nobody else
+//! does, so that its answer wakes it with no hand-off between threads; one background thread
+//! per client (the loop, `mcp-client`) waits whenever no caller has for a couple of
+//! milliseconds. Whoever waits feeds what came to the core and wakes the callers whose
+//! operations ended. Events reach the [`Host`] while calls run, on that thread. This runtime makes no protocol decision; it only
 //! moves bytes:
 //!
 //! - **HTTP**: every [`Output::Http`] (the whole request, as the core built it) is one job on a
@@ -336,7 +338,8 @@ impl McpClient {
     }
 
     /// Sets the host hooks (elicitation answers, progress, notifications, events), for every
-    /// handle of this client. They run on the client's loop thread while calls run.
+    /// handle of this client. They run while calls run, on the thread that waits for input (a
+    /// caller's or the client's loop thread), one at a time and in order.
     pub fn set_host(&self, host: Box<dyn Host + Send>) {
         self.shared().set_host(host);
     }

@@ -9,13 +9,16 @@
 //!   Whatever the core outputs while a caller holds the lock is performed right then on the
 //!   caller's thread: an HTTP exchange starts, a stdio line is written as far as the pipe takes
 //!   it. No hand-off between threads on the way out.
-//! - **The loop** (one background thread or task per client, the driver's) is the only one that
-//!   waits for input: HTTP reports, the stdio child's stdout, the core's next deadline. Between
-//!   waits it takes the lock, feeds what came and fires the timer. A caller whose action moved
-//!   the deadline earlier, left stdin bytes unwritten, or closed the client, kicks it
+//! - **The poller** waits for input: HTTP reports, the stdio child's stdout, the core's next
+//!   deadline; between waits it takes the lock, feeds what came and fires the timer. It is
+//!   whoever holds the driver's waiting half: a caller waiting for its own operation when the
+//!   half is free (its answer then wakes it directly), otherwise the client's loop (one
+//!   background thread or task, the driver's), which keeps events and timers going while no
+//!   caller waits (the driver's `Poller`). A caller whose action moved the deadline earlier,
+//!   left stdin bytes unwritten, or closed the client, kicks whoever waits
 //!   ([`Runtime::kick`]).
 //! - **The host** ([`Host`]): its hooks run after the lock is released, in the order the core
-//!   emitted the events, one at a time, on whichever thread drained them (usually the loop's).
+//!   emitted the events, one at a time, on whichever thread drained them (the poller's).
 //!   A hook may call the client; it must not wait for an operation in the blocking driver
 //!   (nothing else delivers the events of that thread meanwhile).
 //!

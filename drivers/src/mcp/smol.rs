@@ -10,9 +10,11 @@
 //!
 //! Whoever polls an operation's future first performs what the core outputs for it, in that
 //! poll: an HTTP exchange task is spawned, a stdio request line is written as far as the pipe
-//! takes it. One background task per client (the loop, on smol's global executor) waits for
-//! what comes back, feeds it to the core and wakes the future whose operation ended. Events
-//! reach the [`Host`] from the loop while calls run, and subscriptions are [`Stream`]s. This
+//! takes it. While polled, the future also waits for what comes back when nobody else does
+//! (its task is then woken by its own answer); one background task per client (the loop, on
+//! smol's global executor) waits whenever no future has for a couple of milliseconds. Whoever
+//! waits feeds what came to the core and wakes the futures whose operations ended. Events
+//! reach the [`Host`] while calls run, and subscriptions are [`Stream`]s. This
 //! runtime makes no protocol decision; it only moves bytes:
 //!
 //! - **HTTP**: every [`Output::Http`] (the whole request, as the core built it) is one smol
@@ -310,7 +312,8 @@ impl McpClient {
     }
 
     /// Sets the host hooks (elicitation answers, progress, notifications, events), for every
-    /// handle of this client. They run on the client's loop while calls run.
+    /// handle of this client. They run while calls run, in the poll of whichever future or
+    /// the client's loop task waits for input, one at a time and in order.
     pub fn set_host(&self, host: Box<dyn Host + Send>) {
         self.shared().set_host(host);
     }
@@ -423,7 +426,7 @@ impl Future for Pending {
     type Output = Result<Value, Error>;
 
     /// Takes the outcome when it is there; otherwise waits for input itself when the waiting
-    /// half is free (see [`Poller`]), so that the answer wakes this task directly.
+    /// half is free, so that the answer wakes this task directly.
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let op = self.op;
         // Bounded: each round feeds input or returns.
