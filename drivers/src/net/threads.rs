@@ -6,7 +6,7 @@
 //! fresh agent for its next job. Each job has its own [`JobCtl`], so a late cancel can never hit
 //! the next job of the same worker.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
@@ -73,9 +73,24 @@ struct Job {
     work: Work,
 }
 
-/// A fixed set of worker threads fed by a bounded queue.
+/// At most `threads` worker threads fed by a bounded queue, started as the work needs them: a
+/// job that finds no idle worker starts one (up to the width), so steady sequential work keeps
+/// one worker (and its kept-alive connection) and a burst grows the pool.
 pub struct Pool {
     tx: SyncSender<Job>,
+    workers: Arc<Workers>,
+}
+
+/// What the workers share: the queue's end, how many exist and how many wait for a job.
+struct Workers {
+    rx: Mutex<Receiver<Job>>,
+    agents: AgentFactory,
+    name: String,
+    width: usize,
+    started: AtomicUsize,
+    idle: AtomicUsize,
+    /// Jobs in the queue, not taken by a worker yet.
+    queued: AtomicUsize,
 }
 
 /// The queue is full: the caller reports the job as failed instead of blocking.
@@ -83,39 +98,74 @@ pub struct Pool {
 pub struct QueueFull;
 
 impl Pool {
-    /// Starts `threads` workers (at least one) named `name-N`; at most `queue` jobs wait.
+    /// A pool of at most `threads` workers (at least one) named `name-N`; at most `queue` jobs
+    /// wait. No worker starts before the first job.
     pub fn new(name: &str, threads: usize, queue: usize, agents: AgentFactory) -> Pool {
         let (tx, rx) = mpsc::sync_channel::<Job>(queue.max(1));
-        let rx = Arc::new(Mutex::new(rx));
-        for n in 0..threads.max(1) {
-            let rx = Arc::clone(&rx);
-            let agents = Arc::clone(&agents);
-            let spawned = thread::Builder::new()
-                .name(format!("{name}-{n}"))
-                .spawn(move || worker(&rx, &agents));
-            // A worker that cannot be spawned only lowers the pool's width; with none at all
-            // jobs wait in the queue, and the engine's deadlines still end them.
-            drop(spawned);
-        }
-        Pool { tx }
+        let workers = Arc::new(Workers {
+            rx: Mutex::new(rx),
+            agents,
+            name: name.to_owned(),
+            width: threads.max(1),
+            started: AtomicUsize::new(0),
+            idle: AtomicUsize::new(0),
+            queued: AtomicUsize::new(0),
+        });
+        Pool { tx, workers }
     }
 
-    /// Queues a job without blocking.
+    /// Queues a job without blocking, starting a worker when none is idle.
     pub fn submit(&self, ctl: Arc<JobCtl>, work: Work) -> Result<(), QueueFull> {
+        self.workers.queued.fetch_add(1, Ordering::SeqCst);
         match self.tx.try_send(Job { ctl, work }) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => Err(QueueFull),
+            Ok(()) => {
+                self.grow();
+                Ok(())
+            }
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                self.workers.queued.fetch_sub(1, Ordering::SeqCst);
+                Err(QueueFull)
+            }
+        }
+    }
+
+    /// Starts one more worker when more jobs wait than workers do, and the width allows it (a
+    /// worker that just started counts as idle before it takes a job: counting jobs, not only
+    /// idle workers, starts enough for a burst).
+    fn grow(&self) {
+        let w = &self.workers;
+        if w.queued.load(Ordering::SeqCst) <= w.idle.load(Ordering::SeqCst) {
+            return;
+        }
+        let n = w.started.fetch_add(1, Ordering::SeqCst);
+        if n >= w.width {
+            w.started.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
+        let workers = Arc::clone(w);
+        let spawned = thread::Builder::new()
+            .name(format!("{}-{n}", w.name))
+            .spawn(move || worker(&workers));
+        // A worker that cannot be spawned only lowers the pool's width; with none at all jobs
+        // wait in the queue, and the engine's deadlines still end them.
+        if spawned.is_err() {
+            w.started.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }
 
-fn worker(rx: &Mutex<Receiver<Job>>, agents: &AgentFactory) {
-    let mut agent = agents();
+fn worker(workers: &Workers) {
+    let mut agent = (workers.agents)();
     loop {
+        workers.idle.fetch_add(1, Ordering::SeqCst);
         let job = {
-            let guard = rx.lock().unwrap_or_else(PoisonError::into_inner);
+            let guard = workers.rx.lock().unwrap_or_else(PoisonError::into_inner);
             guard.recv()
         };
+        workers.idle.fetch_sub(1, Ordering::SeqCst);
+        if job.is_ok() {
+            workers.queued.fetch_sub(1, Ordering::SeqCst);
+        }
         let Ok(job) = job else {
             return; // the pool was dropped
         };
@@ -124,7 +174,7 @@ fn worker(rx: &Mutex<Receiver<Job>>, agents: &AgentFactory) {
         }
         (job.work)(&agent, &job.ctl);
         if job.ctl.finish() {
-            agent = agents();
+            agent = (workers.agents)();
         }
     }
 }
