@@ -184,9 +184,12 @@ pub enum AuthError {
         /// What happened.
         reason: String,
     },
-    /// The server kept asking for more scope: the step-up limit was reached.
-    #[error("the server still refuses after {attempts} step-up authorizations (scope {scope:?})")]
-    StepUpLimit {
+    /// The server kept refusing (`401`, or `403 insufficient_scope`) after this many
+    /// authorizations without a request succeeding: not tried again.
+    #[error(
+        "the server still refuses after {attempts} authorizations (scope {scope:?}): giving up"
+    )]
+    AttemptLimit {
         /// Attempts made.
         attempts: u32,
         /// The scope last requested.

@@ -27,8 +27,10 @@
 //! rotate, and ends in one of three ways (`RefreshFailure`): a gone grant leads to a new
 //! authorization, "try later" keeps the tokens. A stored client the server no longer knows
 //! (`invalid_client`) is registered again once. Step-up ([`Flow::handle_forbidden`]) asks for
-//! the union of the scope requested before and the challenge's, at most
-//! [`FlowConfig::max_step_ups`] times until a request succeeds ([`Flow::request_succeeded`]).
+//! the union of the scopes requested and granted before and the challenge's. Until a request
+//! succeeds ([`Flow::request_succeeded`]) at most [`FlowConfig::max_authorizations`]
+//! authorization requests are made (the first one included), and a `401` right after a
+//! refresh goes to a new authorization rather than refreshing again: never a loop.
 
 use std::collections::VecDeque;
 
@@ -105,15 +107,21 @@ pub struct FlowConfig {
     pub scope: Option<String>,
     /// How long the browser step may take.
     pub authorization_timeout: Duration,
-    /// Step-up authorizations allowed before a request succeeds again.
-    pub max_step_ups: u32,
+    /// Authorization requests allowed (the first one and step-ups) before a request succeeds
+    /// again.
+    pub max_authorizations: u32,
     /// Development mode: `http` URLs to loopback addresses are allowed.
     pub allow_http_loopback: bool,
+    /// The 2025-03-26 revision's discovery, for servers of that revision only: without
+    /// Protected Resource Metadata the MCP server's origin is the authorization server, its
+    /// RFC 8414 metadata at the root, and without that the default endpoints `/authorize`,
+    /// `/token` and `/register`. Later revisions require the metadata; off by default.
+    pub legacy_discovery: bool,
 }
 
 impl FlowConfig {
     /// The defaults for `server_url`, with the browser sent back to `redirect_uri`: five
-    /// minutes for the browser step, three step-ups, https only.
+    /// minutes for the browser step, three authorization requests, https only.
     pub fn new(server_url: impl Into<String>, redirect_uri: impl Into<String>) -> Self {
         FlowConfig {
             server_url: server_url.into(),
@@ -121,8 +129,9 @@ impl FlowConfig {
             client: ClientSetup::default(),
             scope: None,
             authorization_timeout: Duration::from_secs(300),
-            max_step_ups: 3,
+            max_authorizations: 3,
             allow_http_loopback: false,
+            legacy_discovery: false,
         }
     }
 }
@@ -262,6 +271,8 @@ struct Run {
     scope: Option<String>,
     entropy: Option<Entropy>,
     reregistered: bool,
+    /// The 2025-03-26 fallback is in use (the server's origin as authorization server).
+    legacy: bool,
 }
 
 /// The authorization flow for one MCP server (see the module docs).
@@ -274,7 +285,10 @@ pub struct Flow {
     inflight: Option<InFlight>,
     out: VecDeque<FlowOutput>,
     next_fetch: u64,
-    step_ups: u32,
+    /// Authorization requests since a request last succeeded.
+    authorizations: u32,
+    /// The grant was refreshed since a request last succeeded.
+    refreshed: bool,
     /// The latest `now` an input brought (the browser step's deadline counts from it).
     now: Option<Instant>,
 }
@@ -290,7 +304,8 @@ impl Flow {
             inflight: None,
             out: VecDeque::new(),
             next_fetch: 0,
-            step_ups: 0,
+            authorizations: 0,
+            refreshed: false,
             now: None,
         }
     }
@@ -335,11 +350,15 @@ impl Flow {
 
     /// A request to the resource succeeded: the step-up count starts again.
     pub fn request_succeeded(&mut self) {
-        self.step_ups = 0;
+        self.authorizations = 0;
+        self.refreshed = false;
     }
 
     /// The server answered `401` (with `WWW-Authenticate`'s `Bearer` challenge, if any):
-    /// refreshes when a refresh token is at hand, else authorizes.
+    /// refreshes when a refresh token is at hand (and the grant was not just refreshed), else
+    /// authorizes from the start (the resource metadata is fetched again: the server may have
+    /// moved to another authorization server). Fails with [`AuthError::AttemptLimit`] once
+    /// [`FlowConfig::max_authorizations`] were made without a request succeeding.
     pub fn handle_unauthorized(
         &mut self,
         now: Instant,
@@ -352,16 +371,24 @@ impl Flow {
         if self.is_busy() {
             return Err(AuthError::Usage("an authorization is already under way"));
         }
+        let refreshable = self
+            .grant
+            .as_ref()
+            .is_some_and(|g| g.tokens.refresh_token.is_some());
+        if !(refreshable && !self.refreshed)
+            && self.authorizations >= self.config.max_authorizations
+        {
+            return Err(AuthError::AttemptLimit {
+                attempts: self.authorizations,
+                scope: self.grant.as_ref().and_then(|g| g.requested_scope.clone()),
+            });
+        }
         self.run = Run {
             challenge_scope: challenge.and_then(|c| c.scope.clone()),
             entropy: Some(entropy),
             ..Run::default()
         };
-        if self
-            .grant
-            .as_ref()
-            .is_some_and(|g| g.tokens.refresh_token.is_some())
-        {
+        if refreshable && !self.refreshed {
             return self.start_refresh();
         }
         self.start_discovery(challenge.and_then(|c| c.resource_metadata.clone()));
@@ -370,8 +397,9 @@ impl Flow {
 
     /// The server answered `403`: with `error="insufficient_scope"` a step-up authorization
     /// starts (`Ok(true)`), for the union of the scope requested before and the challenge's;
-    /// any other `403` is not for authorization to mend (`Ok(false)`). Past
-    /// [`FlowConfig::max_step_ups`] it fails with [`AuthError::StepUpLimit`].
+    /// any other `403` is not for authorization to mend (`Ok(false)`). Once
+    /// [`FlowConfig::max_authorizations`] were made without a request succeeding it fails with
+    /// [`AuthError::AttemptLimit`].
     pub fn handle_forbidden(
         &mut self,
         now: Instant,
@@ -392,15 +420,14 @@ impl Flow {
         let before = self
             .grant
             .as_ref()
-            .and_then(|g| g.requested_scope.clone().or_else(|| g.tokens.scope.clone()));
+            .and_then(|g| scope_union(g.requested_scope.as_deref(), g.tokens.scope.as_deref()));
         let scope = scope_union(before.as_deref(), challenge.scope.as_deref());
-        if self.step_ups >= self.config.max_step_ups {
-            return Err(AuthError::StepUpLimit {
-                attempts: self.step_ups,
+        if self.authorizations >= self.config.max_authorizations {
+            return Err(AuthError::AttemptLimit {
+                attempts: self.authorizations,
                 scope,
             });
         }
-        self.step_ups += 1;
         self.run = Run {
             challenge_scope: scope,
             entropy: Some(entropy),
@@ -575,6 +602,23 @@ impl Flow {
         };
         match candidates.pop_front() {
             Some(url) => self.fetch_get(FetchPurpose::ResourceMetadata, url),
+            None if self.config.legacy_discovery => match origin(&self.config.server_url) {
+                Some(issuer) => {
+                    self.run.legacy = true;
+                    let url = format!("{issuer}/.well-known/oauth-authorization-server");
+                    self.run.issuer = Some(issuer);
+                    self.stage = Stage::ServerMetadata {
+                        candidates: VecDeque::from([url]),
+                        tried: Vec::new(),
+                    };
+                    self.next_server_metadata();
+                }
+                None => self.fail(AuthError::UrlRefused {
+                    what: "the server URL",
+                    url: self.config.server_url.clone(),
+                    reason: "not an absolute http(s) URL".into(),
+                }),
+            },
             None => {
                 let tried = tried.join(", ");
                 let server = self.config.server_url.clone();
@@ -650,6 +694,27 @@ impl Flow {
         };
         match candidates.pop_front() {
             Some(url) => self.fetch_get(FetchPurpose::ServerMetadata, url),
+            None if self.run.legacy => {
+                // 2025-03-26 "Fallbacks for Servers without Metadata Discovery".
+                let issuer = self.run.issuer.clone().unwrap_or_default();
+                let doc = serde_json::json!({
+                    "issuer": issuer,
+                    "authorization_endpoint": format!("{issuer}/authorize"),
+                    "token_endpoint": format!("{issuer}/token"),
+                    "registration_endpoint": format!("{issuer}/register"),
+                    "code_challenge_methods_supported": ["S256"],
+                });
+                match AuthorizationServerMetadata::parse(doc.to_string().as_bytes()) {
+                    Ok(m) => {
+                        self.run.metadata = Some(m);
+                        self.register();
+                    }
+                    Err(e) => self.fail(AuthError::Document {
+                        url: issuer,
+                        error: e,
+                    }),
+                }
+            }
             None => {
                 let tried = tried.join(", ");
                 let issuer = self.run.issuer.clone().unwrap_or_default();
@@ -893,6 +958,7 @@ impl Flow {
         if let Some(scope) = &scope {
             query.append_pair("scope", scope);
         }
+        self.authorizations += 1;
         let sep = if endpoint.contains('?') { '&' } else { '?' };
         let url = format!("{endpoint}{sep}{}", query.finish());
         self.run.scope = scope;
@@ -1096,6 +1162,7 @@ impl Flow {
             },
             requested_scope: self.run.scope.clone(),
         };
+        self.refreshed |= refreshing;
         self.grant = Some(grant.clone());
         self.stage = Stage::Idle;
         self.out.push_back(FlowOutput::Authorized(Box::new(grant)));
@@ -1239,6 +1306,16 @@ impl Flow {
         self.inflight = None;
         self.out.push_back(FlowOutput::Failed(error));
     }
+}
+
+/// `scheme://host[:port]` of an http(s) URL, as the `url` crate writes it.
+fn origin(u: &str) -> Option<String> {
+    let u = url::Url::parse(u).ok()?;
+    let host = u.host_str()?;
+    Some(match u.port() {
+        Some(p) => format!("{}://{host}:{p}", u.scheme()),
+        None => format!("{}://{host}", u.scheme()),
+    })
 }
 
 fn purpose_name(p: FetchPurpose) -> &'static str {
