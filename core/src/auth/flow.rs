@@ -371,13 +371,12 @@ impl Flow {
         if self.is_busy() {
             return Err(AuthError::Usage("an authorization is already under way"));
         }
-        let refreshable = self
-            .grant
-            .as_ref()
-            .is_some_and(|g| g.tokens.refresh_token.is_some());
-        if !(refreshable && !self.refreshed)
-            && self.authorizations >= self.config.max_authorizations
-        {
+        let refresh = !self.refreshed
+            && self
+                .grant
+                .as_ref()
+                .is_some_and(|g| g.tokens.refresh_token.is_some());
+        if !refresh && self.authorizations >= self.config.max_authorizations {
             return Err(AuthError::AttemptLimit {
                 attempts: self.authorizations,
                 scope: self.grant.as_ref().and_then(|g| g.requested_scope.clone()),
@@ -388,7 +387,7 @@ impl Flow {
             entropy: Some(entropy),
             ..Run::default()
         };
-        if refreshable && !self.refreshed {
+        if refresh {
             return self.start_refresh();
         }
         self.start_discovery(challenge.and_then(|c| c.resource_metadata.clone()));
