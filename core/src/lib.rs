@@ -14,6 +14,8 @@
 //! - [`backoff`]: exponential backoff with injected jitter, and `Retry-After`;
 //! - [`mcp`]: the MCP client, [`mcp::Client`], with everything a host names to drive it at
 //!   `mcp::`, and its pieces as modules (request building, eras, MRTR, caching, subscriptions);
+//! - [`auth`]: OAuth for MCP: `WWW-Authenticate` challenges and their `Bearer` view, PKCE
+//!   `S256` and `state` from caller-supplied randomness, and [`auth::Secret`] for tokens;
 //! - [`time`]: the `Instant`/`SystemTime` types every input takes (`std`'s, or `web-time`'s on
 //!   `wasm32-unknown-unknown`);
 //! - [`tunnel`]: the Secure MCP Tunnel client: [`tunnel::Tunnel`], the one machine a driver

@@ -233,12 +233,27 @@ fn query_map(u: &str) -> HashMap<String, String> {
         .collect()
 }
 
-fn challenge(resource_metadata: Option<&str>, scope: Option<&str>) -> BearerChallenge {
-    BearerChallenge {
-        resource_metadata: resource_metadata.map(str::to_owned),
-        scope: scope.map(str::to_owned),
-        ..BearerChallenge::default()
+/// A `Bearer` challenge as a server would send it, read by the real parser.
+fn parse_bearer(params: &[(&str, &str)]) -> BearerChallenge {
+    let mut header = String::from("Bearer");
+    for (i, (k, v)) in params.iter().enumerate() {
+        header.push_str(if i == 0 { " " } else { ", " });
+        header.push_str(&format!("{k}=\"{v}\""));
     }
+    BearerChallenge::from_headers([header.as_str()])
+        .unwrap()
+        .unwrap_or_else(|| panic!("no Bearer challenge in {header}"))
+}
+
+fn challenge(resource_metadata: Option<&str>, scope: Option<&str>) -> BearerChallenge {
+    let mut p = vec![("error", "invalid_token")];
+    if let Some(r) = resource_metadata {
+        p.push(("resource_metadata", r));
+    }
+    if let Some(s) = scope {
+        p.push(("scope", s));
+    }
+    parse_bearer(&p)
 }
 
 fn flow() -> Flow {
@@ -313,7 +328,7 @@ fn the_whole_flow_from_a_401_to_tokens() {
     let t = w.form(3);
     assert_eq!(t["grant_type"], "authorization_code");
     assert_eq!(t["code"], "the-code");
-    assert_eq!(t["code_verifier"], verifier.as_str());
+    assert_eq!(t["code_verifier"], verifier.expose());
     assert_eq!(t["redirect_uri"], REDIRECT);
     assert_eq!(t["resource"], SERVER);
     assert_eq!(t["client_id"], "dyn-client");
@@ -899,12 +914,11 @@ fn offline_access_only_when_offered() {
 // Step-up.
 
 fn insufficient(scope: &str) -> BearerChallenge {
-    BearerChallenge {
-        error: Some("insufficient_scope".into()),
-        scope: Some(scope.into()),
-        resource_metadata: Some(PRM_URL.into()),
-        ..BearerChallenge::default()
-    }
+    parse_bearer(&[
+        ("error", "insufficient_scope"),
+        ("scope", scope),
+        ("resource_metadata", PRM_URL),
+    ])
 }
 
 #[test]
@@ -946,10 +960,7 @@ fn step_up_asks_for_the_union_and_stops_after_the_limit() {
 fn a_403_without_insufficient_scope_is_not_retried() {
     let mut f = flow();
     let w = World::new();
-    let other = BearerChallenge {
-        error: Some("invalid_token".into()),
-        ..BearerChallenge::default()
-    };
+    let other = parse_bearer(&[("error", "invalid_token")]);
     assert!(!f
         .handle_forbidden(w.now, wall(), Some(&other), ENTROPY)
         .unwrap());

@@ -952,7 +952,7 @@ impl Flow {
             .append_pair("redirect_uri", &self.config.redirect_uri)
             .append_pair("code_challenge", &verifier.challenge())
             .append_pair("code_challenge_method", "S256")
-            .append_pair("state", state.as_str())
+            .append_pair("state", state.expose())
             .append_pair("resource", &resource);
         if let Some(scope) = &scope {
             query.append_pair("scope", scope);
@@ -996,7 +996,7 @@ impl Flow {
         form.append_pair("grant_type", "authorization_code")
             .append_pair("code", code.expose())
             .append_pair("redirect_uri", &self.config.redirect_uri)
-            .append_pair("code_verifier", verifier.as_str())
+            .append_pair("code_verifier", verifier.expose())
             .append_pair("resource", self.run.resource.as_deref().unwrap_or_default());
         self.stage = Stage::ExchangingCode;
         self.token_request(form);
