@@ -136,6 +136,19 @@ impl OAuthState {
     /// The state value of `N` random bytes (`N` is 16 or 32, checked when the call compiles),
     /// as base64url without padding: 22 or 43 characters, all URL-safe. The bytes must come
     /// from a cryptographically secure generator; the caller reads it.
+    ///
+    /// ```
+    /// # use mcpwire_core::auth::OAuthState;
+    /// assert_eq!(OAuthState::from_random([7u8; 16]).expose().len(), 22);
+    /// assert_eq!(OAuthState::from_random([7u8; 32]).expose().len(), 43);
+    /// ```
+    ///
+    /// Fewer bytes do not compile:
+    ///
+    /// ```compile_fail
+    /// # use mcpwire_core::auth::OAuthState;
+    /// let weak = OAuthState::from_random([7u8; 8]);
+    /// ```
     pub fn from_random<const N: usize>(bytes: [u8; N]) -> Self {
         const {
             assert!(
