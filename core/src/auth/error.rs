@@ -33,7 +33,7 @@ pub enum RefreshFailure {
 }
 
 /// Why an authorization failed.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum AuthError {
     /// A URL is unusable (not absolute http(s), or refused by the URL policy).

@@ -51,11 +51,11 @@ pub mod subscription;
 
 pub use cache::{AuthContext, CacheConfig, ListKind, StaleIfError};
 pub use client::{
-    CachePolicy, Client, ClientConfig, EraEvidence, Event, IncompatibleError, LocalError, OpError,
-    OpId, OpOptions, Operation, Output, ProtocolChoice, ProtocolError, ResultSource, RetryReason,
-    StreamId, Timeout, TimeoutReason, TransportError, UsageError, DEFAULT_MAX_BODY_BYTES,
-    DEFAULT_PROBE_TIMEOUT, DEFAULT_SSE_RETRY, MAX_SSE_RESUMES, MAX_SSE_RETRY,
-    MAX_STALLED_SSE_RESUMES, SESSION_OPEN_WAIT,
+    AuthConfig, CachePolicy, Client, ClientConfig, EraEvidence, Event, IncompatibleError,
+    LocalError, OpError, OpId, OpOptions, Operation, Output, ProtocolChoice, ProtocolError,
+    ResultSource, RetryReason, StreamId, Timeout, TimeoutReason, TransportError, UsageError,
+    DEFAULT_MAX_BODY_BYTES, DEFAULT_PROBE_TIMEOUT, DEFAULT_SSE_RETRY, MAX_SSE_RESUMES,
+    MAX_SSE_RETRY, MAX_STALLED_SSE_RESUMES, SESSION_OPEN_WAIT,
 };
 pub use discover::DiscoverResult;
 pub use elicitation::{ElicitAnswer, ElicitationRequest};

@@ -658,6 +658,15 @@ pub enum FailReason {
     /// The id allocator kept handing out ids already in use.
     #[error("the id allocator returned ids that are already in use")]
     IdInUse,
+    /// The server refused the request's credentials (`401`, or `403 insufficient_scope`) and
+    /// authorizing did not mend it.
+    #[error("the server answered HTTP {status}, and authorization failed: {error}")]
+    Unauthorized {
+        /// The status.
+        status: u16,
+        /// Why the authorization failed.
+        error: Box<crate::auth::AuthError>,
+    },
 }
 
 impl FailReason {
@@ -669,6 +678,7 @@ impl FailReason {
             FailReason::NotResendable { last_status, .. }
             | FailReason::ResendsExhausted { last_status, .. }
             | FailReason::MaxTotalReached { last_status } => *last_status,
+            FailReason::Unauthorized { status, .. } => Some(*status),
             FailReason::Protocol(_) | FailReason::IdInUse => None,
         }
     }
@@ -865,6 +875,10 @@ enum Phase {
     },
     /// Waiting to resend.
     Waiting { at: Instant },
+    /// HTTP: refused for want of authorization (`401`, `403 insufficient_scope`) before the
+    /// server acted on it; sent again by [`Requests::resume_parked`] once authorized, failed by
+    /// [`Requests::fail_parked`], or at the request's maximum total time.
+    Parked,
 }
 
 #[derive(Debug)]
@@ -880,6 +894,8 @@ struct Tracked {
     phase: Phase,
     /// The HTTP status of the last attempt that failed with one (no JSON-RPC body).
     last_status: Option<u16>,
+    /// Attempts sent again after authorization (not counted as resends).
+    auth_resends: u32,
 }
 
 impl Tracked {
@@ -1029,7 +1045,7 @@ impl Requests {
     pub fn current_id(&self, req: RequestHandle) -> Option<&Id> {
         match &self.active.get(&req)?.phase {
             Phase::InFlight { id, .. } => Some(id),
-            Phase::Waiting { .. } => None,
+            Phase::Waiting { .. } | Phase::Parked => None,
         }
     }
 
@@ -1104,6 +1120,7 @@ impl Requests {
             attempt: 0,
             phase: Phase::Waiting { at: now },
             last_status: None,
+            auth_resends: 0,
         };
         self.send_attempt(now, req, &mut tracked, id);
         self.active.insert(req, tracked);
@@ -1124,7 +1141,7 @@ impl Requests {
                 self.cancel_attempt(req, &id, reason.unwrap_or(DEFAULT_CANCEL_REASON));
                 Some(id)
             }
-            Phase::Waiting { .. } => None,
+            Phase::Waiting { .. } | Phase::Parked => None,
         };
         self.event(Event::Cancelled { req, id });
         Ok(())
@@ -1150,6 +1167,7 @@ impl Requests {
                     }
                     (at, TimeoutReason::Resend { req })
                 }
+                Phase::Parked => (t.cap(), TimeoutReason::Deadline { req }),
             };
             if best.as_ref().is_none_or(|b| at < b.at) {
                 best = Some(Timeout { at, reason });
@@ -1222,10 +1240,101 @@ impl Requests {
                         }
                     }
                 }
+                Phase::Parked if now >= t.cap() => {
+                    self.event(Event::Failed {
+                        req,
+                        reason: FailReason::MaxTotalReached {
+                            last_status: t.last_status,
+                        },
+                    });
+                    false
+                }
                 _ => true,
             };
             if keep {
                 self.active.insert(req, t);
+            }
+        }
+    }
+
+    /// HTTP: `req`'s attempt was refused for want of authorization (`401`, or `403` with
+    /// `insufficient_scope`): the server did not act on it, so it is sent again, whatever its
+    /// method, once [`Requests::resume_parked`] is called (a resend that does not count
+    /// against [`CallOptions::max_resends`]). `status` is kept for the error if it fails.
+    pub fn handle_stream_unauthorized(
+        &mut self,
+        req: RequestHandle,
+        status: u16,
+    ) -> Result<(), UsageError> {
+        if self.config.transport != Transport::Http {
+            return Err(UsageError::WrongTransport);
+        }
+        let Some(t) = self.active.get_mut(&req) else {
+            if self.retired.held_by(req) {
+                return Ok(());
+            }
+            return Err(UsageError::UnknownHandle);
+        };
+        let Phase::InFlight { id, .. } = &t.phase else {
+            return Ok(());
+        };
+        let id = id.clone();
+        t.last_status = Some(status);
+        t.auth_resends += 1;
+        t.phase = Phase::Parked;
+        self.retire(id, req);
+        Ok(())
+    }
+
+    /// Whether any request waits for authorization.
+    pub fn has_parked(&self) -> bool {
+        self.active
+            .values()
+            .any(|t| matches!(t.phase, Phase::Parked))
+    }
+
+    /// Authorization succeeded: every parked request is sent again (with new ids from `ids`).
+    pub fn resume_parked(&mut self, now: Instant, ids: &mut dyn IdSource) {
+        let parked: Vec<RequestHandle> = self
+            .active
+            .iter()
+            .filter(|(_, t)| matches!(t.phase, Phase::Parked))
+            .map(|(r, _)| *r)
+            .collect();
+        for req in parked {
+            let Some(mut t) = self.active.remove(&req) else {
+                continue;
+            };
+            match self.fresh_id(ids) {
+                Some(id) => {
+                    self.send_attempt(now, req, &mut t, id);
+                    self.active.insert(req, t);
+                }
+                None => self.event(Event::Failed {
+                    req,
+                    reason: FailReason::IdInUse,
+                }),
+            }
+        }
+    }
+
+    /// Authorization failed: every parked request fails with `error`.
+    pub fn fail_parked(&mut self, error: &crate::auth::AuthError) {
+        let parked: Vec<RequestHandle> = self
+            .active
+            .iter()
+            .filter(|(_, t)| matches!(t.phase, Phase::Parked))
+            .map(|(r, _)| *r)
+            .collect();
+        for req in parked {
+            if let Some(t) = self.active.remove(&req) {
+                self.event(Event::Failed {
+                    req,
+                    reason: FailReason::Unauthorized {
+                        status: t.last_status.unwrap_or(401),
+                        error: Box::new(error.clone()),
+                    },
+                });
             }
         }
     }
@@ -1466,7 +1575,7 @@ impl Requests {
                     let id = id.clone();
                     self.lost(now, req, &mut t, id, None)
                 }
-                Phase::Waiting { .. } => true,
+                Phase::Waiting { .. } | Phase::Parked => true,
             };
             if keep {
                 self.active.insert(req, t);
@@ -1561,7 +1670,7 @@ impl Requests {
         if self.is_retired(&id).is_none() {
             self.retire(id.clone(), req);
         }
-        let resends = t.attempt.saturating_sub(1);
+        let resends = t.attempt.saturating_sub(1).saturating_sub(t.auth_resends);
         let reason = if !t.resendable() {
             Some(FailReason::NotResendable {
                 method: t.method.clone(),

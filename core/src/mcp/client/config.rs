@@ -99,6 +99,9 @@ pub struct ClientConfig {
     /// the server's requests (such as `elicitation/create`) and notifications that it sends
     /// outside any call's stream. A server without one answers `405`. Default `true`.
     pub legacy_listen: bool,
+    /// Streamable HTTP: OAuth authorization when the server asks for it (`401`, `403
+    /// insufficient_scope`); `None` (the default): such answers fail the request.
+    pub authorization: Option<super::AuthConfig>,
 }
 
 impl ClientConfig {
@@ -125,6 +128,7 @@ impl ClientConfig {
             jitter_seed: 0,
             list_tools_before_call: true,
             legacy_listen: true,
+            authorization: None,
         }
     }
 

@@ -137,6 +137,31 @@ pub enum Event {
         /// Why.
         reason: &'static str,
     },
+    /// Authorization ([`super::AuthConfig`]): show this URL to the user (open it in a browser
+    /// when asked), then hand the query of the redirect back to the redirect URI to
+    /// [`Client::handle_authorization_redirect`](super::Client::handle_authorization_redirect).
+    /// The requests refused for want of it wait.
+    AuthorizationUrl {
+        /// The authorization URL (https, or http to loopback in development mode).
+        url: String,
+    },
+    /// Authorized: the waiting requests go out again with the new token. Store the grant
+    /// (the token store), keyed by its issuer and resource.
+    Authorized {
+        /// The grant (its tokens never show in `Debug`).
+        grant: Box<crate::auth::Grant>,
+    },
+    /// Authorization: a step did not work out and the flow goes on another way (a refresh
+    /// whose grant is gone: a new authorization starts).
+    AuthorizationProgress {
+        /// What did not work.
+        error: crate::auth::AuthError,
+    },
+    /// Authorization failed: the waiting requests failed with it.
+    AuthorizationFailed {
+        /// Why.
+        error: crate::auth::AuthError,
+    },
 }
 
 impl fmt::Debug for Event {
@@ -214,6 +239,24 @@ impl fmt::Debug for Event {
                 .finish(),
             Event::Subscription(e) => f.debug_tuple("Subscription").field(e).finish(),
             Event::Ignored { reason } => f.debug_struct("Ignored").field("reason", reason).finish(),
+            Event::AuthorizationUrl { url } => f
+                .debug_struct("AuthorizationUrl")
+                .field("url", url)
+                .finish(),
+            Event::Authorized { grant } => f
+                .debug_struct("Authorized")
+                .field("issuer", &grant.issuer)
+                .field("resource", &grant.resource)
+                .field("scope", &grant.tokens.scope)
+                .finish_non_exhaustive(),
+            Event::AuthorizationProgress { error } => f
+                .debug_struct("AuthorizationProgress")
+                .field("error", error)
+                .finish(),
+            Event::AuthorizationFailed { error } => f
+                .debug_struct("AuthorizationFailed")
+                .field("error", error)
+                .finish(),
         }
     }
 }

@@ -21,6 +21,7 @@
 //! - `subscriptions`: `subscriptions/listen` and subscriptions held until the era is known;
 //! - `timers`: the next deadline and its reason ([`Timeout`]).
 
+mod auth;
 mod config;
 mod detection;
 mod error;
@@ -34,6 +35,7 @@ mod subscriptions;
 mod timers;
 mod tools;
 
+pub use auth::AuthConfig;
 pub use config::{
     ClientConfig, ProtocolChoice, DEFAULT_MAX_BODY_BYTES, DEFAULT_PROBE_TIMEOUT, DEFAULT_SSE_RETRY,
     MAX_SSE_RESUMES, MAX_SSE_RETRY, MAX_STALLED_SSE_RESUMES, SESSION_OPEN_WAIT,
@@ -264,6 +266,8 @@ pub struct Client {
     /// stdio: the server's stdout cut into lines.
     stdio_lines: LineFramer,
     outputs: VecDeque<Output>,
+    /// HTTP with [`ClientConfig::authorization`]: the authorization flow and its token.
+    auth: Option<auth::AuthState>,
 }
 
 impl fmt::Debug for Client {
@@ -306,6 +310,11 @@ impl Client {
             meta_texts: MetaTexts::new(&config.client_info),
             stdio_lines: LineFramer::default(),
             outputs: VecDeque::new(),
+            auth: config
+                .authorization
+                .clone()
+                .filter(|_| transport == Transport::Http)
+                .map(auth::AuthState::new),
             config,
         };
         let latest = client.latest_version();
@@ -603,6 +612,7 @@ impl Client {
         self.requests.handle_timeout(now, &mut self.ids);
         self.subs.handle_timeout(now, &mut self.ids);
         self.session_timeout(now);
+        self.auth_handle_timeout(now);
         self.pump(now);
     }
 
@@ -812,6 +822,9 @@ impl Client {
             while let Some(o) = self.subs.poll_output() {
                 progressed = true;
                 self.on_subscription_output(o);
+            }
+            if self.pump_auth(now) {
+                progressed = true;
             }
             for waiter in std::mem::take(&mut self.tools.released) {
                 if self

@@ -48,6 +48,7 @@ impl HttpStreams {
                 sent,
                 in_session: false,
                 head: None,
+                wall: None,
                 retry_after: None,
                 body: Body::Empty,
             },
@@ -77,6 +78,8 @@ pub(super) enum Owner {
     LegacySession,
     /// A notification or an answer: the response is drained and dropped.
     Fire,
+    /// One of the authorization flow's fetches ([`super::AuthConfig`]).
+    Auth(crate::auth::FetchId),
 }
 
 pub(super) struct Stream {
@@ -85,7 +88,9 @@ pub(super) struct Stream {
     /// A request sent in the legacy session (its cancellation is a `notifications/cancelled`
     /// POST, not only the closed stream).
     pub(super) in_session: bool,
-    head: Option<ResponseHead>,
+    pub(super) head: Option<ResponseHead>,
+    /// The wall time the head came with.
+    wall: Option<SystemTime>,
     pub(super) retry_after: Option<Duration>,
     body: Body,
 }
@@ -119,6 +124,7 @@ impl Stream {
             Body::Json(Vec::new())
         };
         self.retry_after = backoff::retry_after_from_headers(&head.headers, wall, max_retry_after);
+        self.wall = Some(wall);
         self.head = Some(head);
     }
 
@@ -210,6 +216,11 @@ impl Client {
         mut headers: Headers,
         body: String,
     ) {
+        if let Some(bearer) = self.bearer_header() {
+            // The token, for the resource it was issued for (this URL) only; it replaces a
+            // host `Authorization` header. A token is valid header text.
+            let _ = headers.set("authorization", bearer);
+        }
         for (name, value) in self.config.headers.iter() {
             if headers.get(name).is_none() {
                 // Both come from a `Headers` already: valid.
@@ -238,6 +249,12 @@ impl Client {
         self.opening_answered(now, stream);
         let max_body = self.config.max_body_bytes;
         let max_retry_after = self.config.call_options.backoff.max;
+        let succeeded = (200..300).contains(&head.status);
+        if let Some(s) = self.streams.map.get_mut(&stream) {
+            if succeeded && matches!(s.owner, Owner::Request(_)) {
+                self.auth_request_succeeded();
+            }
+        }
         if let Some(s) = self.streams.map.get_mut(&stream) {
             s.set_head(head, max_body, wall, max_retry_after);
         }
@@ -269,6 +286,27 @@ impl Client {
             return;
         };
         let status = s.head.as_ref().map_or(0, |h| h.status);
+        if let Owner::Auth(fetch) = s.owner {
+            let wall = s.wall.unwrap_or(crate::time::UNIX_EPOCH);
+            let headers = s
+                .head
+                .as_ref()
+                .map(|h| h.headers.clone())
+                .unwrap_or_default();
+            return match std::mem::replace(&mut s.body, Body::Empty) {
+                Body::Json(buf) | Body::Error(buf) => {
+                    self.auth_fetch_done(now, fetch, wall, status, &headers, &buf)
+                }
+                Body::Empty if s.head.is_some() => {
+                    self.auth_fetch_done(now, fetch, wall, status, &headers, &[])
+                }
+                Body::Empty => self.auth_fetch_failed(now, fetch, "no answer"),
+                Body::Sse(_) => {
+                    self.auth_fetch_failed(now, fetch, "an event stream, not a document")
+                }
+                Body::TooLarge => self.auth_fetch_failed(now, fetch, "the answer is too large"),
+            };
+        }
         if let Some(h) = &s.head {
             self.streams.current_headers = h.headers.clone();
         }
@@ -304,7 +342,14 @@ impl Client {
                     self.owner_end(now, s.owner);
                 }
             }
-            Body::Error(buf) => self.http_error(now, &s, status, &buf),
+            Body::Error(buf) => {
+                if let Owner::Request(req) = s.owner {
+                    if self.auth_takes(now, req, s.head.as_ref(), status) {
+                        return;
+                    }
+                }
+                self.http_error(now, &s, status, &buf)
+            }
             Body::TooLarge => {}
         }
     }
@@ -340,7 +385,7 @@ impl Client {
                     self.notification(None, method, text.to_owned());
                 }
             }
-            Owner::Fire => {}
+            Owner::Fire | Owner::Auth(_) => {}
         }
     }
 
@@ -356,7 +401,7 @@ impl Client {
             }
             Owner::LegacyListen(sub) => self.legacy_stream_gone(sub, None),
             Owner::LegacySession => self.set_session_stream(None, None),
-            Owner::Fire => {}
+            Owner::Fire | Owner::Auth(_) => {}
         }
     }
 
@@ -384,6 +429,13 @@ impl Client {
             Owner::LegacyListen(sub) => self.legacy_stream_gone(sub, status),
             Owner::LegacySession => self.set_session_stream(None, status),
             Owner::Fire => {}
+            Owner::Auth(fetch) => {
+                let cause = match status {
+                    Some(s) => format!("HTTP {s}"),
+                    None => "the connection failed".to_owned(),
+                };
+                self.auth_fetch_failed(now, fetch, &cause);
+            }
         }
     }
 

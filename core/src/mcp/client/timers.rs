@@ -19,6 +19,8 @@ pub enum TimeoutReason {
     /// Legacy HTTP: the session's requests stop waiting for its opening exchanges
     /// ([`super::SESSION_OPEN_WAIT`]).
     SessionOpenWait,
+    /// The authorization's browser step runs out of time.
+    Authorization,
 }
 
 /// The next instant [`Client::handle_timeout`] must be called, and why.
@@ -50,6 +52,9 @@ impl Client {
         }
         if let Some(at) = self.session.opening.1 {
             consider(at, TimeoutReason::SessionOpenWait);
+        }
+        if let Some(at) = self.auth_timeout() {
+            consider(at, TimeoutReason::Authorization);
         }
         best
     }

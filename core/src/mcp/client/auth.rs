@@ -1,0 +1,255 @@
+//! Authorization on an HTTP client ([`AuthConfig`]): the client owns an [`auth::Flow`]. A
+//! request the server refuses for want of authorization (`401`, or `403` with
+//! `insufficient_scope`) is parked, not failed; the flow runs (its fetches go out as
+//! [`Output::Http`] on streams of their own, to the URLs the flow chose, without the host's
+//! extra headers: they are for the MCP server's origin only); the browser step is an
+//! [`Event::AuthorizationUrl`], answered with [`Client::handle_authorization_redirect`]; once
+//! authorized ([`Event::Authorized`], with the [`Grant`] to store) every parked request is
+//! sent again with the new `Authorization: Bearer` header, or fails with the flow's error.
+//!
+//! The access token is sent only with requests to the configured MCP URL (the resource it was
+//! issued for), never with the flow's own fetches, and a host `Authorization` header is
+//! replaced by it.
+//!
+//! The flow's randomness (PKCE verifier, `state`) is drawn from [`AuthConfig::seed`] with
+//! SHA-256 (a counter per draw): the driver fills the seed from a CSPRNG.
+
+use sha2::Digest as _;
+
+use super::streams::Owner;
+use super::{Client, Event, Output};
+use crate::auth::{
+    self, AuthError, BearerChallenge, Entropy, FetchId, Flow, FlowConfig, FlowOutput, Grant,
+    RedirectRejected,
+};
+use crate::http::{Headers, ResponseHead};
+use crate::mcp::request::RequestHandle;
+use crate::time::{Instant, SystemTime};
+
+/// Authorization for an HTTP client (`ClientConfig::authorization`).
+#[derive(Clone, PartialEq)]
+pub struct AuthConfig {
+    /// The flow's configuration (its `server_url` should be the client's URL).
+    pub flow: FlowConfig,
+    /// The grant the token store kept for this server, if any.
+    pub grant: Option<Grant>,
+    /// Secret random bytes from a CSPRNG: the PKCE verifiers and `state` values are drawn
+    /// from it.
+    pub seed: [u8; 32],
+}
+
+impl std::fmt::Debug for AuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthConfig")
+            .field("flow", &self.flow)
+            .field("grant", &self.grant)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The client's authorization state.
+pub(super) struct AuthState {
+    pub(super) flow: Flow,
+    seed: [u8; 32],
+    draws: u64,
+}
+
+impl AuthState {
+    pub(super) fn new(config: AuthConfig) -> Self {
+        AuthState {
+            flow: Flow::new(config.flow, config.grant),
+            seed: config.seed,
+            draws: 0,
+        }
+    }
+
+    /// The next PKCE verifier and `state` material.
+    fn entropy(&mut self) -> Entropy {
+        self.draws += 1;
+        let draw = |label: &[u8], n: u64| {
+            let mut h = sha2::Sha256::new();
+            h.update(self.seed);
+            h.update(label);
+            h.update(n.to_be_bytes());
+            let out: [u8; 32] = h.finalize().into();
+            out
+        };
+        let verifier = draw(b"mcpwire auth verifier", self.draws);
+        let s = draw(b"mcpwire auth state", self.draws);
+        let mut state = [0u8; 16];
+        state.copy_from_slice(&s[..16]);
+        Entropy { verifier, state }
+    }
+}
+
+impl Client {
+    /// The `Authorization` value for requests to the MCP server, when authorized.
+    pub(super) fn bearer_header(&self) -> Option<String> {
+        let grant = self.auth.as_ref()?.flow.grant()?;
+        Some(format!("Bearer {}", grant.tokens.access_token.expose()))
+    }
+
+    /// A request's response ended with an error status: `true` when authorization takes it
+    /// (the request is parked and the flow runs), `false` for the usual error handling.
+    pub(super) fn auth_takes(
+        &mut self,
+        now: Instant,
+        req: RequestHandle,
+        head: Option<&ResponseHead>,
+        status: u16,
+    ) -> bool {
+        if self.auth.is_none() || !matches!(status, 401 | 403) {
+            return false;
+        }
+        let challenge = head.and_then(|h| {
+            BearerChallenge::from_headers(h.headers.get_all(auth::WWW_AUTHENTICATE))
+                .ok()
+                .flatten()
+        });
+        let Some(state) = self.auth.as_mut() else {
+            return false;
+        };
+        if status == 403
+            && !challenge
+                .as_ref()
+                .is_some_and(BearerChallenge::is_insufficient_scope)
+        {
+            return false;
+        }
+        if self
+            .requests
+            .handle_stream_unauthorized(req, status)
+            .is_err()
+        {
+            return false;
+        }
+        self.streams.by_req.remove(&req);
+        if state.flow.is_busy() {
+            // An authorization is under way: this request waits for it too.
+            return true;
+        }
+        let entropy = state.entropy();
+        // No wall clock on this input; the flow reads wall time only from its own answers.
+        let wall = crate::time::UNIX_EPOCH;
+        let started = if status == 401 {
+            state
+                .flow
+                .handle_unauthorized(now, wall, challenge.as_ref(), entropy)
+                .map(|()| true)
+        } else {
+            state
+                .flow
+                .handle_forbidden(now, wall, challenge.as_ref(), entropy)
+        };
+        match started {
+            Ok(true) => {}
+            Ok(false) => {
+                // Not insufficient scope after all: nothing to authorize.
+                let e = AuthError::Usage("the server refused the request (403)");
+                self.requests.fail_parked(&e);
+            }
+            Err(e) => {
+                self.requests.fail_parked(&e);
+                self.event(Event::AuthorizationFailed { error: e });
+            }
+        }
+        true
+    }
+
+    /// A request's response head arrived with a 2xx status: the flow's attempt count starts
+    /// again.
+    pub(super) fn auth_request_succeeded(&mut self) {
+        if let Some(a) = self.auth.as_mut() {
+            a.flow.request_succeeded();
+        }
+    }
+
+    /// The flow's fetch on `stream` ended with `status`, `headers` and `body` (`wall` from
+    /// its head).
+    pub(super) fn auth_fetch_done(
+        &mut self,
+        now: Instant,
+        fetch: FetchId,
+        wall: SystemTime,
+        status: u16,
+        headers: &Headers,
+        body: &[u8],
+    ) {
+        if let Some(a) = self.auth.as_mut() {
+            a.flow
+                .handle_response(now, wall, fetch, status, headers, body);
+        }
+    }
+
+    /// The flow's fetch failed without an answer.
+    pub(super) fn auth_fetch_failed(&mut self, now: Instant, fetch: FetchId, cause: &str) {
+        if let Some(a) = self.auth.as_mut() {
+            a.flow.handle_fetch_failed(now, fetch, cause);
+        }
+    }
+
+    /// Drains the flow's outputs; `true` when there were any.
+    pub(super) fn pump_auth(&mut self, now: Instant) -> bool {
+        let mut progressed = false;
+        loop {
+            let Some(out) = self.auth.as_mut().and_then(|a| a.flow.poll_output()) else {
+                return progressed;
+            };
+            progressed = true;
+            match out {
+                FlowOutput::Fetch { id, request, .. } => {
+                    let stream = self.streams.open(Owner::Auth(id), request.headers.clone());
+                    self.outputs.push_back(Output::Http { stream, request });
+                }
+                FlowOutput::OpenAuthorizationUrl { url } => {
+                    self.event(Event::AuthorizationUrl { url });
+                }
+                FlowOutput::Authorized(grant) => {
+                    self.event(Event::Authorized { grant });
+                    self.requests.resume_parked(now, &mut self.ids);
+                }
+                FlowOutput::RefreshFailed(error) => {
+                    self.event(Event::AuthorizationProgress { error });
+                }
+                FlowOutput::Failed(error) => {
+                    self.requests.fail_parked(&error);
+                    self.event(Event::AuthorizationFailed { error });
+                }
+            }
+        }
+    }
+
+    /// The browser came back to the redirect URI with `query` (everything after `?`; see
+    /// [`auth::Flow::handle_redirect`]). A wrong `state` is ignored and the client keeps
+    /// waiting.
+    pub fn handle_authorization_redirect(
+        &mut self,
+        now: Instant,
+        wall: SystemTime,
+        query: &str,
+    ) -> Result<(), RedirectRejected> {
+        let Some(a) = self.auth.as_mut() else {
+            return Err(RedirectRejected::NotWaiting);
+        };
+        let r = a.flow.handle_redirect(now, wall, query);
+        self.pump(now);
+        r
+    }
+
+    /// The current grant (what the token store should hold), when authorized.
+    pub fn grant(&self) -> Option<&Grant> {
+        self.auth.as_ref()?.flow.grant()
+    }
+
+    /// The authorization flow's next deadline (the browser step's).
+    pub(super) fn auth_timeout(&self) -> Option<Instant> {
+        self.auth.as_ref()?.flow.poll_timeout()
+    }
+
+    /// Time passed for the authorization flow.
+    pub(super) fn auth_handle_timeout(&mut self, now: Instant) {
+        if let Some(a) = self.auth.as_mut() {
+            a.flow.handle_timeout(now);
+        }
+    }
+}
