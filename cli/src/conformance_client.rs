@@ -19,11 +19,19 @@
 //! - `json-schema-2020-12-preservation`: send one tool's listed input schema back to an echo
 //!   tool (the scenario checks that no keyword was lost on the way through the client).
 //!
+//! Authorization (the `auth/*` scenarios) is the library's: [`ClientOptions::authorization`]
+//! with the suite's conventions: its servers are `http://localhost` (development mode), its
+//! authorization servers approve at once with a redirect ([`FollowRedirect`] reads it), its
+//! Client ID Metadata Document URL is the fixed [`CIMD_URL`], pre-registered credentials come
+//! in the context (`client_id`, `client_secret`, `issuer`), and the 2025-03-26 discovery
+//! fallbacks are on only when the runner says the wire is 2025-03-26.
+//!
 //! The host accepts every form elicitation with the schema's defaults (SEP-1034, what a person
 //! who submits the form as shown would send) and declines URL elicitations, sampling and roots.
 //! Each step is logged on stderr; the exit status is 0 when every step succeeded.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use mcpwire_core::mcp::{
     ClientCapabilities, ElicitAnswer, ElicitationRequest, Event, Implementation, InputAnswer,
@@ -32,12 +40,21 @@ use mcpwire_core::mcp::{
 use serde_json::{Map, Value};
 
 use mcpwire::mcp::blocking::McpClient;
-use mcpwire::mcp::{ClientOptions, Error, FromResult, Host};
+use mcpwire::mcp::{
+    Authorization, ClientOptions, Error, FollowRedirect, FromResult, Host, MemoryStore,
+    PreRegistered, Secret,
+};
 
 /// The environment variable naming the scenario.
 pub const SCENARIO_VAR: &str = "MCP_CONFORMANCE_SCENARIO";
 /// The environment variable holding the scenario's JSON context.
 pub const CONTEXT_VAR: &str = "MCP_CONFORMANCE_CONTEXT";
+
+/// The environment variable with the wire revision the scenario runs at.
+pub const PROTOCOL_VAR: &str = "MCP_CONFORMANCE_PROTOCOL_VERSION";
+/// The Client ID Metadata Document URL the suite's authorization servers expect
+/// (`CIMD_CLIENT_METADATA_URL` in the suite; nothing is served there).
+pub const CIMD_URL: &str = "https://conformance-test.local/client-metadata.json";
 
 /// One tool call: the tool's name and its arguments.
 pub type ToolCall = (String, Map<String, Value>);
@@ -192,7 +209,7 @@ pub fn run(url: &str) -> ExitCode {
         }
     };
     eprintln!("conformance-client: scenario {scenario:?} against {url}: {plan:?}");
-    match run_plan(url, &plan) {
+    match run_plan(url, &plan, context.as_ref()) {
         Ok(()) => {
             eprintln!("conformance-client: done");
             ExitCode::SUCCESS
@@ -204,16 +221,38 @@ pub fn run(url: &str) -> ExitCode {
     }
 }
 
-fn options() -> ClientOptions {
+fn options(context: Option<&Value>) -> ClientOptions {
     let mut options = ClientOptions::default()
         .with_protocol(ProtocolChoice::Auto)
-        .with_capabilities(ClientCapabilities::none().with_elicitation_form());
+        .with_capabilities(ClientCapabilities::none().with_elicitation_form())
+        .with_authorization(authorization(
+            context,
+            std::env::var(PROTOCOL_VAR).ok().as_deref(),
+        ));
     options.client_info = Implementation::new("mcpwire-conformance", env!("CARGO_PKG_VERSION"));
     options
 }
 
-fn run_plan(url: &str, plan: &Plan) -> Result<(), String> {
-    let client = McpClient::connect_http(url, options()).map_err(|e| e.to_string())?;
+/// Authorization as the suite runs it (see the module docs).
+pub fn authorization(context: Option<&Value>, protocol: Option<&str>) -> Authorization {
+    let mut auth = Authorization::new(Arc::new(FollowRedirect), Arc::new(MemoryStore::default()));
+    auth.allow_http_loopback = true;
+    auth.client.client_name = "mcpwire-conformance".to_owned();
+    auth.client.metadata_document_url = Some(CIMD_URL.to_owned());
+    let text = |k: &str| context.and_then(|c| c.get(k)).and_then(Value::as_str);
+    if let Some(client_id) = text("client_id") {
+        auth.client.pre_registered = Some(PreRegistered {
+            client_id: client_id.to_owned(),
+            client_secret: text("client_secret").map(Secret::from),
+            issuer: text("issuer").map(str::to_owned),
+        });
+    }
+    auth.legacy_discovery = protocol == Some("2025-03-26");
+    auth
+}
+
+fn run_plan(url: &str, plan: &Plan, context: Option<&Value>) -> Result<(), String> {
+    let client = McpClient::connect_http(url, options(context)).map_err(|e| e.to_string())?;
     client.set_host(Box::new(ConformanceHost));
     let discovered = step("discover", client.discover().map(|d| d.to_value()))?;
     if let Some(era) = client.era() {

@@ -11,9 +11,14 @@
 # 4. Both suites, inside `unshare -n` with only loopback up (the runner's test servers bind
 #    every interface; in the namespace nothing is reachable from outside):
 #    - @modelcontextprotocol/conformance@0.2.0-alpha.12 `--requirements 2026-07-28`, the frozen
-#      required set, with expected-failures-2026-07-28.yaml (the auth/* scenarios until
-#      authorization is done). The runner itself fails on an unexpected failure or a stale entry;
-#      this script also checks that every required non-auth scenario passed at least one check.
+#      required set (its 25 auth/* scenarios included), with expected-failures-2026-07-28.yaml
+#      (empty). The runner itself fails on an unexpected failure or a stale entry; this script
+#      also checks that every required scenario passed at least one check.
+#    - the same runner's auth scenarios once per earlier revision each names (the suite marks
+#      them so): at 2025-11-25 (`--suite auth --spec-version 2025-11-25`, the 14 of that
+#      revision's required set), at 2025-06-18 (the three token-endpoint-auth ones) and the two
+#      2025-03-26 back-compat ones (`--suite backcompat --spec-version 2025-03-26`): every
+#      scenario must pass.
 #    - @modelcontextprotocol/conformance@0.1.16, the 2025-11-25 era's non-auth client scenarios,
 #      one at a time (that mode also fails on the client's exit status or a timeout).
 # 5. A summary; exit status 0 only when every result is the expected one.
@@ -28,7 +33,25 @@ SUITE_2025=conformance-2025   # alias of @modelcontextprotocol/conformance@0.1.1
 LEGACY_SCENARIOS=(initialize tools_call elicitation-sep1034-client-defaults sse-retry)
 # The required non-auth client scenarios of 2026-07-28 (requirements/2026-07-28.yaml, frozen).
 REQUIRED_2026=(tools_call request-metadata sep-2322-client-request-state http-standard-headers
-  http-custom-headers http-invalid-tool-headers json-schema-ref-no-deref)
+  http-custom-headers http-invalid-tool-headers json-schema-ref-no-deref
+  auth/metadata-default auth/metadata-var1 auth/metadata-var2 auth/metadata-var3 auth/basic-cimd
+  auth/scope-from-www-authenticate auth/scope-from-scopes-supported
+  auth/scope-omitted-when-undefined auth/scope-step-up auth/scope-retry-limit
+  auth/token-endpoint-auth-basic auth/token-endpoint-auth-post auth/token-endpoint-auth-none
+  auth/pre-registration auth/resource-mismatch auth/offline-access-scope
+  auth/offline-access-not-supported auth/authorization-server-migration auth/iss-supported
+  auth/iss-not-advertised auth/iss-supported-missing auth/iss-wrong-issuer auth/iss-unexpected
+  auth/iss-normalized auth/metadata-issuer-mismatch)
+# The auth suites of the earlier revisions, run with the same runner: (suite, revision, the
+# scenarios that must pass).
+AUTH_2025_SCENARIOS=(auth/metadata-default auth/metadata-var1 auth/metadata-var2
+  auth/metadata-var3 auth/basic-cimd auth/scope-from-www-authenticate
+  auth/scope-from-scopes-supported auth/scope-omitted-when-undefined auth/scope-step-up
+  auth/scope-retry-limit auth/token-endpoint-auth-basic auth/token-endpoint-auth-post
+  auth/token-endpoint-auth-none auth/pre-registration)
+AUTH_2025_06_SCENARIOS=(auth/token-endpoint-auth-basic auth/token-endpoint-auth-post
+  auth/token-endpoint-auth-none)
+BACKCOMPAT_SCENARIOS=(auth/2025-03-26-oauth-metadata-backcompat auth/2025-03-26-oauth-endpoint-fallback)
 SCENARIO_TIMEOUT_MS=30000
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -105,6 +128,21 @@ inner() {
     --expected-failures "$here/expected-failures-2026-07-28.yaml" \
     --timeout "$SCENARIO_TIMEOUT_MS" -o "$out/2026-07-28" >"$out/2026-07-28.log" 2>"$out/2026-07-28.err"
   echo $? >"$out/2026-07-28.rc"
+  echo "--- $SUITE_2026 client --suite auth --spec-version 2025-11-25"
+  node "$here/node_modules/$SUITE_2026/dist/index.js" client \
+    --command "$cmd" --suite auth --spec-version 2025-11-25 \
+    --timeout "$SCENARIO_TIMEOUT_MS" -o "$out/auth-2025-11-25" >"$out/auth-2025-11-25.log" 2>&1
+  echo $? >"$out/auth-2025-11-25.rc"
+  echo "--- $SUITE_2026 client --suite auth --spec-version 2025-06-18"
+  node "$here/node_modules/$SUITE_2026/dist/index.js" client \
+    --command "$cmd" --suite auth --spec-version 2025-06-18 \
+    --timeout "$SCENARIO_TIMEOUT_MS" -o "$out/auth-2025-06-18" >"$out/auth-2025-06-18.log" 2>&1
+  echo $? >"$out/auth-2025-06-18.rc"
+  echo "--- $SUITE_2026 client --suite backcompat --spec-version 2025-03-26"
+  node "$here/node_modules/$SUITE_2026/dist/index.js" client \
+    --command "$cmd" --suite backcompat --spec-version 2025-03-26 \
+    --timeout "$SCENARIO_TIMEOUT_MS" -o "$out/auth-2025-03-26" >"$out/auth-2025-03-26.log" 2>&1
+  echo $? >"$out/auth-2025-03-26.rc"
   local s
   for s in "${LEGACY_SCENARIOS[@]}"; do
     echo "--- $SUITE_2025 client --scenario $s"
@@ -149,6 +187,33 @@ if [ "$rc_2026" != 0 ]; then
   problems+=("2026-07-28: the runner exited $rc_2026 (an unexpected failure or a stale expected-failures entry; see above and $out/2026-07-28.err)")
 fi
 
+# The earlier revisions' auth suites: the runner's exit status, and each scenario passed checks.
+for rev in 2025-11-25 2025-06-18 2025-03-26; do
+  case $rev in
+    2025-11-25) names=("${AUTH_2025_SCENARIOS[@]}") ;;
+    2025-06-18) names=("${AUTH_2025_06_SCENARIOS[@]}") ;;
+    *) names=("${BACKCOMPAT_SCENARIOS[@]}") ;;
+  esac
+  log="$out/auth-$rev.log"
+  echo
+  say "auth at $rev (@modelcontextprotocol/conformance@0.2.0-alpha.12, --spec-version $rev):"
+  sed -n '/=== SUITE SUMMARY ===/,$p' "$log" | sed 's/^/    /'
+  rc=$(cat "$out/auth-$rev.rc" 2>/dev/null || echo 99)
+  for s in "${names[@]}"; do
+    line=$(grep -E "^(✓|✗) $s: " "$log" || true)
+    if [[ $line =~ ^✓\ [^:]+:\ ([0-9]+)\ passed,\ 0\ failed$ ]] && [ "${BASH_REMATCH[1]}" -gt 0 ]; then
+      passed=$((passed + 1))
+    else
+      failed=$((failed + 1))
+      problems+=("auth at $rev $s: ${line:-did not run}")
+    fi
+  done
+  if [ "$rc" != 0 ]; then
+    failed=$((failed + 1))
+    problems+=("auth at $rev: the runner exited $rc (see $log)")
+  fi
+done
+
 # The 2025-11-25 scenarios: each must pass (the runner's exit status) with at least one check.
 echo
 say "2025-11-25 (@modelcontextprotocol/conformance@0.1.16, one scenario at a time):"
@@ -170,6 +235,6 @@ if [ "${#problems[@]}" -gt 0 ]; then
   say "UNEXPECTED RESULTS:"
   for p in "${problems[@]}"; do echo "    $p"; done
 fi
-say "${expected} expected failures (auth/*, listed in expected-failures-2026-07-28.yaml); results in $out; ${took}s"
+say "${expected} expected failures (listed in expected-failures-2026-07-28.yaml); results in $out; ${took}s"
 echo "conformance: $passed passed, $failed failed"
 [ "$failed" = 0 ] && [ "$rc_2026" = 0 ]

@@ -170,6 +170,12 @@ pub enum AuthError {
         /// `error_description`.
         description: Option<String>,
     },
+    /// The browser step failed (the user agent could not be started, or gave up).
+    #[error("the browser step failed: {cause}")]
+    UserAgent {
+        /// What the user agent said.
+        cause: String,
+    },
     /// The authorization was not completed in time.
     #[error("the authorization was not completed within {secs} s")]
     TimedOut {
@@ -212,7 +218,9 @@ impl AuthError {
             | AuthError::NoRegistration { .. }
             | AuthError::PreRegisteredElsewhere { .. } => Blame::Configuration,
             AuthError::Transport { .. } => Blame::Transport,
-            AuthError::Denied { .. } | AuthError::TimedOut { .. } => Blame::User,
+            AuthError::Denied { .. } | AuthError::TimedOut { .. } | AuthError::UserAgent { .. } => {
+                Blame::User
+            }
             AuthError::Refresh {
                 kind: RefreshFailure::TryLater,
                 ..

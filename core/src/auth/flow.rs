@@ -348,6 +348,17 @@ impl Flow {
         }
     }
 
+    /// The browser step could not be done (the user agent failed, the user closed it): the
+    /// authorization fails with [`AuthError::UserAgent`].
+    pub fn handle_user_agent_failed(&mut self, now: Instant, cause: &str) {
+        self.now = Some(now);
+        if matches!(self.stage, Stage::Authorizing(_)) {
+            self.fail(AuthError::UserAgent {
+                cause: cause.to_owned(),
+            });
+        }
+    }
+
     /// A request to the resource succeeded: the step-up count starts again.
     pub fn request_succeeded(&mut self) {
         self.authorizations = 0;

@@ -56,7 +56,7 @@ use mcpwire_core::mcp::{
 };
 use serde_json::Value;
 
-use super::session::{Exchange, LinkView, Runtime, Session, Shared};
+use super::session::{DriverAuth, Exchange, LinkView, Runtime, Session, Shared};
 use super::{
     arguments_object, check_http_url, parse_value, stdio_command, CallToolResult, ClientOptions,
     DiscoverResult, Error, FromResult, GetPromptResult, Host, ListPromptsResult,
@@ -192,7 +192,8 @@ impl McpClient {
         let agents: AgentFactory = Arc::new(move || mcp_client_agent(connect_timeout));
         let pool = Pool::new("mcp-client-http", options.max_exchanges, JOB_QUEUE, agents);
         let (tx, rx) = mpsc::sync_channel(CHANNEL_DEPTH);
-        let core = Client::new(options.core_config(Transport::Http, url, crate::random_seed()));
+        let (config, auth) = options.http_config(url)?;
+        let core = Client::new(config);
         let link = Link::Http(HttpLink {
             url: url.to_owned(),
             pool,
@@ -211,7 +212,7 @@ impl McpClient {
             child: None,
             stderr_done: None,
         };
-        McpClient::start_loop(Session::new(core, rt, options.max_in_flight), lp)
+        McpClient::start_loop(Session::new(core, rt, options.max_in_flight), lp, auth)
     }
 
     /// A client of the stdio server `program args...`, started now without a shell. The child
@@ -297,13 +298,17 @@ impl McpClient {
             child: Some(child),
             stderr_done: Some(stderr_done),
         };
-        McpClient::start_loop(Session::new(core, rt, options.max_in_flight), lp)
+        McpClient::start_loop(Session::new(core, rt, options.max_in_flight), lp, None)
     }
 
     /// Shares `session` and starts its loop's thread.
-    fn start_loop(session: Session<Blocking>, lp: Loop) -> Result<McpClient, Error> {
+    fn start_loop(
+        session: Session<Blocking>,
+        lp: Loop,
+        auth: Option<Arc<DriverAuth>>,
+    ) -> Result<McpClient, Error> {
         let kicker = session.rt.kicker.clone();
-        let shared = Arc::new(Shared::new(session));
+        let shared = Shared::new(session, auth);
         let poller = Arc::new(Poller::new(kicker, lp));
         let (for_loop, poller_for_loop) = (Arc::clone(&shared), Arc::clone(&poller));
         let thread = thread::Builder::new()

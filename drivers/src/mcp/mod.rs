@@ -178,6 +178,7 @@ macro_rules! operations {
     };
 }
 
+mod authorization;
 #[cfg(feature = "blocking")]
 #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod blocking;
@@ -199,6 +200,13 @@ use serde::Serialize;
 use serde_json::Value;
 
 // What the API names, re-exported so that one dependency suffices.
+#[cfg(feature = "blocking")]
+#[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
+pub use authorization::FollowRedirect;
+pub use authorization::{
+    Authorization, LoopbackBrowser, MemoryStore, StoreError, TokenStore, UserAgent, UserAgentError,
+};
+pub use mcpwire_core::auth::{ClientSetup, Grant, PreRegistered, Secret};
 pub use mcpwire_core::jsonrpc::ErrorObject;
 pub use mcpwire_core::mcp::discover::ServerCapabilities;
 pub use mcpwire_core::mcp::{
@@ -271,6 +279,10 @@ pub struct ClientOptions {
     /// the server's requests (elicitations) and notifications sent outside any call's stream
     /// (see [`ClientConfig::legacy_listen`]). Default `true`.
     pub legacy_listen: bool,
+    /// HTTP: OAuth authorization when the server asks for it (a `401`, a `403
+    /// insufficient_scope`): see [`Authorization`]. `None` (the default): such an answer fails
+    /// the operation.
+    pub authorization: Option<Authorization>,
 }
 
 impl Default for ClientOptions {
@@ -291,6 +303,7 @@ impl Default for ClientOptions {
             known_era: None,
             list_tools_before_call: true,
             legacy_listen: true,
+            authorization: None,
         }
     }
 }
@@ -313,6 +326,7 @@ impl fmt::Debug for ClientOptions {
             .field("known_era", &self.known_era)
             .field("list_tools_before_call", &self.list_tools_before_call)
             .field("legacy_listen", &self.legacy_listen)
+            .field("authorization", &self.authorization)
             .finish_non_exhaustive()
     }
 }
@@ -339,6 +353,12 @@ impl ClientOptions {
     /// moves to one the server supports on `-32022`).
     pub fn with_versions(mut self, versions: &[&str]) -> Self {
         self.versions = versions.iter().map(|v| (*v).to_owned()).collect();
+        self
+    }
+
+    /// Authorizes with OAuth when the server asks (see [`ClientOptions::authorization`]).
+    pub fn with_authorization(mut self, authorization: Authorization) -> Self {
+        self.authorization = Some(authorization);
         self
     }
 
@@ -380,6 +400,29 @@ impl ClientOptions {
     pub fn with_list_tools_before_call(mut self, on: bool) -> Self {
         self.list_tools_before_call = on;
         self
+    }
+
+    /// The core's configuration for the HTTP server at `url`, with authorization when it is
+    /// configured (and what the driver does for it).
+    pub(crate) fn http_config(
+        &self,
+        url: &str,
+    ) -> Result<(ClientConfig, Option<std::sync::Arc<session::DriverAuth>>), Error> {
+        let mut config = self.core_config(Transport::Http, url, crate::random_seed());
+        let Some(a) = &self.authorization else {
+            return Ok((config, None));
+        };
+        let (auth, redirect_uri) = a.core_config(url).map_err(|source| Error::Setup {
+            what: "the authorization's loopback port and random seed",
+            source,
+        })?;
+        config.authorization = Some(auth);
+        let driver = session::DriverAuth {
+            user_agent: std::sync::Arc::clone(&a.user_agent),
+            store: std::sync::Arc::clone(&a.store),
+            redirect_uri,
+        };
+        Ok((config, Some(std::sync::Arc::new(driver))))
     }
 
     /// The core's configuration for `transport` (and the server's `url`, on HTTP); `jitter_seed`
@@ -472,6 +515,14 @@ pub enum Error {
     /// The client was closed (by [`close`](blocking::McpClient::close) on any of its handles).
     #[error("the client is closed")]
     Closed,
+    /// Something the client needs from the system could not be had.
+    #[error("cannot set up {what}: {source}")]
+    Setup {
+        /// What.
+        what: &'static str,
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// A thread of the client could not be started.
     #[error("cannot start the client's thread: {source}")]
     Thread {
@@ -603,7 +654,7 @@ impl Error {
             | Error::InvalidArguments(_)
             | Error::InputRefused { .. }
             | Error::Usage(_) => Blame::Caller,
-            Error::Spawn { .. } | Error::Thread { .. } => Blame::Local,
+            Error::Spawn { .. } | Error::Thread { .. } | Error::Setup { .. } => Blame::Local,
         }
     }
 

@@ -26,7 +26,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError, Weak};
 use std::task::Waker;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -72,7 +72,7 @@ pub(crate) enum Exchange {
 
 /// What only the runtime does (see the module docs). Its methods are called with the session
 /// locked, from any thread: none may wait.
-pub(crate) trait Runtime {
+pub(crate) trait Runtime: Send + 'static {
     /// Starts the exchange of `stream`, which reports [`Exchange`]s to the loop until it ends
     /// or is closed; `Err` with the cause when it cannot start (the exchange then fails in the
     /// core).
@@ -120,6 +120,10 @@ struct SubQueue {
 enum HostCall {
     /// An event for [`Host::on_event`] (and the hook of its kind).
     Event(Event),
+    /// Authorization: the browser step for this URL (on a thread of its own).
+    Authorize(String),
+    /// Authorization: keep this grant in the token store.
+    Store(Box<mcpwire_core::auth::Grant>),
     /// An input request to answer (only the hook that answers, `on_event` had the event).
     Input {
         op: OpId,
@@ -490,6 +494,8 @@ impl<R: Runtime> Session<R> {
                     let _ = self.core.cancel(Instant::now(), op);
                 }
             }
+            Event::AuthorizationUrl { url } => self.host_calls.push_back(HostCall::Authorize(url)),
+            Event::Authorized { grant } => self.host_calls.push_back(HostCall::Store(grant)),
             Event::Subscription(e) => {
                 let Some((sub, ended)) = subscription_of(&e) else {
                     return;
@@ -563,6 +569,17 @@ fn subscription_of(e: &SubscriptionEvent) -> Option<(SubscriptionHandle, bool)> 
 pub(crate) struct Shared<R> {
     session: Mutex<Session<R>>,
     host: Mutex<Box<dyn Host + Send>>,
+    /// Authorization's two jobs in the world: the browser step and the token store.
+    auth: Option<Arc<DriverAuth>>,
+    /// Itself, for the browser step's thread.
+    me: Weak<Shared<R>>,
+}
+
+/// What the driver does for authorization (see [`super::Authorization`]).
+pub(crate) struct DriverAuth {
+    pub(crate) user_agent: Arc<dyn super::UserAgent>,
+    pub(crate) store: Arc<dyn super::TokenStore>,
+    pub(crate) redirect_uri: String,
 }
 
 impl<R: Runtime> fmt::Debug for Shared<R> {
@@ -572,10 +589,59 @@ impl<R: Runtime> fmt::Debug for Shared<R> {
 }
 
 impl<R: Runtime> Shared<R> {
-    pub(crate) fn new(session: Session<R>) -> Self {
-        Shared {
+    pub(crate) fn new(session: Session<R>, auth: Option<Arc<DriverAuth>>) -> Arc<Self> {
+        Arc::new_cyclic(|me| Shared {
             session: Mutex::new(session),
             host: Mutex::new(Box::new(NoHost)),
+            auth,
+            me: me.clone(),
+        })
+    }
+
+    /// The browser step for `url`, on a thread of its own; its answer goes to the core.
+    fn authorize(&self, url: String) {
+        let (Some(auth), Some(me)) = (self.auth.clone(), self.me.upgrade()) else {
+            self.with(|s| {
+                s.core.handle_authorization_failed(
+                    Instant::now(),
+                    "no user agent is configured for the browser step",
+                );
+                s.drain();
+            });
+            return;
+        };
+        drop(me);
+        let me = self.me.clone();
+        let spawned = std::thread::Builder::new()
+            .name("mcpwire-authorize".into())
+            .spawn(move || {
+                let answer = auth.user_agent.authorize(&url, &auth.redirect_uri);
+                if let Some(shared) = me.upgrade() {
+                    shared.with(|s| {
+                        let now = Instant::now();
+                        match answer {
+                            Ok(query) => {
+                                let _ = s.core.handle_authorization_redirect(
+                                    now,
+                                    std::time::SystemTime::now(),
+                                    &query,
+                                );
+                            }
+                            Err(e) => s.core.handle_authorization_failed(now, &e.to_string()),
+                        }
+                        s.drain();
+                        s.kick = true;
+                    });
+                }
+            });
+        if let Err(e) = spawned {
+            self.with(|s| {
+                s.core.handle_authorization_failed(
+                    Instant::now(),
+                    &format!("cannot start a thread: {e}"),
+                );
+                s.drain();
+            });
         }
     }
 
@@ -651,6 +717,14 @@ impl<R: Runtime> Shared<R> {
                             message,
                         } => host.on_notification(op, &method, &message),
                         _ => {}
+                    }
+                }
+                HostCall::Authorize(url) => self.authorize(url),
+                HostCall::Store(grant) => {
+                    if let Some(auth) = &self.auth {
+                        // A grant that cannot be kept is used anyway; the next run logs in
+                        // again.
+                        let _ = auth.store.save(&grant);
                     }
                 }
                 HostCall::Input { op, request } => {

@@ -70,7 +70,7 @@ use smol::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use smol::stream::Stream;
 use smol::{Task, Timer};
 
-use super::session::{Exchange, LinkView, Runtime, Session, Shared};
+use super::session::{DriverAuth, Exchange, LinkView, Runtime, Session, Shared};
 use super::{
     arguments_object, check_http_url, parse_value, stdio_command, CallToolResult, ClientOptions,
     DiscoverResult, Error, FromResult, GetPromptResult, Host, ListPromptsResult,
@@ -203,7 +203,8 @@ impl McpClient {
         check_http_url(url)?;
         // A TLS set-up failure (not expected: the settings are fixed) fails each exchange.
         let tls = http::tls_config();
-        let core = Client::new(options.core_config(Transport::Http, url, crate::random_seed()));
+        let (config, auth) = options.http_config(url)?;
+        let core = Client::new(config);
         let link = Link::Http(HttpLink {
             url: url.to_owned(),
             tls,
@@ -212,7 +213,7 @@ impl McpClient {
             permits: Arc::new(Semaphore::new(options.max_exchanges.max(1))),
             jobs: BTreeMap::new(),
         });
-        Ok(McpClient::start_loop(core, link, None, &options))
+        Ok(McpClient::start_loop(core, link, None, &options, auth))
     }
 
     /// A client of the stdio server `program args...`, started now without a shell. The child
@@ -261,7 +262,13 @@ impl McpClient {
             stderr_done,
             _stderr_task: stderr_task,
         };
-        Ok(McpClient::start_loop(core, link, Some(child), &options))
+        Ok(McpClient::start_loop(
+            core,
+            link,
+            Some(child),
+            &options,
+            None,
+        ))
     }
 
     /// Shares the session of `core` on `link` and spawns its loop.
@@ -270,11 +277,12 @@ impl McpClient {
         link: Link,
         child: Option<ChildSide>,
         options: &ClientOptions,
+        auth: Option<Arc<DriverAuth>>,
     ) -> McpClient {
         let (tx, rx) = channel::bounded(CHANNEL_DEPTH);
         let (kick_tx, kick_rx) = channel::bounded(1);
         let rt = Smol { link, tx, kick_tx };
-        let shared = Arc::new(Shared::new(Session::new(core, rt, options.max_in_flight)));
+        let shared = Shared::new(Session::new(core, rt, options.max_in_flight), auth);
         let (done_tx, done) = channel::bounded::<()>(1);
         let lp = Loop {
             rx: Box::pin(rx),

@@ -236,6 +236,15 @@ impl Client {
         r
     }
 
+    /// The browser step could not be done (`cause` for a person): the authorization fails
+    /// and the requests waiting for it fail with it.
+    pub fn handle_authorization_failed(&mut self, now: Instant, cause: &str) {
+        if let Some(a) = self.auth.as_mut() {
+            a.flow.handle_user_agent_failed(now, cause);
+        }
+        self.pump(now);
+    }
+
     /// The current grant (what the token store should hold), when authorized.
     pub fn grant(&self) -> Option<&Grant> {
         self.auth.as_ref()?.flow.grant()

@@ -1,0 +1,410 @@
+//! OAuth authorization for an HTTP server ([`Authorization`], set in
+//! [`ClientOptions::authorization`](super::ClientOptions::authorization)): the core runs the
+//! flow ([`mcpwire_core::auth::Flow`]); the driver does the two things that touch the world:
+//! the browser step ([`UserAgent`], on a thread of its own so nothing else waits for the user)
+//! and keeping the grant ([`TokenStore`]).
+//!
+//! ```no_run
+//! # #[cfg(feature = "blocking")] {
+//! use std::sync::Arc;
+//! use mcpwire::mcp::{Authorization, ClientOptions, LoopbackBrowser, MemoryStore};
+//! use mcpwire::mcp::blocking::McpClient;
+//!
+//! let auth = Authorization::new(Arc::new(LoopbackBrowser::new()), Arc::new(MemoryStore::default()));
+//! let options = ClientOptions::default().with_authorization(auth);
+//! let client = McpClient::connect_http("https://mcp.example.com/mcp", options)?;
+//! // The first call that the server refuses with 401 prints the authorization URL, waits
+//! // for the browser to come back to 127.0.0.1, and goes on with the token.
+//! let tools = client.list_tools()?;
+//! # Ok::<(), mcpwire::mcp::Error>(()) }
+//! ```
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use mcpwire_core::auth::{discovery, ClientSetup, FlowConfig, Grant};
+use mcpwire_core::mcp::AuthConfig;
+
+/// The browser step: takes the user to the authorization URL and returns the query of the
+/// redirect back to `redirect_uri` (everything after `?`). It runs on a thread of its own and
+/// may block (for minutes, while a person logs in).
+pub trait UserAgent: Send + Sync {
+    /// Authorizes at `url`; the answer is the query the authorization server sent to
+    /// `redirect_uri`.
+    fn authorize(&self, url: &str, redirect_uri: &str) -> Result<String, UserAgentError>;
+}
+
+/// Why the browser step failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum UserAgentError {
+    /// The loopback listener could not be opened.
+    #[error("cannot listen for the redirect on {addr}: {source}")]
+    Listen {
+        /// Where.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// No redirect came in time.
+    #[error("no redirect came back within {0:?}")]
+    TimedOut(Duration),
+    /// Anything else, for a person.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Keeps grants between runs. Keyed by the MCP server's URL: a grant is for the server whose
+/// URL its `resource` covers.
+pub trait TokenStore: Send + Sync {
+    /// The grant kept for `server_url`, if any.
+    fn load(&self, server_url: &str) -> Option<Grant>;
+    /// Keeps `grant` (replacing the one for the same issuer and resource).
+    fn save(&self, grant: &Grant) -> Result<(), StoreError>;
+}
+
+/// Why a grant could not be kept.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The store's file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// Grants in memory, for one process.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    grants: Mutex<Vec<Grant>>,
+}
+
+impl TokenStore for MemoryStore {
+    fn load(&self, server_url: &str) -> Option<Grant> {
+        let grants = self.grants.lock().unwrap_or_else(PoisonError::into_inner);
+        grants
+            .iter()
+            .rev()
+            .find(|g| discovery::resource_matches(&g.resource, server_url))
+            .cloned()
+    }
+
+    fn save(&self, grant: &Grant) -> Result<(), StoreError> {
+        let mut grants = self.grants.lock().unwrap_or_else(PoisonError::into_inner);
+        grants.retain(|g| !(g.issuer == grant.issuer && g.resource == grant.resource));
+        grants.push(grant.clone());
+        Ok(())
+    }
+}
+
+/// What [`ClientOptions::authorization`](super::ClientOptions::authorization) holds.
+#[derive(Clone)]
+pub struct Authorization {
+    /// How the client gets its identity (pre-registered, a Client ID Metadata Document URL,
+    /// dynamic registration).
+    pub client: ClientSetup,
+    /// A scope to ask for instead of the scope selection strategy.
+    pub scope: Option<String>,
+    /// The loopback port of the redirect URI (`http://127.0.0.1:<port>/callback`); `0`: a
+    /// free one, picked when the client connects.
+    pub callback_port: u16,
+    /// The browser step.
+    pub user_agent: Arc<dyn UserAgent>,
+    /// Where grants are kept.
+    pub store: Arc<dyn TokenStore>,
+    /// Development mode: `http` to loopback addresses is allowed for the server's URLs.
+    pub allow_http_loopback: bool,
+    /// The 2025-03-26 revision's discovery fallbacks (see
+    /// [`FlowConfig::legacy_discovery`]).
+    pub legacy_discovery: bool,
+    /// How long the browser step may take.
+    pub timeout: Duration,
+}
+
+impl std::fmt::Debug for Authorization {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authorization")
+            .field("client", &self.client)
+            .field("scope", &self.scope)
+            .field("callback_port", &self.callback_port)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Authorization {
+    /// Authorization with `user_agent` and `store`, the defaults otherwise: dynamic
+    /// registration, a free callback port, https only, five minutes for the browser step.
+    pub fn new(user_agent: Arc<dyn UserAgent>, store: Arc<dyn TokenStore>) -> Self {
+        Authorization {
+            client: ClientSetup::default(),
+            scope: None,
+            callback_port: 0,
+            user_agent,
+            store,
+            allow_http_loopback: false,
+            legacy_discovery: false,
+            timeout: Duration::from_secs(300),
+        }
+    }
+
+    /// The core's configuration for the server at `url`, with the stored grant and a seed
+    /// from the OS's random source.
+    pub(crate) fn core_config(&self, url: &str) -> Result<(AuthConfig, String), std::io::Error> {
+        let port = match self.callback_port {
+            0 => TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+                .local_addr()?
+                .port(),
+            p => p,
+        };
+        let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+        let mut flow = FlowConfig::new(url, redirect_uri.clone());
+        flow.client = self.client.clone();
+        flow.scope = self.scope.clone();
+        flow.allow_http_loopback = self.allow_http_loopback;
+        flow.legacy_discovery = self.legacy_discovery;
+        flow.authorization_timeout = self.timeout;
+        let mut seed = [0u8; 32];
+        getrandom::fill(&mut seed).map_err(|e| std::io::Error::other(e.to_string()))?;
+        Ok((
+            AuthConfig {
+                flow,
+                grant: self.store.load(url),
+                seed,
+            },
+            redirect_uri,
+        ))
+    }
+}
+
+/// The browser step for a person: prints the authorization URL (to stderr, or through a
+/// callback), and waits on the loopback redirect URI for the browser to come back; answers it
+/// with a short page saying the window can be closed.
+pub struct LoopbackBrowser {
+    show: Box<dyn Fn(&str) + Send + Sync>,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for LoopbackBrowser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoopbackBrowser")
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for LoopbackBrowser {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LoopbackBrowser {
+    /// Prints the URL on stderr and waits up to five minutes.
+    pub fn new() -> Self {
+        LoopbackBrowser {
+            show: Box::new(|url| eprintln!("Open this URL in a browser to authorize:\n  {url}")),
+            timeout: Duration::from_secs(300),
+        }
+    }
+
+    /// Shows the URL with `show` instead (a GUI, a log line, a browser launcher).
+    pub fn with_show(mut self, show: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.show = Box::new(show);
+        self
+    }
+
+    /// Waits at most `timeout`.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+}
+
+const DONE_PAGE: &str = "<!doctype html><meta charset=utf-8><title>mcpwire</title>\
+<p>The authorization is done; you can close this window.</p>";
+
+impl UserAgent for LoopbackBrowser {
+    fn authorize(&self, url: &str, redirect_uri: &str) -> Result<String, UserAgentError> {
+        let port = url_port(redirect_uri).unwrap_or(0);
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        let listener =
+            TcpListener::bind(addr).map_err(|source| UserAgentError::Listen { addr, source })?;
+        (self.show)(url);
+        let deadline = std::time::Instant::now() + self.timeout;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| UserAgentError::Other(e.to_string()))?;
+        loop {
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    let _ = stream.set_nonblocking(false);
+                    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                    let mut reader = BufReader::new(&stream);
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).is_err() {
+                        continue;
+                    }
+                    // `GET /callback?code=...&state=... HTTP/1.1`
+                    let target = line.split(' ').nth(1).unwrap_or("");
+                    let Some((path, query)) = target.split_once('?') else {
+                        let _ = (&stream).write_all(
+                            b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                        );
+                        continue;
+                    };
+                    if path != "/callback" {
+                        continue;
+                    }
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                        DONE_PAGE.len()
+                    );
+                    let _ = (&stream).write_all(head.as_bytes());
+                    let _ = (&stream).write_all(DONE_PAGE.as_bytes());
+                    return Ok(query.to_owned());
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if std::time::Instant::now() >= deadline {
+                        return Err(UserAgentError::TimedOut(self.timeout));
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) => return Err(UserAgentError::Other(e.to_string())),
+            }
+        }
+    }
+}
+
+/// The port of an `http://127.0.0.1:<port>/...` URL.
+fn url_port(u: &str) -> Option<u16> {
+    let rest = u.strip_prefix("http://")?;
+    let authority = rest.split('/').next()?;
+    authority.rsplit_once(':')?.1.parse().ok()
+}
+
+/// The browser step without a person, for authorization servers that approve at once
+/// (test and automation setups, the MCP conformance suite): GETs the authorization URL
+/// without following redirects and takes the query of the `Location` it points to at the
+/// redirect URI.
+#[cfg(feature = "blocking")]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FollowRedirect;
+
+#[cfg(feature = "blocking")]
+impl UserAgent for FollowRedirect {
+    fn authorize(&self, url: &str, redirect_uri: &str) -> Result<String, UserAgentError> {
+        let agent = ureq::Agent::config_builder()
+            .max_redirects(0)
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(30)))
+            .build()
+            .new_agent();
+        let response = agent
+            .get(url)
+            .call()
+            .map_err(|e| UserAgentError::Other(format!("GET the authorization URL: {e}")))?;
+        let status = response.status().as_u16();
+        let location = response
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| {
+                UserAgentError::Other(format!(
+                    "the authorization server answered HTTP {status} without a redirect"
+                ))
+            })?;
+        let Some(query) = location
+            .strip_prefix(redirect_uri)
+            .and_then(|rest| rest.strip_prefix('?'))
+        else {
+            return Err(UserAgentError::Other(format!(
+                "the authorization server redirected elsewhere than the redirect URI: {location}"
+            )));
+        };
+        Ok(query.to_owned())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_loopback_browser_takes_the_callback_query() {
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let redirect = format!("http://127.0.0.1:{port}/callback");
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let ua = LoopbackBrowser::new()
+            .with_show(move |url| {
+                let _ = tx.send(url.to_owned());
+            })
+            .with_timeout(Duration::from_secs(10));
+        let redirect2 = redirect.clone();
+        let t = std::thread::spawn(move || {
+            ua.authorize("https://as.example/authorize?x=1", &redirect2)
+        });
+        assert_eq!(rx.recv().unwrap(), "https://as.example/authorize?x=1");
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all(b"GET /callback?code=abc&state=xyz HTTP/1.1\r\nhost: x\r\n\r\n")
+            .unwrap();
+        let mut page = String::new();
+        let _ = std::io::Read::read_to_string(&mut s, &mut page);
+        assert!(page.starts_with("HTTP/1.1 200 OK"), "{page}");
+        assert_eq!(t.join().unwrap().unwrap(), "code=abc&state=xyz");
+    }
+
+    #[test]
+    fn the_loopback_browser_times_out() {
+        let ua = LoopbackBrowser::new()
+            .with_show(|_| {})
+            .with_timeout(Duration::from_millis(100));
+        let e = ua
+            .authorize("https://as.example/a", "http://127.0.0.1:0/callback")
+            .unwrap_err();
+        assert!(matches!(e, UserAgentError::TimedOut(_)), "{e}");
+    }
+
+    #[test]
+    fn the_memory_store_keys_by_issuer_and_resource() {
+        let meta = mcpwire_core::auth::metadata::AuthorizationServerMetadata::parse(
+            br#"{"issuer":"https://as"}"#,
+        )
+        .unwrap();
+        let grant = |resource: &str, token: &str| Grant {
+            resource: resource.into(),
+            issuer: "https://as".into(),
+            server_metadata: meta.clone(),
+            client: mcpwire_core::auth::ClientRegistration {
+                client_id: "c".into(),
+                client_secret: None,
+                auth_method: mcpwire_core::auth::TokenEndpointAuth::None,
+                kind: mcpwire_core::auth::RegistrationKind::Dynamic,
+            },
+            tokens: mcpwire_core::auth::Tokens {
+                access_token: token.into(),
+                refresh_token: None,
+                expires_at: None,
+                scope: None,
+            },
+            requested_scope: None,
+        };
+        let store = MemoryStore::default();
+        store.save(&grant("https://mcp.example/mcp", "A")).unwrap();
+        store.save(&grant("https://other.example", "B")).unwrap();
+        store.save(&grant("https://mcp.example/mcp", "C")).unwrap();
+        let g = store.load("https://mcp.example/mcp").unwrap();
+        assert_eq!(g.tokens.access_token.expose(), "C");
+        assert!(store.load("https://third.example/mcp").is_none());
+    }
+}
