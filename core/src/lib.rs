@@ -14,6 +14,8 @@
 //! - [`backoff`]: exponential backoff with injected jitter, and `Retry-After`;
 //! - [`mcp`]: the MCP client, [`mcp::Client`], with everything a host names to drive it at
 //!   `mcp::`, and its pieces as modules (request building, eras, MRTR, caching, subscriptions);
+//! - [`net_policy`]: the SSRF rules for the URLs a server hands the client (OAuth metadata,
+//!   endpoints, redirects, the authorization URL, icons, `$ref`), on parsed URLs and addresses;
 //! - [`time`]: the `Instant`/`SystemTime` types every input takes (`std`'s, or `web-time`'s on
 //!   `wasm32-unknown-unknown`);
 //! - [`tunnel`]: the Secure MCP Tunnel client: [`tunnel::Tunnel`], the one machine a driver
@@ -30,6 +32,7 @@ pub mod backoff;
 pub mod http;
 pub mod jsonrpc;
 pub mod mcp;
+pub mod net_policy;
 pub mod sse;
 pub mod stdio_lines;
 pub mod time;
