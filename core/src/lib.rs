@@ -14,8 +14,10 @@
 //! - [`backoff`]: exponential backoff with injected jitter, and `Retry-After`;
 //! - [`mcp`]: the MCP client, [`mcp::Client`], with everything a host names to drive it at
 //!   `mcp::`, and its pieces as modules (request building, eras, MRTR, caching, subscriptions);
-//! - [`auth`]: OAuth for MCP: `WWW-Authenticate` challenges and their `Bearer` view, PKCE
-//!   `S256` and `state` from caller-supplied randomness, and [`auth::Secret`] for tokens;
+//! - [`auth`]: OAuth for MCP, client side: the authorization flow as a step function
+//!   ([`auth::Flow`]), its documents, `WWW-Authenticate` challenges, PKCE, [`auth::Secret`];
+//! - [`net_policy`]: the SSRF rules for the URLs a server hands the client (OAuth metadata,
+//!   endpoints, redirects, the authorization URL, icons, `$ref`), on parsed URLs and addresses;
 //! - [`time`]: the `Instant`/`SystemTime` types every input takes (`std`'s, or `web-time`'s on
 //!   `wasm32-unknown-unknown`);
 //! - [`tunnel`]: the Secure MCP Tunnel client: [`tunnel::Tunnel`], the one machine a driver
@@ -33,6 +35,7 @@ pub mod backoff;
 pub mod http;
 pub mod jsonrpc;
 pub mod mcp;
+pub mod net_policy;
 pub mod sse;
 pub mod stdio_lines;
 pub mod time;

@@ -1295,7 +1295,7 @@ fn plain_http_only_to_loopback_in_development_mode() {
     ));
     assert!(w.sent.is_empty());
     let mut c = FlowConfig::new(local, REDIRECT);
-    c.allow_http_loopback = true;
+    c.policy = mcpwire_core::net_policy::NetPolicy::development();
     let mut f = Flow::new(c, None);
     start(&w, &mut f, None);
     let Some(FlowOutput::Fetch { request, .. }) = f.poll_output() else {
@@ -1459,4 +1459,44 @@ fn the_2025_03_26_fallbacks_only_when_asked() {
         failed(&w.drive(&mut f)),
         AuthError::NoResourceMetadata { .. }
     ));
+}
+
+#[test]
+fn urls_the_servers_hand_over_are_checked_before_they_are_fetched() {
+    // An authorization server on a private address.
+    let mut w = World::new().route(
+        Method::Get,
+        PRM_URL,
+        vec![prm(SERVER, &["https://10.0.0.7"])],
+    );
+    let mut f = flow();
+    start(&w, &mut f, None);
+    let e = failed(&w.drive(&mut f)).clone();
+    assert!(matches!(e, AuthError::UrlRefused { .. }), "{e}");
+    assert!(e.to_string().contains("10.0.0.7"), "{e}");
+    assert_eq!(w.sent.len(), 1);
+    // A token endpoint at the cloud metadata address.
+    let mut w =
+        World::standard(serde_json::json!({"token_endpoint": "https://169.254.169.254/token"}));
+    let mut f = flow();
+    start(&w, &mut f, None);
+    let e = failed(&w.drive(&mut f)).clone();
+    assert!(e.to_string().contains("metadata"), "{e}");
+    assert!(!w.urls().iter().any(|u| u.contains("169.254")));
+    // A resource_metadata URL with userinfo.
+    let mut w = World::new();
+    let mut f = flow();
+    start(
+        &w,
+        &mut f,
+        Some(&challenge(
+            Some("https://mcp.example.com@evil.example/prm"),
+            None,
+        )),
+    );
+    assert!(matches!(
+        failed(&w.drive(&mut f)),
+        AuthError::UrlRefused { .. }
+    ));
+    assert!(w.sent.is_empty());
 }

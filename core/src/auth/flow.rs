@@ -53,6 +53,7 @@ use super::pkce::{OAuthState, PkceVerifier};
 use super::secret::Secret;
 use super::www_authenticate::BearerChallenge;
 use crate::http::{Headers, Method, Request};
+use crate::net_policy::{CheckedUrl, NetPolicy, UrlPurpose};
 use crate::time::{Duration, Instant, SystemTime};
 
 /// How many redirects a metadata fetch follows, each checked like the first URL.
@@ -110,8 +111,11 @@ pub struct FlowConfig {
     /// Authorization requests allowed (the first one and step-ups) before a request succeeds
     /// again.
     pub max_authorizations: u32,
-    /// Development mode: `http` URLs to loopback addresses are allowed.
-    pub allow_http_loopback: bool,
+    /// The URL rules every URL the servers hand the flow is checked against before it is
+    /// fetched or shown (https only; no loopback, private, link-local or metadata address;
+    /// development mode allows `http` to loopback). The driver checks the addresses a name
+    /// resolves to with the same policy ([`FlowConfig::policy`], [`FetchPurpose::url_purpose`]).
+    pub policy: NetPolicy,
     /// The 2025-03-26 revision's discovery, for servers of that revision only: without
     /// Protected Resource Metadata the MCP server's origin is the authorization server, its
     /// RFC 8414 metadata at the root, and without that the default endpoints `/authorize`,
@@ -130,7 +134,7 @@ impl FlowConfig {
             scope: None,
             authorization_timeout: Duration::from_secs(300),
             max_authorizations: 3,
-            allow_http_loopback: false,
+            policy: NetPolicy::strict(),
             legacy_discovery: false,
         }
     }
@@ -155,8 +159,8 @@ impl std::fmt::Debug for Entropy {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FetchId(pub u64);
 
-/// What a fetch is for (the driver checks the URL's resolved addresses for every purpose, and
-/// never follows a redirect itself).
+/// What a fetch is for (the driver checks the URL's resolved addresses for every purpose with
+/// [`FlowConfig::policy`], and never follows a redirect itself).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FetchPurpose {
@@ -168,6 +172,17 @@ pub enum FetchPurpose {
     Registration,
     /// A token request (code exchange or refresh).
     Token,
+}
+
+impl FetchPurpose {
+    /// The URL policy's purpose for it.
+    pub fn url_purpose(self) -> UrlPurpose {
+        match self {
+            FetchPurpose::ResourceMetadata => UrlPurpose::ResourceMetadata,
+            FetchPurpose::ServerMetadata => UrlPurpose::AuthorizationServer,
+            FetchPurpose::Registration | FetchPurpose::Token => UrlPurpose::MetadataEndpoint,
+        }
+    }
 }
 
 /// What the flow asks of its owner, or tells it.
@@ -946,7 +961,11 @@ impl Flow {
         let Some(endpoint) = metadata.authorization_endpoint.clone() else {
             return self.fail(AuthError::Usage("no authorization endpoint"));
         };
-        if let Err(e) = self.check_url("the authorization endpoint", &endpoint) {
+        if let Err(e) = self.check_url(
+            "the authorization endpoint",
+            &endpoint,
+            UrlPurpose::AuthorizationUrl,
+        ) {
             return self.fail(e);
         }
         let resource = match self.resource() {
@@ -1194,21 +1213,21 @@ impl Flow {
         })
     }
 
-    fn check_url(&self, what: &'static str, url: &str) -> Result<(), AuthError> {
-        let refused = |reason: String| AuthError::UrlRefused {
-            what,
-            url: url.to_owned(),
-            reason,
-        };
-        let parsed = url::Url::parse(url).map_err(|e| refused(e.to_string()))?;
-        match parsed.scheme() {
-            "https" => Ok(()),
-            "http" if self.config.allow_http_loopback && is_loopback(&parsed) => Ok(()),
-            "http" => Err(refused(
-                "not https (http is allowed only to loopback, in development mode)".into(),
-            )),
-            other => Err(refused(format!("the scheme {other:?} is not allowed"))),
-        }
+    /// `url` against the policy, for `purpose`.
+    fn check_url(
+        &self,
+        what: &'static str,
+        url: &str,
+        purpose: UrlPurpose,
+    ) -> Result<CheckedUrl, AuthError> {
+        self.config
+            .policy
+            .check_url(url, purpose)
+            .map_err(|e| AuthError::UrlRefused {
+                what,
+                url: url.to_owned(),
+                reason: e.to_string(),
+            })
     }
 
     fn fetch_get(&mut self, purpose: FetchPurpose, url: String) {
@@ -1244,7 +1263,7 @@ impl Flow {
         body: Vec<u8>,
         redirects: u8,
     ) {
-        if let Err(e) = self.check_url(purpose_name(purpose), &url) {
+        if let Err(e) = self.check_url(purpose_name(purpose), &url, purpose.url_purpose()) {
             return self.fail(e);
         }
         let id = FetchId(self.next_fetch);
@@ -1282,23 +1301,21 @@ impl Flow {
                 cause: format!("redirected to {location:?}, which is not followed"),
             });
         }
-        let next = match url::Url::parse(&f.url).and_then(|base| base.join(location)) {
-            Ok(u) => u.to_string(),
-            Err(e) => {
-                return self.fail(AuthError::UrlRefused {
+        let purpose = f.purpose.url_purpose();
+        let checked = self.check_url(what, &f.url, purpose).and_then(|from| {
+            self.config
+                .policy
+                .check_redirect(&from, location, purpose)
+                .map_err(|e| AuthError::UrlRefused {
                     what,
                     url: location.to_owned(),
                     reason: e.to_string(),
                 })
-            }
+        });
+        let next = match checked {
+            Ok(u) => u.url().to_string(),
+            Err(e) => return self.fail(e),
         };
-        if f.url.starts_with("https:") && !next.starts_with("https:") {
-            return self.fail(AuthError::UrlRefused {
-                what,
-                url: next,
-                reason: "a redirect from https to another scheme".into(),
-            });
-        }
         let mut headers = Headers::new();
         let _ = headers.set("accept", "application/json");
         self.fetch_hop(
@@ -1334,15 +1351,6 @@ fn purpose_name(p: FetchPurpose) -> &'static str {
         FetchPurpose::ServerMetadata => "the authorization server metadata",
         FetchPurpose::Registration => "client registration",
         FetchPurpose::Token => "the token endpoint",
-    }
-}
-
-fn is_loopback(u: &url::Url) -> bool {
-    match u.host() {
-        Some(url::Host::Ipv4(a)) => a.is_loopback(),
-        Some(url::Host::Ipv6(a)) => a.is_loopback(),
-        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-        None => false,
     }
 }
 

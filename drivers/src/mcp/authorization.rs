@@ -166,7 +166,7 @@ impl Authorization {
         let mut flow = FlowConfig::new(url, redirect_uri.clone());
         flow.client = self.client.clone();
         flow.scope = self.scope.clone();
-        flow.allow_http_loopback = self.allow_http_loopback;
+        flow.policy.allow_loopback_http = self.allow_http_loopback;
         flow.legacy_discovery = self.legacy_discovery;
         flow.authorization_timeout = self.timeout;
         let mut seed = [0u8; 32];
