@@ -40,6 +40,8 @@ use mcpwire_core::mcp::{
 use serde_json::{Map, Value};
 
 use mcpwire::mcp::blocking::McpClient;
+use mcpwire_core::auth::{AssertionKey, ClientCredentials, ClientCredentialsAuth};
+
 use mcpwire::mcp::{
     Authorization, ClientOptions, Error, FollowRedirect, FromResult, Host, MemoryStore,
     PreRegistered, Secret,
@@ -226,6 +228,7 @@ fn options(context: Option<&Value>) -> ClientOptions {
         .with_protocol(ProtocolChoice::Auto)
         .with_capabilities(ClientCapabilities::none().with_elicitation_form())
         .with_authorization(authorization(
+            &std::env::var(SCENARIO_VAR).unwrap_or_default(),
             context,
             std::env::var(PROTOCOL_VAR).ok().as_deref(),
         ));
@@ -233,14 +236,40 @@ fn options(context: Option<&Value>) -> ClientOptions {
     options
 }
 
-/// Authorization as the suite runs it (see the module docs).
-pub fn authorization(context: Option<&Value>, protocol: Option<&str>) -> Authorization {
+/// Authorization as the suite runs it (see the module docs): the client-credentials
+/// extension's scenarios (`auth/client-credentials-*`) give a machine client's id with a
+/// secret or a private key, pre-registration gives a client id and secret for an issuer.
+pub fn authorization(
+    scenario: &str,
+    context: Option<&Value>,
+    protocol: Option<&str>,
+) -> Authorization {
     let mut auth = Authorization::new(Arc::new(FollowRedirect), Arc::new(MemoryStore::default()));
     auth.allow_http_loopback = true;
     auth.client.client_name = "mcpwire-conformance".to_owned();
     auth.client.metadata_document_url = Some(CIMD_URL.to_owned());
     let text = |k: &str| context.and_then(|c| c.get(k)).and_then(Value::as_str);
-    if let Some(client_id) = text("client_id") {
+    let machine = scenario.starts_with("auth/client-credentials");
+    if let (true, Some(client_id)) = (machine, text("client_id")) {
+        let credentials = match (text("private_key_pem"), text("client_secret")) {
+            (Some(pem), _) => {
+                let algorithm = text("signing_algorithm").unwrap_or("ES256");
+                match AssertionKey::new(Secret::from(pem), algorithm) {
+                    Ok(key) => Some(ClientCredentialsAuth::PrivateKeyJwt(key)),
+                    Err(e) => {
+                        eprintln!("conformance-client: the context's private key: {e}");
+                        None
+                    }
+                }
+            }
+            (None, Some(secret)) => Some(ClientCredentialsAuth::Secret(Secret::from(secret))),
+            (None, None) => None,
+        };
+        auth.client.client_credentials = credentials.map(|auth| ClientCredentials {
+            client_id: client_id.to_owned(),
+            auth,
+        });
+    } else if let Some(client_id) = text("client_id") {
         auth.client.pre_registered = Some(PreRegistered {
             client_id: client_id.to_owned(),
             client_secret: text("client_secret").map(Secret::from),

@@ -1500,3 +1500,73 @@ fn urls_the_servers_hand_over_are_checked_before_they_are_fetched() {
     ));
     assert!(w.sent.is_empty());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Client credentials (machine to machine).
+
+fn cc_world() -> World {
+    World::standard(serde_json::json!({
+        "grant_types_supported": ["client_credentials"],
+        "token_endpoint_auth_methods_supported": ["client_secret_basic", "private_key_jwt"],
+        "code_challenge_methods_supported": null,
+    }))
+}
+
+#[test]
+fn client_credentials_with_a_secret_need_no_browser_and_no_registration() {
+    let mut w = cc_world();
+    let mut f = config_with(|c| {
+        c.client.client_credentials = Some(mcpwire_core::auth::ClientCredentials {
+            client_id: "m2m".into(),
+            auth: mcpwire_core::auth::ClientCredentialsAuth::Secret(Secret::new("s3")),
+        });
+    });
+    start(&w, &mut f, Some(&challenge(Some(PRM_URL), Some("jobs"))));
+    let g = authorized(&w.drive(&mut f)).clone();
+    assert!(w.authorization_urls.is_empty());
+    assert!(!w.urls().iter().any(|u| u.contains("/register")));
+    let t = w.form(w.sent.len() - 1);
+    assert_eq!(t["grant_type"], "client_credentials");
+    assert_eq!(t["resource"], SERVER);
+    assert_eq!(t["scope"], "jobs");
+    assert_eq!(
+        w.sent.last().unwrap().headers.get("authorization"),
+        Some("Basic bTJtOnMz")
+    );
+    assert_eq!(g.client.client_id, "m2m");
+}
+
+#[test]
+fn client_credentials_with_a_private_key_send_a_signed_assertion() {
+    use p256::pkcs8::EncodePrivateKey as _;
+    let signing = p256::ecdsa::SigningKey::from_bytes(&[5u8; 32].into()).unwrap();
+    let pem = signing
+        .to_pkcs8_pem(p256::pkcs8::LineEnding::LF)
+        .unwrap()
+        .to_string();
+    let key = mcpwire_core::auth::AssertionKey::new(Secret::new(pem), "ES256").unwrap();
+    let mut w = cc_world();
+    let mut f = config_with(|c| {
+        c.client.client_credentials = Some(mcpwire_core::auth::ClientCredentials {
+            client_id: "m2m".into(),
+            auth: mcpwire_core::auth::ClientCredentialsAuth::PrivateKeyJwt(key),
+        });
+    });
+    start(&w, &mut f, None);
+    authorized(&w.drive(&mut f));
+    let t = w.form(w.sent.len() - 1);
+    assert_eq!(t["grant_type"], "client_credentials");
+    assert_eq!(
+        t["client_assertion_type"],
+        "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+    );
+    assert_eq!(w.sent.last().unwrap().headers.get("authorization"), None);
+    let parts: Vec<&str> = t["client_assertion"].split('.').collect();
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let claims: serde_json::Value = serde_json::from_slice(&b64.decode(parts[1]).unwrap()).unwrap();
+    assert_eq!(claims["iss"], "m2m");
+    assert_eq!(claims["sub"], "m2m");
+    assert_eq!(claims["aud"], ISSUER);
+    assert_eq!(claims["iat"], 1_800_000_000u64);
+}

@@ -201,6 +201,9 @@ pub enum AuthError {
         /// The scope last requested.
         scope: Option<String>,
     },
+    /// The client assertion (`private_key_jwt`) could not be signed.
+    #[error("cannot sign the client assertion: {0}")]
+    ClientAssertion(super::client_assertion::AssertionError),
     /// The flow was used out of order.
     #[error("{0}")]
     Usage(&'static str),
@@ -215,6 +218,7 @@ impl AuthError {
     pub fn blame(&self) -> Blame {
         match self {
             AuthError::UrlRefused { .. }
+            | AuthError::ClientAssertion(_)
             | AuthError::NoRegistration { .. }
             | AuthError::PreRegisteredElsewhere { .. } => Blame::Configuration,
             AuthError::Transport { .. } => Blame::Transport,

@@ -36,6 +36,7 @@ use std::collections::VecDeque;
 
 use base64::Engine as _;
 
+use super::client_assertion::{AssertionKey, JWT_BEARER_ASSERTION_TYPE};
 use super::discovery::{
     authorization_server_metadata_urls, canonical_resource, protected_resource_metadata_urls,
     resource_matches,
@@ -70,9 +71,33 @@ pub struct PreRegistered {
     pub issuer: Option<String>,
 }
 
+/// Machine-to-machine credentials: the client acts on its own behalf with the
+/// `client_credentials` grant (RFC 6749 §4.4), no browser step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClientCredentials {
+    /// `client_id`.
+    pub client_id: String,
+    /// How it authenticates.
+    pub auth: ClientCredentialsAuth,
+}
+
+/// How a [`ClientCredentials`] client authenticates at the token endpoint.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum ClientCredentialsAuth {
+    /// A client secret (`client_secret_basic`, or `client_secret_post` where that is all the
+    /// server takes).
+    Secret(Secret),
+    /// A signed JWT (`private_key_jwt`, RFC 7523).
+    PrivateKeyJwt(AssertionKey),
+}
+
 /// How the client obtains its identity.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClientSetup {
+    /// Machine-to-machine credentials: when set, the client uses the `client_credentials`
+    /// grant instead of the authorization code flow.
+    pub client_credentials: Option<ClientCredentials>,
     /// Pre-registered credentials (tried first).
     pub pre_registered: Option<PreRegistered>,
     /// The HTTPS URL of the client's Client ID Metadata Document, used as `client_id` where
@@ -87,6 +112,7 @@ pub struct ClientSetup {
 impl Default for ClientSetup {
     fn default() -> Self {
         ClientSetup {
+            client_credentials: None,
             pre_registered: None,
             metadata_document_url: None,
             client_name: "mcpwire".into(),
@@ -306,6 +332,8 @@ pub struct Flow {
     refreshed: bool,
     /// The latest `now` an input brought (the browser step's deadline counts from it).
     now: Option<Instant>,
+    /// The latest wall time an input brought (client assertions are dated with it).
+    wall: Option<SystemTime>,
 }
 
 impl Flow {
@@ -322,6 +350,7 @@ impl Flow {
             authorizations: 0,
             refreshed: false,
             now: None,
+            wall: None,
         }
     }
 
@@ -392,7 +421,7 @@ impl Flow {
         challenge: Option<&BearerChallenge>,
         entropy: Entropy,
     ) -> Result<(), AuthError> {
-        let _ = wall;
+        self.wall = Some(wall);
         self.now = Some(now);
         if self.is_busy() {
             return Err(AuthError::Usage("an authorization is already under way"));
@@ -432,7 +461,7 @@ impl Flow {
         challenge: Option<&BearerChallenge>,
         entropy: Entropy,
     ) -> Result<bool, AuthError> {
-        let _ = wall;
+        self.wall = Some(wall);
         self.now = Some(now);
         let Some(challenge) =
             challenge.filter(|c| c.error.as_deref() == Some("insufficient_scope"))
@@ -465,7 +494,7 @@ impl Flow {
                 self.run.issuer = Some(g.issuer);
                 self.run.metadata = Some(g.server_metadata);
                 self.run.client = Some(g.client);
-                self.authorize();
+                self.obtain();
             }
             None => self.start_discovery(challenge.resource_metadata.clone()),
         }
@@ -480,7 +509,7 @@ impl Flow {
         wall: SystemTime,
         entropy: Entropy,
     ) -> Result<(), AuthError> {
-        let _ = wall;
+        self.wall = Some(wall);
         self.now = Some(now);
         if self.is_busy() {
             return Err(AuthError::Usage("an authorization is already under way"));
@@ -512,6 +541,7 @@ impl Flow {
         body: &[u8],
     ) {
         self.now = Some(now);
+        self.wall = Some(wall);
         let Some(f) = self.inflight.take_if(|f| f.id == id) else {
             return; // late or unknown: ignored
         };
@@ -560,7 +590,7 @@ impl Flow {
         wall: SystemTime,
         query: &str,
     ) -> Result<(), RedirectRejected> {
-        let _ = wall;
+        self.wall = Some(wall);
         self.now = Some(now);
         let Stage::Authorizing(pending) = &self.stage else {
             return Err(RedirectRejected::NotWaiting);
@@ -785,7 +815,7 @@ impl Flow {
             .code_challenge_methods_supported
             .as_ref()
             .is_some_and(|m| m.iter().any(|m| m == "S256"));
-        if !s256 {
+        if !s256 && self.config.client.client_credentials.is_none() {
             let offered = match &metadata.code_challenge_methods_supported {
                 Some(m) => format!("{m:?}"),
                 None => "absent".into(),
@@ -823,6 +853,21 @@ impl Flow {
         let Some(metadata) = self.run.metadata.clone() else {
             return self.fail(AuthError::Usage("registration before metadata"));
         };
+        if let Some(cc) = self.config.client.client_credentials.clone() {
+            let (client_secret, auth_method) = match cc.auth {
+                ClientCredentialsAuth::Secret(secret) => {
+                    (Some(secret), choose_auth_method(&metadata, true))
+                }
+                ClientCredentialsAuth::PrivateKeyJwt(_) => (None, TokenEndpointAuth::PrivateKeyJwt),
+            };
+            self.run.client = Some(ClientRegistration {
+                client_id: cc.client_id,
+                client_secret,
+                auth_method,
+                kind: RegistrationKind::PreRegistered,
+            });
+            return self.obtain();
+        }
         if let Some(pre) = self.config.client.pre_registered.clone() {
             if let Some(configured) = pre.issuer.filter(|i| *i != issuer) {
                 return self.fail(AuthError::PreRegisteredElsewhere { configured, issuer });
@@ -834,7 +879,7 @@ impl Flow {
                 auth_method,
                 kind: RegistrationKind::PreRegistered,
             });
-            return self.authorize();
+            return self.obtain();
         }
         if !self.run.reregistered {
             if let Some(g) = self.grant.as_ref().filter(|g| g.issuer == issuer) {
@@ -950,6 +995,30 @@ impl Flow {
             Some(b) if offline => scope_union(Some(&b), Some("offline_access")),
             other => other,
         }
+    }
+
+    /// Tokens for the client: the `client_credentials` grant when configured, else the
+    /// authorization code flow.
+    fn obtain(&mut self) {
+        if self.config.client.client_credentials.is_none() {
+            return self.authorize();
+        }
+        let resource = match self.resource() {
+            Ok(r) => r,
+            Err(e) => return self.fail(e),
+        };
+        let scope = self.select_scope();
+        self.authorizations += 1;
+        let mut form = url::form_urlencoded::Serializer::new(String::new());
+        form.append_pair("grant_type", "client_credentials")
+            .append_pair("resource", &resource);
+        if let Some(scope) = &scope {
+            form.append_pair("scope", scope);
+        }
+        self.run.scope = scope;
+        self.run.resource = Some(resource);
+        self.stage = Stage::ExchangingCode;
+        self.token_request(form);
     }
 
     fn authorize(&mut self) {
@@ -1081,6 +1150,29 @@ impl Flow {
             (TokenEndpointAuth::ClientSecretPost, Some(secret)) => {
                 form.append_pair("client_id", &client.client_id)
                     .append_pair("client_secret", secret.expose());
+            }
+            (TokenEndpointAuth::PrivateKeyJwt, _) => {
+                let key = match &self.config.client.client_credentials {
+                    Some(ClientCredentials {
+                        auth: ClientCredentialsAuth::PrivateKeyJwt(key),
+                        ..
+                    }) => key,
+                    _ => return self.fail(AuthError::Usage("private_key_jwt without a key")),
+                };
+                let issuer = self.run.issuer.clone().unwrap_or_default();
+                let now = self.wall.map(unix_seconds).unwrap_or(0);
+                let jti = format!("{}-{}", self.next_fetch, {
+                    let e = self.run.entropy.map(|e| e.state).unwrap_or_default();
+                    e.iter().map(|b| format!("{b:02x}")).collect::<String>()
+                });
+                match key.assertion(&client.client_id, &issuer, now, &jti) {
+                    Ok(assertion) => {
+                        form.append_pair("client_id", &client.client_id)
+                            .append_pair("client_assertion_type", JWT_BEARER_ASSERTION_TYPE)
+                            .append_pair("client_assertion", assertion.expose());
+                    }
+                    Err(e) => return self.fail(AuthError::ClientAssertion(e)),
+                }
             }
             _ => {
                 form.append_pair("client_id", &client.client_id);

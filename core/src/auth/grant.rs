@@ -27,6 +27,9 @@ pub enum TokenEndpointAuth {
     ClientSecretBasic,
     /// `client_id` and `client_secret` in the form.
     ClientSecretPost,
+    /// A JWT signed with the client's private key (RFC 7523); the key stays in the
+    /// configuration, never in a grant.
+    PrivateKeyJwt,
 }
 
 impl TokenEndpointAuth {
@@ -36,6 +39,7 @@ impl TokenEndpointAuth {
             TokenEndpointAuth::None => "none",
             TokenEndpointAuth::ClientSecretBasic => "client_secret_basic",
             TokenEndpointAuth::ClientSecretPost => "client_secret_post",
+            TokenEndpointAuth::PrivateKeyJwt => "private_key_jwt",
         }
     }
 
@@ -45,6 +49,7 @@ impl TokenEndpointAuth {
             "none" => Some(TokenEndpointAuth::None),
             "client_secret_basic" => Some(TokenEndpointAuth::ClientSecretBasic),
             "client_secret_post" => Some(TokenEndpointAuth::ClientSecretPost),
+            "private_key_jwt" => Some(TokenEndpointAuth::PrivateKeyJwt),
             _ => None,
         }
     }

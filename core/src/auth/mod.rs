@@ -15,6 +15,7 @@
 //!
 //! stdio servers are out of scope: they get their credentials from the environment.
 
+pub mod client_assertion;
 pub mod discovery;
 mod error;
 mod flow;
@@ -24,10 +25,11 @@ pub mod pkce;
 pub mod secret;
 pub mod www_authenticate;
 
+pub use client_assertion::{AssertionError, AssertionKey};
 pub use error::{AuthError, Blame, RefreshFailure};
 pub use flow::{
-    ClientSetup, Entropy, FetchId, FetchPurpose, Flow, FlowConfig, FlowOutput, PreRegistered,
-    RedirectRejected, MAX_REDIRECTS,
+    ClientCredentials, ClientCredentialsAuth, ClientSetup, Entropy, FetchId, FetchPurpose, Flow,
+    FlowConfig, FlowOutput, PreRegistered, RedirectRejected, MAX_REDIRECTS,
 };
 pub use grant::{
     scope_union, unix_seconds, ClientRegistration, Grant, RegistrationKind, TokenEndpointAuth,

@@ -96,6 +96,7 @@ impl Client {
         now: Instant,
         req: RequestHandle,
         head: Option<&ResponseHead>,
+        wall: SystemTime,
         status: u16,
     ) -> bool {
         if self.auth.is_none() || !matches!(status, 401 | 403) {
@@ -129,8 +130,6 @@ impl Client {
             return true;
         }
         let entropy = state.entropy();
-        // No wall clock on this input; the flow reads wall time only from its own answers.
-        let wall = crate::time::UNIX_EPOCH;
         let started = if status == 401 {
             state
                 .flow

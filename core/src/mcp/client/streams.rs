@@ -344,7 +344,8 @@ impl Client {
             }
             Body::Error(buf) => {
                 if let Owner::Request(req) = s.owner {
-                    if self.auth_takes(now, req, s.head.as_ref(), status) {
+                    let wall = s.wall.unwrap_or(crate::time::UNIX_EPOCH);
+                    if self.auth_takes(now, req, s.head.as_ref(), wall, status) {
                         return;
                     }
                 }
