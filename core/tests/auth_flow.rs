@@ -1570,3 +1570,81 @@ fn client_credentials_with_a_private_key_send_a_signed_assertion() {
     assert_eq!(claims["aud"], ISSUER);
     assert_eq!(claims["iat"], 1_800_000_000u64);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Refresh coordinated with the token store (single flight across processes).
+
+fn coordinated(stored_grant: Grant) -> Flow {
+    let mut c = FlowConfig::new(SERVER, REDIRECT);
+    c.coordinate_refresh = true;
+    Flow::new(c, Some(stored_grant))
+}
+
+#[test]
+fn a_coordinated_refresh_locks_the_store_first_and_uses_what_it_holds() {
+    let w = World::new();
+    // Nothing newer in the store: our refresh token is used.
+    let mut f = coordinated(stored(Some("RT-OLD"), RegistrationKind::Dynamic));
+    f.refresh(w.now, wall(), ENTROPY).unwrap();
+    let Some(FlowOutput::LockStore { issuer, resource }) = f.poll_output() else {
+        panic!("no lock asked for")
+    };
+    assert_eq!((issuer.as_str(), resource.as_str()), (ISSUER, SERVER));
+    assert!(f.poll_output().is_none(), "nothing is sent before the lock");
+    f.handle_store_locked(
+        w.now,
+        wall(),
+        Some(stored(Some("RT-OLD"), RegistrationKind::Dynamic)),
+    );
+    let Some(FlowOutput::Fetch { request, .. }) = f.poll_output() else {
+        panic!()
+    };
+    let form: HashMap<String, String> = url::form_urlencoded::parse(&request.body)
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    assert_eq!(form["refresh_token"], "RT-OLD");
+}
+
+#[test]
+fn a_grant_another_process_just_refreshed_is_taken_without_a_request() {
+    let w = World::new();
+    let mut f = coordinated(stored(Some("RT-OLD"), RegistrationKind::Dynamic));
+    f.refresh(w.now, wall(), ENTROPY).unwrap();
+    assert!(matches!(
+        f.poll_output(),
+        Some(FlowOutput::LockStore { .. })
+    ));
+    let mut theirs = stored(Some("RT-NEW"), RegistrationKind::Dynamic);
+    theirs.tokens.access_token = Secret::new("AT-THEIRS");
+    theirs.tokens.expires_at = Some(1_800_000_000 + 3600);
+    f.handle_store_locked(w.now, wall(), Some(theirs));
+    let Some(FlowOutput::Authorized(g)) = f.poll_output() else {
+        panic!()
+    };
+    assert_eq!(g.tokens.access_token.expose(), "AT-THEIRS");
+    assert!(f.poll_output().is_none(), "no token request");
+}
+
+#[test]
+fn an_expired_grant_from_another_process_is_refreshed_with_its_refresh_token() {
+    let w = World::new();
+    let mut f = coordinated(stored(Some("RT-OLD"), RegistrationKind::Dynamic));
+    f.refresh(w.now, wall(), ENTROPY).unwrap();
+    assert!(matches!(
+        f.poll_output(),
+        Some(FlowOutput::LockStore { .. })
+    ));
+    // Rotated by another process (RT-OLD is spent), and expired meanwhile.
+    f.handle_store_locked(
+        w.now,
+        wall(),
+        Some(stored(Some("RT-ROTATED"), RegistrationKind::Dynamic)),
+    );
+    let Some(FlowOutput::Fetch { request, .. }) = f.poll_output() else {
+        panic!()
+    };
+    let form: HashMap<String, String> = url::form_urlencoded::parse(&request.body)
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    assert_eq!(form["refresh_token"], "RT-ROTATED");
+}

@@ -142,6 +142,13 @@ pub struct FlowConfig {
     /// development mode allows `http` to loopback). The driver checks the addresses a name
     /// resolves to with the same policy ([`FlowConfig::policy`], [`FetchPurpose::url_purpose`]).
     pub policy: NetPolicy,
+    /// Refreshes are coordinated with the token store (single-flight across threads and
+    /// processes): before a refresh the flow asks its owner to lock the store
+    /// ([`FlowOutput::LockStore`]) and goes on with what the store holds
+    /// ([`Flow::handle_store_locked`]); the owner keeps the lock until the flow ends
+    /// (authorized, failed, or on to a new authorization) and writes the new grant before it
+    /// is used. Off by default (nothing to coordinate with).
+    pub coordinate_refresh: bool,
     /// The 2025-03-26 revision's discovery, for servers of that revision only: without
     /// Protected Resource Metadata the MCP server's origin is the authorization server, its
     /// RFC 8414 metadata at the root, and without that the default endpoints `/authorize`,
@@ -162,6 +169,7 @@ impl FlowConfig {
             max_authorizations: 3,
             policy: NetPolicy::strict(),
             legacy_discovery: false,
+            coordinate_refresh: false,
         }
     }
 }
@@ -231,6 +239,17 @@ pub enum FlowOutput {
         /// The authorization URL (validated: https, or http to loopback in development mode).
         url: String,
     },
+    /// Lock the token store for this grant (across threads and processes; it may mean waiting
+    /// for another process's refresh), read what it holds for it, and answer with
+    /// [`Flow::handle_store_locked`]. Keep the lock until the flow's next
+    /// [`FlowOutput::Authorized`] (write the grant, then unlock), [`FlowOutput::Failed`] or
+    /// [`FlowOutput::RefreshFailed`] (unlock). Only with [`FlowConfig::coordinate_refresh`].
+    LockStore {
+        /// The grant's issuer.
+        issuer: String,
+        /// The grant's resource.
+        resource: String,
+    },
     /// Authorized: use the grant's access token for the resource, and store the grant.
     Authorized(Box<Grant>),
     /// A refresh failed in a way that needs a new authorization, which has started (for the
@@ -298,6 +317,8 @@ enum Stage {
     Authorizing(Pending),
     ExchangingCode,
     Refreshing,
+    /// Waiting for the token store's lock before a refresh.
+    Locking,
 }
 
 /// What one run of the flow has learned so far.
@@ -1102,6 +1123,65 @@ impl Flow {
     }
 
     fn start_refresh(&mut self) -> Result<(), AuthError> {
+        if self.config.coordinate_refresh {
+            let Some(g) = &self.grant else {
+                return Err(AuthError::Usage("there is no grant to refresh"));
+            };
+            self.stage = Stage::Locking;
+            self.out.push_back(FlowOutput::LockStore {
+                issuer: g.issuer.clone(),
+                resource: g.resource.clone(),
+            });
+            return Ok(());
+        }
+        self.send_refresh()
+    }
+
+    /// The token store is locked ([`FlowOutput::LockStore`]) and holds `stored` for this
+    /// grant. A grant another thread or process stored since (its tokens differ from ours) is
+    /// taken: its access token as is while it is fresh, else its refresh token (the one the
+    /// server now knows) is used for the refresh.
+    pub fn handle_store_locked(&mut self, now: Instant, wall: SystemTime, stored: Option<Grant>) {
+        self.now = Some(now);
+        self.wall = Some(wall);
+        if !matches!(self.stage, Stage::Locking) {
+            return;
+        }
+        let ours = self.grant.as_ref();
+        let newer = stored.filter(|s| {
+            ours.is_some_and(|g| {
+                s.issuer == g.issuer
+                    && s.resource == g.resource
+                    && (s.tokens.access_token != g.tokens.access_token
+                        || s.tokens.refresh_token != g.tokens.refresh_token)
+            })
+        });
+        if let Some(s) = newer {
+            let fresh = !s.tokens.expires_soon(wall);
+            self.grant = Some(s.clone());
+            if fresh {
+                self.refreshed = true;
+                self.stage = Stage::Idle;
+                self.out.push_back(FlowOutput::Authorized(Box::new(s)));
+                return;
+            }
+            if s.tokens.refresh_token.is_none() {
+                // Nothing to refresh with: authorize from the start (the store is unlocked).
+                self.out
+                    .push_back(FlowOutput::RefreshFailed(AuthError::Refresh {
+                        kind: RefreshFailure::GrantGone,
+                        reason: "the stored grant has no refresh token".into(),
+                    }));
+                self.stage = Stage::Idle;
+                return self.start_discovery(None);
+            }
+        }
+        if let Err(e) = self.send_refresh() {
+            self.fail(e);
+        }
+    }
+
+    fn send_refresh(&mut self) -> Result<(), AuthError> {
         let Some(g) = self.grant.clone() else {
             return Err(AuthError::Usage("there is no grant to refresh"));
         };

@@ -203,6 +203,9 @@ impl Client {
                 FlowOutput::OpenAuthorizationUrl { url } => {
                     self.event(Event::AuthorizationUrl { url });
                 }
+                FlowOutput::LockStore { issuer, resource } => {
+                    self.event(Event::AuthorizationStoreLock { issuer, resource });
+                }
                 FlowOutput::Authorized(grant) => {
                     self.event(Event::Authorized { grant });
                     self.requests.resume_parked(now, &mut self.ids);
@@ -233,6 +236,15 @@ impl Client {
         let r = a.flow.handle_redirect(now, wall, query);
         self.pump(now);
         r
+    }
+
+    /// The token store is locked for a refresh ([`Event::AuthorizationStoreLock`]) and holds
+    /// `stored` for the grant (see [`auth::Flow::handle_store_locked`]).
+    pub fn handle_store_locked(&mut self, now: Instant, wall: SystemTime, stored: Option<Grant>) {
+        if let Some(a) = self.auth.as_mut() {
+            a.flow.handle_store_locked(now, wall, stored);
+        }
+        self.pump(now);
     }
 
     /// The browser step could not be done (`cause` for a person): the authorization fails

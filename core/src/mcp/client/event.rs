@@ -145,6 +145,17 @@ pub enum Event {
         /// The authorization URL (https, or http to loopback in development mode).
         url: String,
     },
+    /// Authorization, before a refresh (with `FlowConfig::coordinate_refresh`): lock the token
+    /// store for this grant, read it, and answer with
+    /// [`Client::handle_store_locked`](super::Client::handle_store_locked); unlock after the
+    /// next [`Event::Authorized`] (once the grant is written), [`Event::AuthorizationFailed`]
+    /// or [`Event::AuthorizationProgress`].
+    AuthorizationStoreLock {
+        /// The grant's issuer.
+        issuer: String,
+        /// The grant's resource.
+        resource: String,
+    },
     /// Authorized: the waiting requests go out again with the new token. Store the grant
     /// (the token store), keyed by its issuer and resource.
     Authorized {
@@ -239,6 +250,11 @@ impl fmt::Debug for Event {
                 .finish(),
             Event::Subscription(e) => f.debug_tuple("Subscription").field(e).finish(),
             Event::Ignored { reason } => f.debug_struct("Ignored").field("reason", reason).finish(),
+            Event::AuthorizationStoreLock { issuer, resource } => f
+                .debug_struct("AuthorizationStoreLock")
+                .field("issuer", issuer)
+                .field("resource", resource)
+                .finish(),
             Event::AuthorizationUrl { url } => f
                 .debug_struct("AuthorizationUrl")
                 .field("url", url)
