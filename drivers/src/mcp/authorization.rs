@@ -2,30 +2,36 @@
 //! [`ClientOptions::authorization`](super::ClientOptions::authorization)): the core runs the
 //! flow ([`mcpwire_core::auth::Flow`]); the driver does the two things that touch the world:
 //! the browser step ([`UserAgent`], on a thread of its own so nothing else waits for the user)
-//! and keeping the grant ([`TokenStore`]).
+//! and keeping the grant ([`TokenStore`](super::TokenStore), whose lock makes refreshes
+//! single-flight across threads and processes).
 //!
 //! ```no_run
-//! # #[cfg(feature = "blocking")] {
 //! use std::sync::Arc;
-//! use mcpwire::mcp::{Authorization, ClientOptions, LoopbackBrowser, MemoryStore};
 //! use mcpwire::mcp::blocking::McpClient;
+//! use mcpwire::mcp::{Authorization, ClientOptions, FileStore, LoopbackBrowser};
 //!
-//! let auth = Authorization::new(Arc::new(LoopbackBrowser::new()), Arc::new(MemoryStore::default()));
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // Grants kept in ~/.local/share/mcpwire/tokens.json (0600), shared by every process.
+//! let store = Arc::new(FileStore::in_data_dir()?);
+//! let auth = Authorization::new(Arc::new(LoopbackBrowser::new()), store);
 //! let options = ClientOptions::default().with_authorization(auth);
 //! let client = McpClient::connect_http("https://mcp.example.com/mcp", options)?;
-//! // The first call that the server refuses with 401 prints the authorization URL, waits
-//! // for the browser to come back to 127.0.0.1, and goes on with the token.
-//! let tools = client.list_tools()?;
-//! # Ok::<(), mcpwire::mcp::Error>(()) }
+//! // The first request the server refuses with 401 prints the authorization URL, waits for
+//! // the browser to come back to 127.0.0.1, and goes on with the token.
+//! let tools = client.list_all_tools()?;
+//! println!("{} tools", tools.tools.len());
+//! # Ok(()) }
 //! ```
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use mcpwire_core::auth::{discovery, ClientSetup, FlowConfig, Grant};
+use mcpwire_core::auth::{ClientSetup, FlowConfig};
 use mcpwire_core::mcp::AuthConfig;
+
+use super::token_store::TokenStore;
 
 /// The browser step: takes the user to the authorization URL and returns the query of the
 /// redirect back to `redirect_uri` (everything after `?`). It runs on a thread of its own and
@@ -54,53 +60,6 @@ pub enum UserAgentError {
     /// Anything else, for a person.
     #[error("{0}")]
     Other(String),
-}
-
-/// Keeps grants between runs. Keyed by the MCP server's URL: a grant is for the server whose
-/// URL its `resource` covers.
-pub trait TokenStore: Send + Sync {
-    /// The grant kept for `server_url`, if any.
-    fn load(&self, server_url: &str) -> Option<Grant>;
-    /// Keeps `grant` (replacing the one for the same issuer and resource).
-    fn save(&self, grant: &Grant) -> Result<(), StoreError>;
-}
-
-/// Why a grant could not be kept.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// The store's file could not be read or written.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: String,
-        /// The OS error.
-        source: std::io::Error,
-    },
-}
-
-/// Grants in memory, for one process.
-#[derive(Debug, Default)]
-pub struct MemoryStore {
-    grants: Mutex<Vec<Grant>>,
-}
-
-impl TokenStore for MemoryStore {
-    fn load(&self, server_url: &str) -> Option<Grant> {
-        let grants = self.grants.lock().unwrap_or_else(PoisonError::into_inner);
-        grants
-            .iter()
-            .rev()
-            .find(|g| discovery::resource_matches(&g.resource, server_url))
-            .cloned()
-    }
-
-    fn save(&self, grant: &Grant) -> Result<(), StoreError> {
-        let mut grants = self.grants.lock().unwrap_or_else(PoisonError::into_inner);
-        grants.retain(|g| !(g.issuer == grant.issuer && g.resource == grant.resource));
-        grants.push(grant.clone());
-        Ok(())
-    }
 }
 
 /// What [`ClientOptions::authorization`](super::ClientOptions::authorization) holds.
@@ -169,6 +128,8 @@ impl Authorization {
         flow.policy.allow_loopback_http = self.allow_http_loopback;
         flow.legacy_discovery = self.legacy_discovery;
         flow.authorization_timeout = self.timeout;
+        // The store's lock makes refreshes single-flight (see `TokenStore::lock`).
+        flow.coordinate_refresh = true;
         let mut seed = [0u8; 32];
         getrandom::fill(&mut seed).map_err(|e| std::io::Error::other(e.to_string()))?;
         Ok((
@@ -373,38 +334,5 @@ mod tests {
             .authorize("https://as.example/a", "http://127.0.0.1:0/callback")
             .unwrap_err();
         assert!(matches!(e, UserAgentError::TimedOut(_)), "{e}");
-    }
-
-    #[test]
-    fn the_memory_store_keys_by_issuer_and_resource() {
-        let meta = mcpwire_core::auth::metadata::AuthorizationServerMetadata::parse(
-            br#"{"issuer":"https://as"}"#,
-        )
-        .unwrap();
-        let grant = |resource: &str, token: &str| Grant {
-            resource: resource.into(),
-            issuer: "https://as".into(),
-            server_metadata: meta.clone(),
-            client: mcpwire_core::auth::ClientRegistration {
-                client_id: "c".into(),
-                client_secret: None,
-                auth_method: mcpwire_core::auth::TokenEndpointAuth::None,
-                kind: mcpwire_core::auth::RegistrationKind::Dynamic,
-            },
-            tokens: mcpwire_core::auth::Tokens {
-                access_token: token.into(),
-                refresh_token: None,
-                expires_at: None,
-                scope: None,
-            },
-            requested_scope: None,
-        };
-        let store = MemoryStore::default();
-        store.save(&grant("https://mcp.example/mcp", "A")).unwrap();
-        store.save(&grant("https://other.example", "B")).unwrap();
-        store.save(&grant("https://mcp.example/mcp", "C")).unwrap();
-        let g = store.load("https://mcp.example/mcp").unwrap();
-        assert_eq!(g.tokens.access_token.expose(), "C");
-        assert!(store.load("https://third.example/mcp").is_none());
     }
 }

@@ -187,6 +187,7 @@ mod session;
 #[cfg(feature = "smol")]
 #[cfg_attr(docsrs, doc(cfg(feature = "smol")))]
 pub mod smol;
+mod token_store;
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -203,9 +204,7 @@ use serde_json::Value;
 #[cfg(feature = "blocking")]
 #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub use authorization::FollowRedirect;
-pub use authorization::{
-    Authorization, LoopbackBrowser, MemoryStore, StoreError, TokenStore, UserAgent, UserAgentError,
-};
+pub use authorization::{Authorization, LoopbackBrowser, UserAgent, UserAgentError};
 pub use mcpwire_core::auth::{ClientSetup, Grant, PreRegistered, Secret};
 pub use mcpwire_core::jsonrpc::ErrorObject;
 pub use mcpwire_core::mcp::discover::ServerCapabilities;
@@ -222,6 +221,7 @@ pub use mcpwire_core::mcp::{
     SubscriptionHandle, TextContent, Tool, ToolAnnotations, ToolError, Transport, TransportError,
     UsageError,
 };
+pub use token_store::{FileStore, MemoryStore, StoreError, StoreLock, TokenStore};
 
 /// The most pages a `list_all_*` method reads before it gives up on a server whose cursors do
 /// not end.
@@ -421,6 +421,7 @@ impl ClientOptions {
             user_agent: std::sync::Arc::clone(&a.user_agent),
             store: std::sync::Arc::clone(&a.store),
             redirect_uri,
+            server_url: url.to_owned(),
         };
         Ok((config, Some(std::sync::Arc::new(driver))))
     }

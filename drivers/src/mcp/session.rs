@@ -122,8 +122,9 @@ enum HostCall {
     Event(Event),
     /// Authorization: the browser step for this URL (on a thread of its own).
     Authorize(String),
-    /// Authorization: keep this grant in the token store.
-    Store(Box<mcpwire_core::auth::Grant>),
+    /// Authorization: lock the token store for a refresh (on a thread of its own: another
+    /// process may hold it), then hand the core what it holds.
+    LockStore,
     /// An input request to answer (only the hook that answers, `on_event` had the event).
     Input {
         op: OpId,
@@ -141,6 +142,10 @@ pub(crate) struct Session<R> {
     /// A host was set: every event is queued for it (otherwise only input requests, which the
     /// default host declines).
     host_set: bool,
+    /// Authorization's store and browser step (set by [`Shared::new`]).
+    auth: Option<Arc<DriverAuth>>,
+    /// The token store's refresh lock, while a refresh runs.
+    refresh_lock: Option<Box<dyn super::StoreLock>>,
     /// The transport's last error (HTTP), for the message of an operation it failed; cleared
     /// by the next response head.
     last_cause: Option<String>,
@@ -180,6 +185,8 @@ impl<R: Runtime> Session<R> {
             subs: BTreeMap::new(),
             host_calls: VecDeque::new(),
             host_set: false,
+            auth: None,
+            refresh_lock: None,
             last_cause: None,
             limit: limit.max(1),
             start_waiters: VecDeque::new(),
@@ -495,7 +502,19 @@ impl<R: Runtime> Session<R> {
                 }
             }
             Event::AuthorizationUrl { url } => self.host_calls.push_back(HostCall::Authorize(url)),
-            Event::Authorized { grant } => self.host_calls.push_back(HostCall::Store(grant)),
+            Event::Authorized { grant } => {
+                // Written before the requests waiting for it go out (they follow this event),
+                // then the refresh lock is released. A grant that cannot be written is used
+                // anyway; the next run authorizes again.
+                if let Some(a) = &self.auth {
+                    let _ = a.store.save(&grant);
+                }
+                self.refresh_lock = None;
+            }
+            Event::AuthorizationFailed { .. } | Event::AuthorizationProgress { .. } => {
+                self.refresh_lock = None;
+            }
+            Event::AuthorizationStoreLock { .. } => self.host_calls.push_back(HostCall::LockStore),
             Event::Subscription(e) => {
                 let Some((sub, ended)) = subscription_of(&e) else {
                     return;
@@ -580,6 +599,7 @@ pub(crate) struct DriverAuth {
     pub(crate) user_agent: Arc<dyn super::UserAgent>,
     pub(crate) store: Arc<dyn super::TokenStore>,
     pub(crate) redirect_uri: String,
+    pub(crate) server_url: String,
 }
 
 impl<R: Runtime> fmt::Debug for Shared<R> {
@@ -589,13 +609,56 @@ impl<R: Runtime> fmt::Debug for Shared<R> {
 }
 
 impl<R: Runtime> Shared<R> {
-    pub(crate) fn new(session: Session<R>, auth: Option<Arc<DriverAuth>>) -> Arc<Self> {
+    pub(crate) fn new(mut session: Session<R>, auth: Option<Arc<DriverAuth>>) -> Arc<Self> {
+        session.auth = auth.clone();
         Arc::new_cyclic(|me| Shared {
             session: Mutex::new(session),
             host: Mutex::new(Box::new(NoHost)),
             auth,
             me: me.clone(),
         })
+    }
+
+    /// Takes the token store's refresh lock on a thread of its own (it may wait for another
+    /// process), then hands the core what the store holds; the session keeps the lock until
+    /// the flow's next outcome.
+    fn lock_store(&self) {
+        let Some(auth) = self.auth.clone() else {
+            self.with(|s| {
+                s.core
+                    .handle_store_locked(Instant::now(), std::time::SystemTime::now(), None);
+                s.drain();
+            });
+            return;
+        };
+        let me = self.me.clone();
+        let spawned = std::thread::Builder::new()
+            .name("mcpwire-token-lock".into())
+            .spawn(move || {
+                // Without the lock (the file cannot be locked) the refresh still runs.
+                let lock = auth.store.lock().ok();
+                let stored = auth.store.load(&auth.server_url);
+                if let Some(shared) = me.upgrade() {
+                    shared.with(|s| {
+                        s.refresh_lock = lock;
+                        s.core.handle_store_locked(
+                            Instant::now(),
+                            std::time::SystemTime::now(),
+                            stored,
+                        );
+                        s.drain();
+                        s.kick = true;
+                    });
+                }
+            });
+        if spawned.is_err() {
+            let stored = self.auth.as_ref().and_then(|a| a.store.load(&a.server_url));
+            self.with(|s| {
+                s.core
+                    .handle_store_locked(Instant::now(), std::time::SystemTime::now(), stored);
+                s.drain();
+            });
+        }
     }
 
     /// The browser step for `url`, on a thread of its own; its answer goes to the core.
@@ -720,13 +783,7 @@ impl<R: Runtime> Shared<R> {
                     }
                 }
                 HostCall::Authorize(url) => self.authorize(url),
-                HostCall::Store(grant) => {
-                    if let Some(auth) = &self.auth {
-                        // A grant that cannot be kept is used anyway; the next run logs in
-                        // again.
-                        let _ = auth.store.save(&grant);
-                    }
-                }
+                HostCall::LockStore => self.lock_store(),
                 HostCall::Input { op, request } => {
                     let answer = host.on_input_request(op, &request);
                     let mut s = self.lock();
