@@ -12,6 +12,7 @@
 //! `subscribe` runs until SIGINT or SIGTERM, then closes the subscription and exits 0; when
 //! the server ends the subscription it exits 0 too, and 1 when the server refuses or breaks it.
 
+mod auth;
 mod output;
 mod terminal;
 
@@ -108,6 +109,8 @@ struct Options {
     /// Decline every input request of the server.
     #[arg(long, global = true)]
     decline_input: bool,
+    #[command(flatten)]
+    auth: auth::AuthOptions,
 }
 
 #[derive(Subcommand, Debug)]
@@ -135,6 +138,16 @@ enum ClientCommand {
     Subscribe(SubscribeArgs),
     /// ping (legacy servers only: the 2026-07-28 era has none).
     Ping,
+    /// Log in to the --url server now (OAuth; any command logs in when the server asks) and
+    /// keep the grant in the token store.
+    Login,
+    /// Forget the --url server's grants in the token store (nothing is sent).
+    Logout,
+    /// OAuth: the token store.
+    Auth {
+        #[command(subcommand)]
+        command: auth::AuthCommand,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -244,6 +257,42 @@ fn run_inner(args: ClientArgs) -> Result<ExitCode, Failure> {
         command,
         trailing,
     } = args;
+    // The token store's commands need no server connection.
+    match &command {
+        ClientCommand::Logout => {
+            let url = opts.url.as_deref().ok_or("logout needs --url URL")?;
+            let store = opts.auth.store()?;
+            let n = store.remove(url).map_err(|e| format!("token store: {e}"))?;
+            eprintln!(
+                "mcpwire client: {} grant(s) for {url} removed from {}",
+                n,
+                store.path().display()
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        ClientCommand::Auth {
+            command: auth::AuthCommand::Status,
+        } => {
+            let store = opts.auth.store()?;
+            let grants = store.list().map_err(|e| format!("token store: {e}"))?;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            println!("token store: {}", store.path().display());
+            if grants.is_empty() {
+                println!("no grants");
+            }
+            for g in grants.iter().filter(|g| {
+                opts.url
+                    .as_deref()
+                    .is_none_or(|u| mcpwire_core::auth::discovery::resource_matches(&g.resource, u))
+            }) {
+                println!("{}", auth::describe(g, now));
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        _ => {}
+    }
     let inputs = parse_inputs(&opts.inputs)?;
     let terminal = Terminal {
         stdin: std::io::stdin().is_terminal(),
@@ -300,6 +349,13 @@ fn run_inner(args: ClientArgs) -> Result<ExitCode, Failure> {
         options = options.with_bearer_token(key.expose());
     }
 
+    if opts.url.is_some() && opts.bearer.is_none() && !opts.auth.no_auth {
+        options = options.with_authorization(opts.auth.authorization()?);
+    } else if matches!(command, ClientCommand::Login) {
+        return Err(Failure::from(
+            "login needs --url URL, and neither --bearer nor --no-auth",
+        ));
+    }
     let client = connect(&opts, trailing, options)?;
     client.set_host(Box::new(host));
     let mut ctx = Ctx {
@@ -374,6 +430,28 @@ impl Ctx {
                 let result = self.op(|c| c.discover().map(|d| d.to_value()))?;
                 self.print(&result, output::discover);
             }
+            ClientCommand::Login => {
+                // Any request logs in when the server asks; a server that does not ask needs
+                // no login.
+                self.op(|c| c.discover().map(|d| d.to_value()))?;
+                let url = opts.url.as_deref().unwrap_or_default();
+                match opts.auth.store()?.list() {
+                    Ok(grants) => match grants
+                        .iter()
+                        .find(|g| mcpwire_core::auth::discovery::resource_matches(&g.resource, url))
+                    {
+                        Some(g) => eprintln!(
+                            "mcpwire client: logged in to {} (issuer {}, scope {})",
+                            g.resource,
+                            g.issuer,
+                            g.tokens.scope.as_deref().unwrap_or("none named")
+                        ),
+                        None => eprintln!("mcpwire client: {url} did not ask for a login"),
+                    },
+                    Err(e) => return Err(Failure(format!("token store: {e}"))),
+                }
+            }
+            ClientCommand::Logout | ClientCommand::Auth { .. } => {}
             ClientCommand::Tools {
                 command: ToolsCommand::List,
             } => self.list(
