@@ -61,6 +61,7 @@ impl World {
             flow,
             grant: None,
             seed: [3; 32],
+            clock: None,
         });
         World {
             c: Client::new(config),
@@ -219,8 +220,14 @@ impl World {
                 let form: HashMap<String, String> = url::form_urlencoded::parse(&r.body)
                     .map(|(k, v)| (k.into_owned(), v.into_owned()))
                     .collect();
-                // The code carries the scope the authorization asked for.
-                let scopes: Vec<String> = form["code"]
+                // The code carries the scope the authorization asked for; a refresh keeps
+                // "read".
+                let granted = if form["grant_type"] == "refresh_token" {
+                    "read"
+                } else {
+                    form["code"].as_str()
+                };
+                let scopes: Vec<String> = granted
                     .split(' ')
                     .filter(|s| !s.is_empty())
                     .map(str::to_owned)
@@ -395,4 +402,74 @@ fn auto_detection_authorizes_on_the_probe_and_stays_modern() {
         "no legacy fallback: {:?}",
         w.log
     );
+}
+
+#[test]
+fn a_token_about_to_expire_is_refreshed_before_the_operation() {
+    use mcpwire_core::auth::metadata::AuthorizationServerMetadata;
+    use mcpwire_core::auth::{
+        ClientRegistration, Grant, RegistrationKind, TokenEndpointAuth, Tokens,
+    };
+    let mut w = World::new(ProtocolChoice::Modern, None);
+    let meta = AuthorizationServerMetadata::parse(
+        json!({
+            "issuer": ISSUER,
+            "authorization_endpoint": "https://auth.example.com/authorize",
+            "token_endpoint": "https://auth.example.com/token",
+            "code_challenge_methods_supported": ["S256"],
+        })
+        .to_string()
+        .as_bytes(),
+    )
+    .unwrap();
+    let wall_now = UNIX_EPOCH + Duration::from_secs(2_000_000_000);
+    let grant = Grant {
+        resource: MCP.into(),
+        issuer: ISSUER.into(),
+        server_metadata: meta,
+        client: ClientRegistration {
+            client_id: "cid".into(),
+            client_secret: None,
+            auth_method: TokenEndpointAuth::None,
+            kind: RegistrationKind::Dynamic,
+        },
+        tokens: Tokens {
+            access_token: "OLD".into(),
+            refresh_token: Some("RT".into()),
+            // 30 s left: inside the refresh-ahead window.
+            expires_at: Some(2_000_000_030),
+            scope: Some("read".into()),
+        },
+        requested_scope: Some("read".into()),
+    };
+    let mut config =
+        ClientConfig::new(Transport::Http, Implementation::new("t", "1")).with_url(MCP);
+    config.protocol = ProtocolChoice::Modern;
+    config.authorization = Some(AuthConfig {
+        flow: FlowConfig::new(MCP, "http://127.0.0.1:40000/callback"),
+        grant: Some(grant),
+        seed: [3; 32],
+        clock: Some((w.now, wall_now)),
+    });
+    w.c = Client::new(config);
+    let op = w.c.start(w.now, Operation::Discover, OpOptions::default());
+    w.run();
+    w.outcome(op).unwrap();
+    // The refresh goes out first, without waiting for a 401; the request sent meanwhile
+    // with the old token (refused here) goes again with the new one, no new flow.
+    assert_eq!(w.log[0].0, "https://auth.example.com/token", "{:?}", w.log);
+    let mcp: Vec<Option<&str>> = w
+        .log
+        .iter()
+        .filter(|l| l.0 == MCP)
+        .map(|l| l.2.as_deref())
+        .collect();
+    assert_eq!(
+        mcp,
+        [Some("Bearer OLD"), Some("Bearer AT-1")],
+        "{:?}",
+        w.log
+    );
+    assert!(w.authorizations.is_empty());
+    assert_eq!(w.log.iter().filter(|l| l.0.ends_with("/token")).count(), 1);
 }

@@ -137,6 +137,7 @@ impl Authorization {
                 flow,
                 grant: self.store.load(url),
                 seed,
+                clock: Some((std::time::Instant::now(), std::time::SystemTime::now())),
             },
             redirect_uri,
         ))

@@ -36,6 +36,11 @@ pub struct AuthConfig {
     /// Secret random bytes from a CSPRNG: the PKCE verifiers and `state` values are drawn
     /// from it.
     pub seed: [u8; 32],
+    /// The wall time at some instant (the driver's clocks when it made the client): with it
+    /// (and the wall times response heads bring) the client tells a token about to expire,
+    /// and refreshes it before an operation rather than after a `401`. `None`: only on a
+    /// `401`.
+    pub clock: Option<(Instant, SystemTime)>,
 }
 
 impl std::fmt::Debug for AuthConfig {
@@ -52,6 +57,8 @@ pub(super) struct AuthState {
     pub(super) flow: Flow,
     seed: [u8; 32],
     draws: u64,
+    /// The latest known (instant, wall time) pair.
+    clock: Option<(Instant, SystemTime)>,
 }
 
 impl AuthState {
@@ -60,6 +67,7 @@ impl AuthState {
             flow: Flow::new(config.flow, config.grant),
             seed: config.seed,
             draws: 0,
+            clock: config.clock,
         }
     }
 
@@ -82,7 +90,48 @@ impl AuthState {
     }
 }
 
+impl AuthState {
+    /// The wall time at `now`, from the latest known pair.
+    fn wall_at(&self, now: Instant) -> Option<SystemTime> {
+        let (at, wall) = self.clock?;
+        Some(match now.checked_duration_since(at) {
+            Some(d) => wall + d,
+            None => wall,
+        })
+    }
+}
+
 impl Client {
+    /// A response head brought the wall time `wall` at `now`.
+    pub(super) fn auth_clock(&mut self, now: Instant, wall: SystemTime) {
+        if let Some(a) = self.auth.as_mut() {
+            a.clock = Some((now, wall));
+        }
+    }
+
+    /// Before an operation: a token that expires within [`auth::REFRESH_AHEAD`] is refreshed
+    /// first (the operation's requests wait for it if the server refuses the old one).
+    pub(super) fn auth_refresh_ahead(&mut self, now: Instant) {
+        let Some(a) = self.auth.as_mut() else {
+            return;
+        };
+        let Some(wall) = a.wall_at(now) else {
+            return;
+        };
+        let due = a
+            .flow
+            .grant()
+            .is_some_and(|g| g.tokens.refresh_token.is_some() && g.tokens.expires_soon(wall));
+        if due && !a.flow.is_busy() {
+            let entropy = a.entropy();
+            // A refresh that cannot start leaves it to the 401. The old token is still
+            // valid meanwhile (the window is before its expiry).
+            if a.flow.refresh(now, wall, entropy).is_ok() {
+                self.pump_auth(now);
+            }
+        }
+    }
+
     /// The `Authorization` value for requests to the MCP server, when authorized.
     pub(super) fn bearer_header(&self) -> Option<String> {
         let grant = self.auth.as_ref()?.flow.grant()?;
@@ -98,9 +147,25 @@ impl Client {
         head: Option<&ResponseHead>,
         wall: SystemTime,
         status: u16,
+        sent_authorization: Option<&str>,
     ) -> bool {
         if self.auth.is_none() || !matches!(status, 401 | 403) {
             return false;
+        }
+        // Refused with a token older than the one held now (a refresh finished meanwhile):
+        // sent again with the current one, no new authorization.
+        let current = self.bearer_header();
+        if status == 401 && current.is_some() && current.as_deref() != sent_authorization {
+            if self
+                .requests
+                .handle_stream_unauthorized(req, status)
+                .is_err()
+            {
+                return false;
+            }
+            self.streams.by_req.remove(&req);
+            self.requests.resume_parked(now, &mut self.ids);
+            return true;
         }
         let challenge = head.and_then(|h| {
             BearerChallenge::from_headers(h.headers.get_all(auth::WWW_AUTHENTICATE))

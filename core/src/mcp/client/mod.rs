@@ -402,6 +402,7 @@ impl Client {
     /// Starts `operation`. Its outcome arrives as [`Event::Result`], [`Event::Failed`] or
     /// [`Event::Cancelled`] (possibly at once, e.g. from the cache).
     pub fn start(&mut self, now: Instant, operation: Operation, options: OpOptions) -> OpId {
+        self.auth_refresh_ahead(now);
         let op_id = OpId(self.next_op);
         self.next_op += 1;
         let progress_token = options.progress.then(|| self.ids.next_id());

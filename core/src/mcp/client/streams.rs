@@ -201,6 +201,12 @@ impl Client {
         headers: Headers,
         body: String,
     ) -> StreamId {
+        let mut headers = headers;
+        if let Some(bearer) = self.bearer_header() {
+            // Kept with the stream's sent headers too: a refusal of an older token is told
+            // from one of the current token.
+            let _ = headers.set("authorization", bearer);
+        }
         let stream = self.streams.open(owner, headers.clone());
         self.push_http(stream, method, headers, body);
         stream
@@ -249,6 +255,7 @@ impl Client {
         self.opening_answered(now, stream);
         let max_body = self.config.max_body_bytes;
         let max_retry_after = self.config.call_options.backoff.max;
+        self.auth_clock(now, wall);
         let succeeded = (200..300).contains(&head.status);
         if let Some(s) = self.streams.map.get_mut(&stream) {
             if succeeded && matches!(s.owner, Owner::Request(_)) {
@@ -345,7 +352,8 @@ impl Client {
             Body::Error(buf) => {
                 if let Owner::Request(req) = s.owner {
                     let wall = s.wall.unwrap_or(crate::time::UNIX_EPOCH);
-                    if self.auth_takes(now, req, s.head.as_ref(), wall, status) {
+                    let sent = s.sent.get("authorization").map(str::to_owned);
+                    if self.auth_takes(now, req, s.head.as_ref(), wall, status, sent.as_deref()) {
                         return;
                     }
                 }
