@@ -703,31 +703,56 @@ impl Flow {
         }
     }
 
-    fn on_resource_metadata(&mut self, url: &str, status: u16, body: &[u8]) {
+    /// A metadata candidate's answer: the document when it is one; otherwise the next
+    /// candidate is tried (a missing document, 4xx) or the attempt ends (a failing server,
+    /// 5xx; an unreadable document).
+    fn metadata_answer<T>(
+        &mut self,
+        what: &'static str,
+        url: &str,
+        status: u16,
+        body: &[u8],
+        parse: fn(&[u8]) -> Result<T, super::metadata::DocumentError>,
+    ) -> Option<T> {
         if status != 200 {
-            if let Stage::ResourceMetadata { tried, .. } = &mut self.stage {
+            if let Stage::ResourceMetadata { tried, .. } | Stage::ServerMetadata { tried, .. } =
+                &mut self.stage
+            {
                 tried.push(format!("{url} ({status})"));
             }
-            // A missing document (4xx) sends the client to the next URL; a failing server
-            // (5xx) ends the attempt.
             if (400..500).contains(&status) {
-                return self.next_resource_metadata();
+                match self.stage {
+                    Stage::ResourceMetadata { .. } => self.next_resource_metadata(),
+                    _ => self.next_server_metadata(),
+                }
+            } else {
+                self.fail(AuthError::Status {
+                    what,
+                    url: url.to_owned(),
+                    status,
+                    error: None,
+                });
             }
-            return self.fail(AuthError::Status {
-                what: "the protected resource metadata",
-                url: url.to_owned(),
-                status,
-                error: None,
-            });
+            return None;
         }
-        let prm = match ProtectedResourceMetadata::parse(body) {
-            Ok(m) => m,
+        match parse(body) {
+            Ok(m) => Some(m),
             Err(error) => {
-                return self.fail(AuthError::Document {
+                self.fail(AuthError::Document {
                     url: url.to_owned(),
                     error,
-                })
+                });
+                None
             }
+        }
+    }
+
+    fn on_resource_metadata(&mut self, url: &str, status: u16, body: &[u8]) {
+        let what = "the protected resource metadata";
+        let Some(prm) =
+            self.metadata_answer(what, url, status, body, ProtectedResourceMetadata::parse)
+        else {
+            return;
         };
         if !resource_matches(&prm.resource, &self.config.server_url) {
             return self.fail(AuthError::ResourceMismatch {
@@ -800,28 +825,11 @@ impl Flow {
     }
 
     fn on_server_metadata(&mut self, url: &str, status: u16, body: &[u8]) {
-        if status != 200 {
-            if let Stage::ServerMetadata { tried, .. } = &mut self.stage {
-                tried.push(format!("{url} ({status})"));
-            }
-            if (400..500).contains(&status) {
-                return self.next_server_metadata();
-            }
-            return self.fail(AuthError::Status {
-                what: "the authorization server metadata",
-                url: url.to_owned(),
-                status,
-                error: None,
-            });
-        }
-        let metadata = match AuthorizationServerMetadata::parse(body) {
-            Ok(m) => m,
-            Err(error) => {
-                return self.fail(AuthError::Document {
-                    url: url.to_owned(),
-                    error,
-                })
-            }
+        let what = "the authorization server metadata";
+        let Some(metadata) =
+            self.metadata_answer(what, url, status, body, AuthorizationServerMetadata::parse)
+        else {
+            return;
         };
         let expected = self.run.issuer.clone().unwrap_or_default();
         // RFC 8414 §3.3: identical, as strings.

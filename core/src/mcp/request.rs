@@ -1293,15 +1293,18 @@ impl Requests {
             .any(|t| matches!(t.phase, Phase::Parked))
     }
 
-    /// Authorization succeeded: every parked request is sent again (with new ids from `ids`).
-    pub fn resume_parked(&mut self, now: Instant, ids: &mut dyn IdSource) {
-        let parked: Vec<RequestHandle> = self
-            .active
+    /// The requests waiting for authorization.
+    fn parked(&self) -> Vec<RequestHandle> {
+        self.active
             .iter()
             .filter(|(_, t)| matches!(t.phase, Phase::Parked))
             .map(|(r, _)| *r)
-            .collect();
-        for req in parked {
+            .collect()
+    }
+
+    /// Authorization succeeded: every parked request is sent again (with new ids from `ids`).
+    pub fn resume_parked(&mut self, now: Instant, ids: &mut dyn IdSource) {
+        for req in self.parked() {
             let Some(mut t) = self.active.remove(&req) else {
                 continue;
             };
@@ -1320,13 +1323,7 @@ impl Requests {
 
     /// Authorization failed: every parked request fails with `error`.
     pub fn fail_parked(&mut self, error: &crate::auth::AuthError) {
-        let parked: Vec<RequestHandle> = self
-            .active
-            .iter()
-            .filter(|(_, t)| matches!(t.phase, Phase::Parked))
-            .map(|(r, _)| *r)
-            .collect();
-        for req in parked {
+        for req in self.parked() {
             if let Some(t) = self.active.remove(&req) {
                 self.event(Event::Failed {
                     req,

@@ -156,14 +156,9 @@ impl Client {
         // sent again with the current one, no new authorization.
         let current = self.bearer_header();
         if status == 401 && current.is_some() && current.as_deref() != sent_authorization {
-            if self
-                .requests
-                .handle_stream_unauthorized(req, status)
-                .is_err()
-            {
+            if !self.park(req, status) {
                 return false;
             }
-            self.streams.by_req.remove(&req);
             self.requests.resume_parked(now, &mut self.ids);
             return true;
         }
@@ -172,9 +167,6 @@ impl Client {
                 .ok()
                 .flatten()
         });
-        let Some(state) = self.auth.as_mut() else {
-            return false;
-        };
         if status == 403
             && !challenge
                 .as_ref()
@@ -182,14 +174,12 @@ impl Client {
         {
             return false;
         }
-        if self
-            .requests
-            .handle_stream_unauthorized(req, status)
-            .is_err()
-        {
+        if !self.park(req, status) {
             return false;
         }
-        self.streams.by_req.remove(&req);
+        let Some(state) = self.auth.as_mut() else {
+            return false;
+        };
         if state.flow.is_busy() {
             // An authorization is under way: this request waits for it too.
             return true;
@@ -217,6 +207,19 @@ impl Client {
                 self.event(Event::AuthorizationFailed { error: e });
             }
         }
+        true
+    }
+
+    /// Parks `req`'s request until authorization ends; `false` when it is not in flight.
+    fn park(&mut self, req: RequestHandle, status: u16) -> bool {
+        if self
+            .requests
+            .handle_stream_unauthorized(req, status)
+            .is_err()
+        {
+            return false;
+        }
+        self.streams.by_req.remove(&req);
         true
     }
 
