@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use mcpwire_core::auth::{AuthError, FlowConfig};
@@ -15,6 +16,7 @@ use mcpwire_core::mcp::{
     AuthConfig, Client, ClientConfig, Event, Implementation, OpError, OpOptions, Operation, Output,
     ProtocolChoice, StreamId, Transport, TransportError,
 };
+use mcpwire_core::net_policy::{CheckedHost, FetchGuard, NetPolicy, UrlPurpose};
 use serde_json::{json, Value};
 
 const MCP: &str = "https://mcp.example.com/mcp";
@@ -42,6 +44,11 @@ struct World {
     pending: Vec<(StreamId, Request)>,
     /// The scopes of each authorization request.
     authorizations: Vec<Option<String>>,
+    /// The URL of every request and its `fetch_guard`, asked when it was emitted.
+    guards: Vec<(String, Option<FetchGuard>)>,
+    /// A host that "resolves" to `127.0.0.1`: a fetch to it is refused as a driver's resolver
+    /// check would refuse it, and never answered.
+    rebinding_host: Option<&'static str>,
 }
 
 fn rpc_result(id: &Value, result: Value) -> Vec<u8> {
@@ -76,6 +83,8 @@ impl World {
             log: Vec::new(),
             pending: Vec::new(),
             authorizations: Vec::new(),
+            guards: Vec::new(),
+            rebinding_host: None,
         }
     }
 
@@ -84,7 +93,11 @@ impl World {
         for _ in 0..200 {
             while let Some(o) = self.c.poll_output() {
                 match o {
-                    Output::Http { stream, request } => self.pending.push((stream, request)),
+                    Output::Http { stream, request } => {
+                        let guard = self.c.fetch_guard(stream);
+                        self.guards.push((request.url.clone(), guard));
+                        self.pending.push((stream, request));
+                    }
                     Output::Event(e) => self.events.push(e),
                     _ => {}
                 }
@@ -113,6 +126,19 @@ impl World {
             }
             let (stream, request) = self.pending.remove(0);
             self.now += Duration::from_millis(5);
+            if let Some(guard) = self.c.fetch_guard(stream) {
+                let checked = guard.check_url(&request.url).unwrap();
+                if let CheckedHost::Name(name) = checked.host() {
+                    if Some(name.as_str()) == self.rebinding_host {
+                        let resolved = [IpAddr::from([127, 0, 0, 1])];
+                        let rejected = guard.connect_addrs(&checked, resolved).unwrap_err();
+                        self.c
+                            .handle_fetch_refused(self.now, stream, &rejected)
+                            .unwrap();
+                        continue;
+                    }
+                }
+            }
             let (status, headers, body) = self.answer(&request);
             let mut h = Headers::new();
             for (k, v) in headers {
@@ -472,4 +498,67 @@ fn a_token_about_to_expire_is_refreshed_before_the_operation() {
     );
     assert!(w.authorizations.is_empty());
     assert_eq!(w.log.iter().filter(|l| l.0.ends_with("/token")).count(), 1);
+}
+
+#[test]
+fn every_authorization_fetch_has_a_guard_and_the_mcp_requests_have_none() {
+    let mut w = World::new(ProtocolChoice::Modern, None);
+    let op = w.c.start(w.now, Operation::Discover, OpOptions::default());
+    w.run();
+    w.outcome(op).unwrap();
+    let guard = |purpose| {
+        Some(FetchGuard {
+            policy: NetPolicy::strict(),
+            purpose,
+        })
+    };
+    let guards: Vec<(&str, Option<FetchGuard>)> =
+        w.guards.iter().map(|(u, g)| (u.as_str(), *g)).collect();
+    assert_eq!(
+        guards,
+        [
+            (MCP, None),
+            (PRM, guard(UrlPurpose::ResourceMetadata)),
+            (
+                "https://auth.example.com/.well-known/oauth-authorization-server",
+                guard(UrlPurpose::AuthorizationServer)
+            ),
+            (
+                "https://auth.example.com/register",
+                guard(UrlPurpose::MetadataEndpoint)
+            ),
+            (
+                "https://auth.example.com/token",
+                guard(UrlPurpose::MetadataEndpoint)
+            ),
+            (MCP, None),
+        ]
+    );
+    // Once ended, a stream has no guard (the driver asks before it sends).
+    assert_eq!(w.c.fetch_guard(StreamId(1)), None);
+}
+
+#[test]
+fn a_fetch_whose_host_resolves_to_a_refused_address_fails_the_authorization_naming_it() {
+    let mut w = World::new(ProtocolChoice::Modern, None);
+    w.rebinding_host = Some("auth.example.com");
+    let op = w.c.start(w.now, Operation::Discover, OpOptions::default());
+    w.run();
+    let e = w.outcome(op).unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("127.0.0.1"), "{text}");
+    assert!(text.contains("loopback"), "{text}");
+    assert!(
+        w.events.iter().any(|e| matches!(
+            e,
+            Event::AuthorizationFailed {
+                error: AuthError::UrlRefused { url, .. }
+            } if url == "https://auth.example.com/.well-known/oauth-authorization-server"
+        )),
+        "{:?}",
+        w.events
+    );
+    // Nothing was answered for the refused host, and nothing went further.
+    let urls: Vec<&str> = w.log.iter().map(|l| l.0.as_str()).collect();
+    assert_eq!(urls, [MCP, PRM]);
 }

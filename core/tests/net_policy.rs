@@ -6,8 +6,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use mcpwire_core::net_policy::{
     blocked_range, is_network_ref, same_origin, sniff_image, BlockedRange, CheckedHost, CheckedUrl,
-    IconRejected, IconSource, ImageKind, MetadataService, NetPolicy, RejectReason, UrlPurpose,
-    UrlRejected, MAX_ICON_BYTES, MAX_ICON_URL_LEN,
+    FetchGuard, IconRejected, IconSource, ImageKind, MetadataService, NetPolicy, RejectReason,
+    UrlPurpose, UrlRejected, MAX_ICON_BYTES, MAX_ICON_URL_LEN,
 };
 use proptest::prelude::*;
 
@@ -830,4 +830,111 @@ fn accepted_url_is_sound(pol: &NetPolicy, c: &CheckedUrl) {
             ),
         }
     }
+}
+
+fn ips(list: &[&str]) -> Vec<IpAddr> {
+    list.iter().map(|a| a.parse().unwrap()).collect()
+}
+
+#[test]
+fn a_fetch_guard_keeps_the_resolved_addresses_that_pass_in_order_without_duplicates() {
+    let g = FetchGuard {
+        policy: S,
+        purpose: RM,
+    };
+    let url = g.check_url("https://rebind.example/prm").unwrap();
+    assert!(url.needs_resolution());
+    let kept = g
+        .connect_addrs(
+            &url,
+            ips(&[
+                "127.0.0.1",
+                "93.184.216.34",
+                "10.0.0.1",
+                "93.184.216.34",
+                "2606:4700::1",
+            ]),
+        )
+        .unwrap();
+    let kept: Vec<String> = kept.iter().map(ToString::to_string).collect();
+    assert_eq!(kept, ["93.184.216.34:443", "[2606:4700::1]:443"]);
+    assert_eq!(
+        g.connect_addrs(&url, []),
+        Ok(Vec::new()),
+        "no address: the driver's error"
+    );
+}
+
+#[test]
+fn a_fetch_guard_refuses_a_name_that_resolves_only_to_refused_addresses_naming_the_first() {
+    let g = FetchGuard {
+        policy: S,
+        purpose: AS,
+    };
+    let url = g.check_url("https://rebind.example:8443/").unwrap();
+    let e = g
+        .connect_addrs(&url, ips(&["127.0.0.1", "169.254.169.254"]))
+        .unwrap_err();
+    assert_eq!(e.purpose, AS);
+    assert_eq!(e.blocked_range(), Some(R::Loopback));
+    let text = e.to_string();
+    assert!(text.contains("127.0.0.1"), "{text}");
+    assert!(text.contains("https://rebind.example:8443/"), "{text}");
+    // Private networks pass when the policy opens them; loopback still does not.
+    let p = FetchGuard {
+        policy: P,
+        purpose: AS,
+    };
+    assert_eq!(
+        p.connect_addrs(&url, ips(&["127.0.0.1", "10.1.2.3"]))
+            .unwrap(),
+        ["10.1.2.3:8443".parse().unwrap()]
+    );
+}
+
+#[test]
+fn a_fetch_guard_in_development_mode_lets_localhost_through_to_loopback_only() {
+    let g = FetchGuard {
+        policy: D,
+        purpose: RM,
+    };
+    let url = g.check_url("http://localhost:4000/prm").unwrap();
+    assert_eq!(
+        g.connect_addrs(&url, ips(&["::1", "127.0.0.1"])).unwrap(),
+        [
+            "[::1]:4000".parse().unwrap(),
+            "127.0.0.1:4000".parse().unwrap()
+        ]
+    );
+    let e = g.connect_addrs(&url, ips(&["93.184.216.34"])).unwrap_err();
+    assert!(
+        matches!(e.reason, RejectReason::ResolvedNotLoopback { .. }),
+        "{e}"
+    );
+    // The strict guard refuses the same URL before anything resolves.
+    let strict = FetchGuard {
+        policy: S,
+        purpose: RM,
+    };
+    assert_eq!(
+        strict
+            .check_url("http://localhost:4000/prm")
+            .unwrap_err()
+            .purpose,
+        RM
+    );
+}
+
+#[test]
+fn a_fetch_guard_connects_an_ip_literal_to_its_own_address_whatever_resolved() {
+    let g = FetchGuard {
+        policy: S,
+        purpose: ME,
+    };
+    let url = g.check_url("https://93.184.216.34:8443/token").unwrap();
+    assert!(!url.needs_resolution());
+    assert_eq!(
+        g.connect_addrs(&url, ips(&["127.0.0.1"])).unwrap(),
+        ["93.184.216.34:8443".parse().unwrap()]
+    );
 }

@@ -2,8 +2,8 @@
 //! `401` (or a `403 insufficient_scope`, or a token about to expire) to a [`Grant`].
 //!
 //! The flow fetches what it needs through its owner, one request at a time
-//! ([`FlowOutput::Fetch`], answered with [`Flow::handle_response`] or
-//! [`Flow::handle_fetch_failed`]), asks for the browser step once
+//! ([`FlowOutput::Fetch`], answered with [`Flow::handle_response`],
+//! [`Flow::handle_fetch_failed`] or [`Flow::handle_fetch_refused`]), asks for the browser step once
 //! ([`FlowOutput::OpenAuthorizationUrl`], answered with [`Flow::handle_redirect`]) and ends
 //! with [`FlowOutput::Authorized`] or [`FlowOutput::Failed`]. Randomness (the PKCE verifier,
 //! `state`) comes in as [`Entropy`]; time as `now` (the browser step's deadline) and `wall`
@@ -54,7 +54,7 @@ use super::pkce::{OAuthState, PkceVerifier};
 use super::secret::Secret;
 use super::www_authenticate::BearerChallenge;
 use crate::http::{Headers, Method, Request};
-use crate::net_policy::{CheckedUrl, NetPolicy, UrlPurpose};
+use crate::net_policy::{CheckedUrl, NetPolicy, UrlPurpose, UrlRejected};
 use crate::time::{Duration, Instant, SystemTime};
 
 /// How many redirects a metadata fetch follows, each checked like the first URL.
@@ -223,8 +223,9 @@ impl FetchPurpose {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum FlowOutput {
-    /// Send this request and answer with [`Flow::handle_response`] (the whole body) or
-    /// [`Flow::handle_fetch_failed`].
+    /// Send this request and answer with [`Flow::handle_response`] (the whole body),
+    /// [`Flow::handle_fetch_failed`], or [`Flow::handle_fetch_refused`] when an address its
+    /// host resolved to fails the policy.
     Fetch {
         /// Its id.
         id: FetchId,
@@ -592,6 +593,29 @@ impl Flow {
             url: f.url,
             cause: cause.to_owned(),
         };
+        self.fetch_failed(error);
+    }
+
+    /// A [`FlowOutput::Fetch`] was not sent because an address its host resolved to is
+    /// refused by [`FlowConfig::policy`] (the driver's [`NetPolicy::check_resolved`], or any
+    /// check of the policy it made before connecting): the flow fails with
+    /// [`AuthError::UrlRefused`], whose reason is `rejected`'s message (it names the address
+    /// and its range). During a refresh it is a refresh to try later, as for a failed fetch.
+    pub fn handle_fetch_refused(&mut self, now: Instant, id: FetchId, rejected: &UrlRejected) {
+        self.now = Some(now);
+        let Some(f) = self.inflight.take_if(|f| f.id == id) else {
+            return;
+        };
+        let error = AuthError::UrlRefused {
+            what: purpose_name(f.purpose),
+            url: f.url,
+            reason: rejected.to_string(),
+        };
+        self.fetch_failed(error);
+    }
+
+    /// The in-flight fetch ended without an answer, with `error`.
+    fn fetch_failed(&mut self, error: AuthError) {
         if matches!(self.stage, Stage::Refreshing) {
             self.fail(AuthError::Refresh {
                 kind: RefreshFailure::TryLater,

@@ -279,6 +279,64 @@ impl CheckedUrl {
     }
 }
 
+/// The rules the destination of one fetch is held to: the [`NetPolicy`] and the
+/// [`UrlPurpose`] its URL was checked under. The driver checks the URL again with
+/// [`check_url`](Self::check_url), resolves a name, keeps the addresses
+/// [`connect_addrs`](Self::connect_addrs) lets through, and connects to one of those, never to
+/// the name again (step 2 of the module docs: the DNS rebinding defence).
+///
+/// `mcp::Client::fetch_guard` gives one for each authorization fetch it asks the driver to
+/// make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FetchGuard {
+    /// The policy.
+    pub policy: NetPolicy,
+    /// What the URL is for.
+    pub purpose: UrlPurpose,
+}
+
+impl FetchGuard {
+    /// [`NetPolicy::check_url`] under this guard's policy and purpose. Send the request to
+    /// [`CheckedUrl::url`], the form that was checked.
+    pub fn check_url(&self, url: &str) -> Result<CheckedUrl, UrlRejected> {
+        self.policy.check_url(url, self.purpose)
+    }
+
+    /// The socket addresses the driver may connect to for `url` (a [`CheckedUrl`] from
+    /// [`check_url`](Self::check_url)), given the addresses its host `resolved` to.
+    ///
+    /// - An IP literal host: its own address ([`CheckedUrl::socket_addr`]); `resolved` is not
+    ///   looked at (nothing needs resolving).
+    /// - A name: each address of `resolved` that passes [`NetPolicy::check_resolved`], in
+    ///   order, without duplicates. When none passes, the first refusal (it names the address
+    ///   and the range). When `resolved` is empty, an empty list: the name did not resolve,
+    ///   which is the driver's error to report.
+    pub fn connect_addrs(
+        &self,
+        url: &CheckedUrl,
+        resolved: impl IntoIterator<Item = IpAddr>,
+    ) -> Result<Vec<SocketAddr>, UrlRejected> {
+        if let Some(addr) = url.socket_addr() {
+            return Ok(vec![addr]);
+        }
+        let mut passed: Vec<SocketAddr> = Vec::new();
+        let mut first_refusal = None;
+        for addr in resolved {
+            match self.policy.check_resolved(url, addr) {
+                Ok(a) if !passed.contains(&a) => passed.push(a),
+                Ok(_) => {}
+                Err(e) => {
+                    first_refusal.get_or_insert(e);
+                }
+            }
+        }
+        match first_refusal {
+            Some(e) if passed.is_empty() => Err(e),
+            _ => Ok(passed),
+        }
+    }
+}
+
 /// What a [`UrlRejected`] was about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

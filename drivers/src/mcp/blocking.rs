@@ -21,7 +21,11 @@
 //!   redirects: a bearer token must not follow one). The worker sends the response head, then
 //!   each body chunk as it arrives (SSE is never buffered whole), then the end, to the loop
 //!   over a bounded channel. [`Output::CloseStream`] cancels the job: its agent is shut down,
-//!   which closes the connection at once.
+//!   which closes the connection at once. An authorization fetch (the core's `fetch_guard`: a
+//!   URL a server chose) runs on an agent of its own that keeps no connection, whose resolver
+//!   resolves the host once, checks every address under the flow's policy and hands ureq only
+//!   those that passed; when none passes nothing connects and the authorization fails naming
+//!   the address.
 //! - **stdio**: the child is started without a shell. On unix a request line is written to its
 //!   stdin (non-blocking) by the thread that starts the operation, and the loop waits in
 //!   `poll(2)` for its stdout (and for room in stdin when a line did not fit); elsewhere a
@@ -63,6 +67,7 @@ use super::{
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, Pages, PaginatedResult,
     ReadResourceResult, StderrTail,
 };
+use crate::net::guard::Guarded;
 use crate::net::threads::{AgentFactory, JobCtl, Pool, Work};
 use crate::net::ureq as http;
 use mcpwire_core::mcp::CallOptions;
@@ -196,6 +201,7 @@ impl McpClient {
         let core = Client::new(config);
         let link = Link::Http(HttpLink {
             url: url.to_owned(),
+            connect_timeout,
             pool,
             jobs: BTreeMap::new(),
         });
@@ -336,6 +342,12 @@ impl McpClient {
     /// woken (`false`: `until` passed).
     fn wait_turn(&self, until: Option<Instant>) -> bool {
         self.handle.poller.turn(&self.handle.shared, until)
+    }
+
+    /// Resolves the guarded fetches' host names with `lookup` (the tests' own resolver).
+    #[cfg(test)]
+    pub(crate) fn set_lookup(&self, lookup: crate::net::guard::Lookup) {
+        self.shared().with(|s| s.lookup = lookup);
     }
 
     fn shared(&self) -> &Shared<Blocking> {
@@ -565,6 +577,8 @@ impl Drop for Subscription {
 
 struct HttpLink {
     url: String,
+    /// How long opening a connection may take (the guarded fetches' agents get it too).
+    connect_timeout: Duration,
     pool: Pool,
     jobs: BTreeMap<StreamId, Arc<JobCtl>>,
 }
@@ -590,13 +604,22 @@ pub(crate) struct Blocking {
 }
 
 impl Runtime for Blocking {
-    fn start_http(&mut self, stream: StreamId, request: Request) -> Result<(), String> {
+    fn start_http(
+        &mut self,
+        stream: StreamId,
+        request: Request,
+        guarded: Option<Guarded>,
+    ) -> Result<(), String> {
         let Link::Http(h) = &mut self.link else {
             return Ok(());
         };
         let ctl = JobCtl::new();
         let tx = self.tx.clone();
-        let work: Work = Box::new(move |agent, ctl| exchange(agent, ctl, &request, stream, &tx));
+        let connect_timeout = h.connect_timeout;
+        let work: Work = Box::new(move |agent, ctl| match guarded {
+            Some(g) => guarded_exchange(connect_timeout, g, ctl, &request, stream, &tx),
+            None => exchange(agent, ctl, &request, stream, &tx, None),
+        });
         if h.pool.submit(Arc::clone(&ctl), work).is_err() {
             return Err("too many HTTP exchanges at once (the queue is full)".into());
         }
@@ -984,21 +1007,47 @@ impl Loop {
 
 /// The agent of one worker: statuses are answers, not errors; no redirects.
 fn mcp_client_agent(connect_timeout: Duration) -> ureq::Agent {
+    mcp_client_config(connect_timeout, 2).into()
+}
+
+/// The settings of the workers' agents, keeping at most `idle` connections alive.
+fn mcp_client_config(connect_timeout: Duration, idle: usize) -> ureq::config::Config {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
         .max_redirects(0)
         .timeout_connect(Some(connect_timeout))
         .input_buffer_size(BUFFER_BYTES)
         .output_buffer_size(HEAD_BYTES)
-        .max_idle_connections(2)
-        .max_idle_connections_per_host(2)
+        .max_idle_connections(idle)
+        .max_idle_connections_per_host(idle)
         .max_idle_age(crate::KEEP_ALIVE_REUSE)
         .user_agent(concat!("mcpwire/", env!("CARGO_PKG_VERSION")))
         .build()
-        .into()
 }
 
-/// One HTTP exchange on a worker: the head, each body chunk, then the end (or the failure).
+/// A guarded fetch (an authorization fetch, see [`Guarded`]) on a worker: on an agent made for
+/// it alone, whose resolver connects only to the addresses the policy let through
+/// ([`http::GuardedResolver`]), and which keeps no connection (nothing is pooled with the
+/// worker's own agent, in either direction). A cancellation shuts this agent down.
+fn guarded_exchange(
+    connect_timeout: Duration,
+    guarded: Guarded,
+    ctl: &JobCtl,
+    request: &Request,
+    stream: StreamId,
+    tx: &SyncSender<Input>,
+) {
+    let refused = http::Refusal::default();
+    let config = mcp_client_config(connect_timeout, 0);
+    let agent = http::guarded_agent(config, guarded, Arc::clone(&refused));
+    if !ctl.switch_to(&agent) {
+        return;
+    }
+    exchange(&agent, ctl, request, stream, tx, Some(&refused));
+}
+
+/// One HTTP exchange on a worker: the head, each body chunk, then the end (or the failure;
+/// a refusal the agent's [`http::GuardedResolver`] left in `refused` is reported as such).
 /// A cancelled exchange reports nothing more (the core has forgotten its stream).
 fn exchange(
     agent: &ureq::Agent,
@@ -1006,6 +1055,7 @@ fn exchange(
     request: &Request,
     stream: StreamId,
     tx: &SyncSender<Input>,
+    refused: Option<&http::Refusal>,
 ) {
     let failed = |cause: String| {
         if !ctl.is_cancelled() {
@@ -1028,7 +1078,17 @@ fn exchange(
     }
     let response = match http::send(agent, request, None) {
         Ok(r) => r,
-        Err(e) => return failed(e.to_string()),
+        Err(e) => {
+            let rejected =
+                refused.and_then(|r| r.lock().unwrap_or_else(PoisonError::into_inner).take());
+            return match rejected {
+                Some(rejected) if !ctl.is_cancelled() => {
+                    let _ = tx.send(Input::Exchange(Exchange::Refused { stream, rejected }));
+                }
+                Some(_) => {}
+                None => failed(e.to_string()),
+            };
+        }
     };
     let head = http::head_of(&response);
     let mut reader = response.into_body().into_reader();

@@ -182,6 +182,8 @@ mod authorization;
 #[cfg(feature = "blocking")]
 #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod blocking;
+#[cfg(all(test, any(feature = "blocking", feature = "smol")))]
+mod guard_tests;
 #[cfg(any(feature = "blocking", feature = "smol"))]
 mod session;
 #[cfg(feature = "smol")]

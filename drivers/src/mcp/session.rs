@@ -36,7 +36,10 @@ use mcpwire_core::mcp::{
     Output, StreamId, SubscriptionEvent, SubscriptionFilter, SubscriptionHandle, TransportError,
 };
 
+use mcpwire_core::net_policy::UrlRejected;
+
 use super::{Error, Host, NoHost, StderrTail};
+use crate::net::guard::{system_lookup, Guarded, Lookup};
 
 /// The longest the loop sleeps without looking at the clock again.
 const MAX_SLEEP: Duration = Duration::from_secs(1);
@@ -68,6 +71,12 @@ pub(crate) enum Exchange {
         stream: StreamId,
         cause: String,
     },
+    /// A guarded fetch connected to nothing: the policy refused every address its host
+    /// resolved to.
+    Refused {
+        stream: StreamId,
+        rejected: UrlRejected,
+    },
 }
 
 /// What only the runtime does (see the module docs). Its methods are called with the session
@@ -76,7 +85,17 @@ pub(crate) trait Runtime: Send + 'static {
     /// Starts the exchange of `stream`, which reports [`Exchange`]s to the loop until it ends
     /// or is closed; `Err` with the cause when it cannot start (the exchange then fails in the
     /// core).
-    fn start_http(&mut self, stream: StreamId, request: Request) -> Result<(), String>;
+    ///
+    /// With `guarded` (an authorization fetch, its URL already checked and `request.url` set
+    /// to the checked form), the exchange resolves the host once with [`Guarded::pin`], off
+    /// the lock, connects only to an address that passed, on a connection of its own (never
+    /// one pooled with unguarded requests), and reports [`Exchange::Refused`] when none did.
+    fn start_http(
+        &mut self,
+        stream: StreamId,
+        request: Request,
+        guarded: Option<Guarded>,
+    ) -> Result<(), String>;
     /// The core closed `stream`: drop its exchange now (its connection too); it reports
     /// nothing more.
     fn close_http(&mut self, stream: StreamId);
@@ -158,6 +177,9 @@ pub(crate) struct Session<R> {
     closing: Option<Instant>,
     /// A caller needs the loop to look again (see [`Session::take_kick`]).
     kick: bool,
+    /// How the guarded fetches' host names are resolved (the system's resolver; the tests'
+    /// own).
+    pub(crate) lookup: Lookup,
     /// What performs the core's outputs.
     pub(crate) rt: R,
 }
@@ -193,6 +215,7 @@ impl<R: Runtime> Session<R> {
             loop_wake: None,
             closing: None,
             kick: false,
+            lookup: system_lookup,
             rt,
         }
     }
@@ -434,6 +457,12 @@ impl<R: Runtime> Session<R> {
                 self.last_cause = Some(cause);
                 self.core.handle_transport_failed(now, stream)
             }
+            Exchange::Refused { stream, rejected } => {
+                // The authorization's error names the refusal; it is no cause of the MCP
+                // URL's (`last_cause`).
+                self.rt.exchange_ended(stream);
+                self.core.handle_fetch_refused(now, stream, &rejected)
+            }
             Exchange::Whole { .. } => Ok(()),
         };
         self.drain();
@@ -460,7 +489,10 @@ impl<R: Runtime> Session<R> {
         while let Some(out) = self.core.poll_output() {
             match out {
                 Output::Http { stream, request } => {
-                    if let Err(cause) = self.rt.start_http(stream, request) {
+                    let Some((request, guarded)) = self.guard(stream, request) else {
+                        continue;
+                    };
+                    if let Err(cause) = self.rt.start_http(stream, request, guarded) {
                         self.last_cause = Some(cause);
                         let _ = self.core.handle_transport_failed(Instant::now(), stream);
                     }
@@ -471,6 +503,33 @@ impl<R: Runtime> Session<R> {
             }
         }
         self.rt.flush_stdio();
+    }
+
+    /// The request of `stream` as it goes out, and its guard when the core guards it (an
+    /// authorization fetch): the URL checked under the guard and the request sent to the
+    /// checked form. `None` when the policy refuses the URL itself (the core was told; not
+    /// expected: the flow checked it with the same policy).
+    fn guard(
+        &mut self,
+        stream: StreamId,
+        mut request: Request,
+    ) -> Option<(Request, Option<Guarded>)> {
+        let Some(guard) = self.core.fetch_guard(stream) else {
+            return Some((request, None));
+        };
+        match guard.check_url(&request.url) {
+            Ok(url) => {
+                request.url = url.url().to_string();
+                let lookup = self.lookup;
+                Some((request, Some(Guarded { guard, url, lookup })))
+            }
+            Err(rejected) => {
+                let _ = self
+                    .core
+                    .handle_fetch_refused(Instant::now(), stream, &rejected);
+                None
+            }
+        }
     }
 
     /// Acts on one event: final outcomes go to their slot (and wake its caller), subscription

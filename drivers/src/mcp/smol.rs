@@ -24,7 +24,11 @@
 //!   is full); a connection whose body was read to its end is kept for the next exchange. At
 //!   most [`ClientOptions::max_exchanges`] exchanges run at once (more wait for one to end),
 //!   and as many idle connections are kept. [`Output::CloseStream`] drops the task, which
-//!   drops its connection at once.
+//!   drops its connection at once. An authorization fetch (the core's `fetch_guard`: a URL a
+//!   server chose) resolves its host once, checks every address under the flow's policy, and
+//!   connects to one that passed on a connection of its own, never pooled (TLS still names
+//!   the host); when none passes nothing connects and the authorization fails naming the
+//!   address.
 //! - **stdio**: the child is started without a shell (`kill_on_drop`). Its stdin and stdout
 //!   are async-io registered pipes; the rest of a line the pipe did not take is written by the
 //!   loop when there is room, so a child that stops reading never holds up timeouts or
@@ -77,8 +81,10 @@ use super::{
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, Pages, PaginatedResult,
     ReadResourceResult, StderrTail,
 };
+use crate::net::guard::{Guarded, PinError};
 use crate::net::hyper_smol::{self as http, HttpError};
 use mcpwire_core::mcp::CallOptions;
+use mcpwire_core::net_policy::UrlRejected;
 use serde::Serialize;
 
 /// Reports waiting for the loop (the tasks wait when it is full: back-pressure).
@@ -313,6 +319,12 @@ impl McpClient {
                 done,
             }),
         }
+    }
+
+    /// Resolves the guarded fetches' host names with `lookup` (the tests' own resolver).
+    #[cfg(test)]
+    pub(crate) fn set_lookup(&self, lookup: crate::net::guard::Lookup) {
+        self.shared().with(|s| s.lookup = lookup);
     }
 
     fn shared(&self) -> &Arc<Shared<Smol>> {
@@ -552,7 +564,12 @@ pub(crate) struct Smol {
 }
 
 impl Runtime for Smol {
-    fn start_http(&mut self, stream: StreamId, request: Request) -> Result<(), String> {
+    fn start_http(
+        &mut self,
+        stream: StreamId,
+        request: Request,
+        guarded: Option<Guarded>,
+    ) -> Result<(), String> {
         let Link::Http(h) = &mut self.link else {
             return Ok(());
         };
@@ -563,6 +580,7 @@ impl Runtime for Smol {
                 permits: Arc::clone(&h.permits),
                 tls,
                 connect_timeout: h.connect_timeout,
+                guarded,
             },
             request,
             stream,
@@ -1028,6 +1046,9 @@ struct Route {
     permits: Arc<Semaphore>,
     tls: Arc<TlsConfig>,
     connect_timeout: Duration,
+    /// An authorization fetch: resolved once, checked, connected to a checked address on a
+    /// connection of its own (see [`guarded_send`]).
+    guarded: Option<Guarded>,
 }
 
 /// One HTTP exchange as a task: the head, each body chunk, then the end (or the failure).
@@ -1035,12 +1056,20 @@ struct Route {
 /// drops the connection.
 async fn exchange(route: Route, request: Request, stream: StreamId, tx: Sender<Exchange>) {
     let _permit = route.permits.acquire_arc().await;
-    let sent = http::send_pooled(&route.pool, &route.tls, &request, route.connect_timeout).await;
+    let sent = match route.guarded {
+        Some(guarded) => guarded_send(guarded, &route.tls, &request, route.connect_timeout).await,
+        None => http::send_pooled(&route.pool, &route.tls, &request, route.connect_timeout)
+            .await
+            .map_err(|e| Unsent::Failed(describe(&e))),
+    };
     let mut response = match sent {
         Ok(r) => r,
-        Err(e) => {
-            let cause = describe(&e);
+        Err(Unsent::Failed(cause)) => {
             let _ = tx.send(Exchange::Failed { stream, cause }).await;
+            return;
+        }
+        Err(Unsent::Refused(rejected)) => {
+            let _ = tx.send(Exchange::Refused { stream, rejected }).await;
             return;
         }
     };
@@ -1094,6 +1123,42 @@ async fn exchange(route: Route, request: Request, stream: StreamId, tx: Sender<E
             }
         }
     }
+}
+
+/// Why an exchange has no response.
+enum Unsent {
+    /// The transport failed (for a person).
+    Failed(String),
+    /// The policy refused every address the guarded fetch's host resolved to.
+    Refused(UrlRejected),
+}
+
+/// A guarded fetch (an authorization fetch): its host resolved once (on smol's blocking
+/// pool) and every address checked ([`Guarded::pin`]), both within `connect_timeout`; then
+/// [`http::send_to`] the addresses that passed, on a connection of its own that is never taken
+/// from the pool nor put back in it (a kept-alive connection to the same host name, opened
+/// for an unguarded request, may lead to an address the policy refuses, and a guarded one
+/// must not serve anyone else). Nothing connects when the policy refuses.
+async fn guarded_send(
+    guarded: Guarded,
+    tls: &Arc<TlsConfig>,
+    request: &Request,
+    connect_timeout: Duration,
+) -> Result<http::Exchange, Unsent> {
+    let pinned = smol::unblock(move || guarded.pin())
+        .or(async {
+            Timer::after(connect_timeout).await;
+            Err(PinError::Resolve("resolving the host timed out".into()))
+        })
+        .await;
+    let addrs = match pinned {
+        Ok(addrs) => addrs,
+        Err(PinError::Refused(rejected)) => return Err(Unsent::Refused(rejected)),
+        Err(PinError::Resolve(cause)) => return Err(Unsent::Failed(cause)),
+    };
+    http::send_to(tls, request, &addrs, connect_timeout)
+        .await
+        .map_err(|e| Unsent::Failed(describe(&e)))
 }
 
 /// Reads up to the next newline, discarding; false at the end of the stream.

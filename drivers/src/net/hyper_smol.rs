@@ -299,6 +299,28 @@ pub async fn send_pooled(
     Ok(exchange(response, conn, Some((Arc::clone(pool), origin))))
 }
 
+/// [`send_within`] to one of `addrs` (tried in order), never to an address the host name
+/// would resolve to now: the connection of a guarded fetch, whose addresses were resolved and
+/// checked once (`net::guard`). TLS still verifies the certificate for the URL's host name
+/// (SNI and `Host` are the name; the socket is the checked address). The connection is its
+/// own: it is not taken from a pool and never goes back to one.
+pub async fn send_to(
+    tls: &Arc<ClientConfig>,
+    request: &Request,
+    addrs: &[SocketAddr],
+    connect_timeout: Duration,
+) -> Result<Exchange, HttpError> {
+    let (uri, origin) = target(request)?;
+    let hyper_request = build(request, &uri, &origin.host)?;
+    let mut conn = open_to(tls, &origin, Some(addrs), connect_timeout).await?;
+    let response = conn
+        .sender
+        .send_request(hyper_request)
+        .await
+        .map_err(|e| hyper_error(&e))?;
+    Ok(exchange(response, conn, None))
+}
+
 /// The request's URL as a hyper URI and the origin it names (`http` or `https` only).
 fn target(request: &Request) -> Result<(hyper::Uri, Origin), HttpError> {
     let uri: hyper::Uri = request.url.parse().map_err(|_| HttpError::Request)?;
@@ -319,8 +341,25 @@ async fn open(
     origin: &Origin,
     connect_timeout: Duration,
 ) -> Result<Conn, HttpError> {
+    open_to(tls, origin, None, connect_timeout).await
+}
+
+/// [`open`], connecting to `addrs` when given instead of resolving the origin's host (which
+/// still names the TLS server).
+async fn open_to(
+    tls: &Arc<ClientConfig>,
+    origin: &Origin,
+    addrs: Option<&[SocketAddr]>,
+    connect_timeout: Duration,
+) -> Result<Conn, HttpError> {
     let host = origin.host.as_str();
-    let tcp = connect(host, origin.port)
+    let connecting = async {
+        match addrs {
+            Some(addrs) => connect_addrs(addrs.iter().copied()).await,
+            None => connect(host, origin.port).await,
+        }
+    };
+    let tcp = connecting
         .or(async {
             Timer::after(connect_timeout).await;
             Err(HttpError::Connect(io::ErrorKind::TimedOut))
@@ -425,6 +464,13 @@ async fn connect(host: &str, port: u16) -> Result<TcpStream, HttpError> {
             .await
             .map_err(|e| HttpError::Resolve(Some(e.kind())))?,
     };
+    connect_addrs(addrs).await
+}
+
+/// The first of `addrs` that takes the connection.
+async fn connect_addrs(
+    addrs: impl IntoIterator<Item = SocketAddr>,
+) -> Result<TcpStream, HttpError> {
     let mut last = io::ErrorKind::NotFound;
     for addr in addrs {
         match TcpStream::connect(addr).await {

@@ -58,6 +58,13 @@ impl JobCtl {
         true
     }
 
+    /// The running job goes on on `agent` (one it made for itself) instead of the worker's: a
+    /// cancellation shuts that one down from now on. `false` when the job was cancelled
+    /// already (it must stop).
+    pub fn switch_to(&self, agent: &ureq::Agent) -> bool {
+        self.start(agent)
+    }
+
     /// Marks the job as finished; true when a cancellation shut the agent down meanwhile.
     fn finish(&self) -> bool {
         self.running

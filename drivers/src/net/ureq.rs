@@ -1,15 +1,22 @@
 //! The engine's HTTP request values on ureq, and ureq's errors in the core's vocabulary.
 
 use std::io;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use mcpwire_core::http::{Headers, Method, Request, ResponseHead};
+use mcpwire_core::net_policy::UrlRejected;
 use mcpwire_core::tunnel::failure::{
     transport_failure, FailureSource, TransportErrorKind, TransportStage,
 };
 use mcpwire_core::tunnel::TunnelFailure;
-use ureq::http::Response;
+use ureq::config::Config;
+use ureq::http::{Response, Uri};
+use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
+use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
 use ureq::{Agent, Body, RequestExt, Timeout};
+
+use super::guard::{Guarded, PinError};
 
 /// How long a connection may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -50,6 +57,78 @@ pub fn mcp_agent() -> Agent {
         .user_agent(concat!("mcpwire/", env!("CARGO_PKG_VERSION")))
         .build()
         .into()
+}
+
+/// Where a [`GuardedResolver`] leaves the policy's refusal, for the exchange to report (ureq
+/// only carries its own error type out of a resolver).
+pub type Refusal = Arc<Mutex<Option<UrlRejected>>>;
+
+/// The resolver of an agent made for one guarded fetch ([`Guarded`]): every name ureq asks
+/// for, except the configured proxy's, is answered with the addresses the fetch's policy let
+/// through ([`Guarded::pin`]: the checked URL's host, resolved once and checked), whatever the
+/// URI says, so the connection can only go to a checked address. A refusal fails the
+/// connection before any socket opens and is left in `refused`.
+///
+/// With a proxy (ureq reads `ALL_PROXY`/`HTTPS_PROXY` and the like), the proxy's own name is
+/// resolved as usual and the proxy resolves the target: it gets the checked URL, and does its
+/// own egress filtering (`ARCHITECTURE.md`, "Outbound URLs").
+#[derive(Debug)]
+pub struct GuardedResolver {
+    guarded: Guarded,
+    refused: Refusal,
+}
+
+impl GuardedResolver {
+    /// A resolver for `guarded`, leaving a refusal in `refused`.
+    pub fn new(guarded: Guarded, refused: Refusal) -> Self {
+        GuardedResolver { guarded, refused }
+    }
+}
+
+impl Resolver for GuardedResolver {
+    fn resolve(
+        &self,
+        uri: &Uri,
+        config: &Config,
+        timeout: NextTimeout,
+    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+        if config.proxy().is_some_and(|p| p.uri() == uri) {
+            return DefaultResolver::default().resolve(uri, config, timeout);
+        }
+        match self.guarded.pin() {
+            Ok(addrs) => {
+                let mut out = self.empty();
+                for a in addrs {
+                    if out.try_push(a).is_err() {
+                        break;
+                    }
+                }
+                Ok(out)
+            }
+            Err(PinError::Refused(rejected)) => {
+                *self.refused.lock().unwrap_or_else(PoisonError::into_inner) = Some(rejected);
+                Err(ureq::Error::Io(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    "every address the host resolved to is refused by the URL policy",
+                )))
+            }
+            Err(PinError::Resolve(cause)) => Err(ureq::Error::Io(io::Error::new(
+                io::ErrorKind::NotFound,
+                cause,
+            ))),
+        }
+    }
+}
+
+/// An agent for one guarded fetch, with `config` and a [`GuardedResolver`]; its connection
+/// pool is its own, so nothing it connects is ever reused by an unguarded request (or the
+/// other way round). Drop it after the fetch.
+pub fn guarded_agent(config: Config, guarded: Guarded, refused: Refusal) -> Agent {
+    Agent::with_parts(
+        config,
+        DefaultConnector::default(),
+        GuardedResolver::new(guarded, refused),
+    )
 }
 
 /// Sends `request`; `timeout` bounds the whole exchange, body included.

@@ -16,14 +16,15 @@
 
 use sha2::Digest as _;
 
-use super::streams::Owner;
-use super::{Client, Event, Output};
+use super::streams::{Owner, StreamId};
+use super::{Client, Event, Output, UsageError};
 use crate::auth::{
     self, AuthError, BearerChallenge, Entropy, FetchId, Flow, FlowConfig, FlowOutput, Grant,
     RedirectRejected,
 };
 use crate::http::{Headers, ResponseHead};
 use crate::mcp::request::RequestHandle;
+use crate::net_policy::{FetchGuard, UrlRejected};
 use crate::time::{Instant, SystemTime};
 
 /// Authorization for an HTTP client (`ClientConfig::authorization`).
@@ -264,8 +265,13 @@ impl Client {
             };
             progressed = true;
             match out {
-                FlowOutput::Fetch { id, request, .. } => {
-                    let stream = self.streams.open(Owner::Auth(id), request.headers.clone());
+                FlowOutput::Fetch {
+                    id,
+                    request,
+                    purpose,
+                } => {
+                    let owner = Owner::Auth(id, purpose);
+                    let stream = self.streams.open(owner, request.headers.clone());
                     self.outputs.push_back(Output::Http { stream, request });
                 }
                 FlowOutput::OpenAuthorizationUrl { url } => {
@@ -287,6 +293,60 @@ impl Client {
                 }
             }
         }
+    }
+
+    /// Whether `stream` is one of the authorization flow's fetches, and if so the rules its
+    /// destination is held to: [`FlowConfig::policy`] and the [`UrlPurpose`] of the fetch
+    /// ([`auth::FetchPurpose::url_purpose`]). `None` for every other stream (the requests to
+    /// the configured MCP URL, which the user chose, are not subject to the policy), and for a
+    /// stream that has ended.
+    ///
+    /// The driver asks when it performs the [`Output::Http`] of `stream`, before it feeds any
+    /// input for it. For a guarded stream it must check the request's URL with
+    /// [`FetchGuard::check_url`] and send the request to the checked form, resolve a host
+    /// name once, keep the addresses [`FetchGuard::connect_addrs`] lets through and connect
+    /// only to one of those (never to the name again: the DNS rebinding defence), keep such
+    /// a connection out of any pool it shares with unguarded requests, and follow no
+    /// redirect (the flow does, hop by hop). When the policy refuses the URL or every
+    /// address, it answers with [`Client::handle_fetch_refused`] and connects to nothing.
+    ///
+    /// [`FlowConfig::policy`]: crate::auth::FlowConfig::policy
+    /// [`UrlPurpose`]: crate::net_policy::UrlPurpose
+    pub fn fetch_guard(&self, stream: StreamId) -> Option<FetchGuard> {
+        let Owner::Auth(_, purpose) = self.streams.map.get(&stream)?.owner else {
+            return None;
+        };
+        let policy = self.auth.as_ref()?.flow.config().policy;
+        Some(FetchGuard {
+            policy,
+            purpose: purpose.url_purpose(),
+        })
+    }
+
+    /// HTTP: `stream` was not sent because the [`NetPolicy`](crate::net_policy::NetPolicy)
+    /// of its [`fetch_guard`](Client::fetch_guard) refused its URL or every address its host
+    /// resolved to. The authorization fails with an [`AuthError::UrlRefused`] that carries
+    /// `rejected`'s message (the address and its range), and so do the requests waiting for
+    /// it. On a stream without a guard it is [`Client::handle_transport_failed`].
+    pub fn handle_fetch_refused(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        rejected: &UrlRejected,
+    ) -> Result<(), UsageError> {
+        if !self.live_stream("handle_fetch_refused", stream)? {
+            return Ok(());
+        }
+        let fetch = match self.streams.map.get(&stream).map(|s| s.owner) {
+            Some(Owner::Auth(fetch, _)) => fetch,
+            _ => return self.handle_transport_failed(now, stream),
+        };
+        self.streams.map.remove(&stream);
+        if let Some(a) = self.auth.as_mut() {
+            a.flow.handle_fetch_refused(now, fetch, rejected);
+        }
+        self.pump(now);
+        Ok(())
     }
 
     /// The browser came back to the redirect URI with `query` (everything after `?`; see

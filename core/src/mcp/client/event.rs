@@ -281,13 +281,22 @@ impl fmt::Debug for Event {
 #[derive(Clone, PartialEq)]
 pub enum Output {
     /// HTTP: send this request on a new stream and feed its response back under `stream`.
+    ///
+    /// Ask [`Client::fetch_guard`](super::Client::fetch_guard) for `stream` before sending:
+    /// `Some` for the authorization flow's fetches (to URLs a server chose), which must be
+    /// checked, resolved and connected to as it says (the DNS rebinding defence; a refusal
+    /// is answered with [`Client::handle_fetch_refused`](super::Client::handle_fetch_refused));
+    /// `None` for the requests to the configured MCP URL. No stream's redirect is followed
+    /// by the driver.
     Http {
         /// The stream.
         stream: StreamId,
         /// The whole request: `POST` (or `GET` resuming a legacy stream, `DELETE` ending a
         /// legacy session) to [`ClientConfig::url`](super::ClientConfig::url), the client's
         /// headers and then the host's extra ones ([`ClientConfig::headers`](super::ClientConfig::headers))
-        /// whose names the client did not set, and the JSON body (empty for none).
+        /// whose names the client did not set, and the JSON body (empty for none). An
+        /// authorization fetch instead goes to the URL the flow chose (`GET` or `POST`), with
+        /// the flow's headers only.
         request: Request,
     },
     /// HTTP: close this stream (cancels its request, or releases the connection).

@@ -78,8 +78,9 @@ pub(super) enum Owner {
     LegacySession,
     /// A notification or an answer: the response is drained and dropped.
     Fire,
-    /// One of the authorization flow's fetches ([`super::AuthConfig`]).
-    Auth(crate::auth::FetchId),
+    /// One of the authorization flow's fetches ([`super::AuthConfig`]), with what it is for
+    /// ([`Client::fetch_guard`]).
+    Auth(crate::auth::FetchId, crate::auth::FetchPurpose),
 }
 
 pub(super) struct Stream {
@@ -293,7 +294,7 @@ impl Client {
             return;
         };
         let status = s.head.as_ref().map_or(0, |h| h.status);
-        if let Owner::Auth(fetch) = s.owner {
+        if let Owner::Auth(fetch, _) = s.owner {
             let wall = s.wall.unwrap_or(crate::time::UNIX_EPOCH);
             let headers = s
                 .head
@@ -394,7 +395,7 @@ impl Client {
                     self.notification(None, method, text.to_owned());
                 }
             }
-            Owner::Fire | Owner::Auth(_) => {}
+            Owner::Fire | Owner::Auth(..) => {}
         }
     }
 
@@ -410,7 +411,7 @@ impl Client {
             }
             Owner::LegacyListen(sub) => self.legacy_stream_gone(sub, None),
             Owner::LegacySession => self.set_session_stream(None, None),
-            Owner::Fire | Owner::Auth(_) => {}
+            Owner::Fire | Owner::Auth(..) => {}
         }
     }
 
@@ -438,7 +439,7 @@ impl Client {
             Owner::LegacyListen(sub) => self.legacy_stream_gone(sub, status),
             Owner::LegacySession => self.set_session_stream(None, status),
             Owner::Fire => {}
-            Owner::Auth(fetch) => {
+            Owner::Auth(fetch, _) => {
                 let cause = match status {
                     Some(s) => format!("HTTP {s}"),
                     None => "the connection failed".to_owned(),
