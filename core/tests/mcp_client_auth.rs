@@ -211,6 +211,8 @@ impl World {
                             "supportedVersions": ["2026-07-28"],
                             "capabilities": {"tools": {}},
                             "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "s", "version": "1"}},
+                        "ttlMs": 60000,
+                        "cacheScope": "private",
                         }),
                     ),
                 )
@@ -561,4 +563,40 @@ fn a_fetch_whose_host_resolves_to_a_refused_address_fails_the_authorization_nami
     // Nothing was answered for the refused host, and nothing went further.
     let urls: Vec<&str> = w.log.iter().map(|l| l.0.as_str()).collect();
     assert_eq!(urls, [MCP, PRM]);
+}
+
+#[test]
+fn a_private_cached_result_is_not_served_under_another_token() {
+    let mut w = World::new(ProtocolChoice::Modern, Some("write"));
+    let discovers = |w: &World| w.log.iter().filter(|l| l.3 == "server/discover").count();
+    let op = w.c.start(w.now, Operation::Discover, OpOptions::default());
+    w.run();
+    w.outcome(op).unwrap();
+    let before = discovers(&w);
+    // Same token: the private result is reused.
+    let op = w.c.start(w.now, Operation::Discover, OpOptions::default());
+    w.run();
+    w.outcome(op).unwrap();
+    assert_eq!(discovers(&w), before, "served from the cache");
+    // A step-up brings another token: the private result is not reused.
+    let op = w.c.start(
+        w.now,
+        Operation::CallTool {
+            name: "t".into(),
+            arguments: serde_json::Map::new(),
+        },
+        OpOptions::default(),
+    );
+    w.run();
+    w.outcome(op).unwrap();
+    assert_eq!(w.s.issued, 2);
+    let op = w.c.start(w.now, Operation::Discover, OpOptions::default());
+    w.run();
+    w.outcome(op).unwrap();
+    assert_eq!(
+        discovers(&w),
+        before + 1,
+        "fetched again under the new token"
+    );
+    assert_eq!(w.log.last().unwrap().2.as_deref(), Some("Bearer AT-2"));
 }

@@ -91,6 +91,16 @@ impl AuthState {
     }
 }
 
+/// The cache's authorization context for a grant: results a server marked `private` are
+/// reused only under the same access token (client guide, "Caching and refresh"). A digest,
+/// never the token.
+pub(super) fn token_context(grant: &Grant) -> crate::mcp::cache::AuthContext {
+    let digest: [u8; 32] =
+        sha2::Sha256::digest(grant.tokens.access_token.expose().as_bytes()).into();
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    crate::mcp::cache::AuthContext::new(format!("oauth:{hex}"))
+}
+
 impl AuthState {
     /// The wall time at `now`, from the latest known pair.
     fn wall_at(&self, now: Instant) -> Option<SystemTime> {
@@ -281,6 +291,7 @@ impl Client {
                     self.event(Event::AuthorizationStoreLock { issuer, resource });
                 }
                 FlowOutput::Authorized(grant) => {
+                    self.config.auth_context = token_context(&grant);
                     self.event(Event::Authorized { grant });
                     self.requests.resume_parked(now, &mut self.ids);
                 }

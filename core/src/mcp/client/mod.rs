@@ -317,6 +317,9 @@ impl Client {
                 .map(auth::AuthState::new),
             config,
         };
+        if let Some(grant) = client.auth.as_ref().and_then(|a| a.flow.grant()) {
+            client.config.auth_context = auth::token_context(grant);
+        }
         let latest = client.latest_version();
         match (&client.config.protocol, client.config.known_era.clone()) {
             (ProtocolChoice::Legacy, _) => {
