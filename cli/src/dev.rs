@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::{ArgGroup, Args, Subcommand, ValueEnum};
 
+use mcpwire_dev::auth_server::AuthConfig;
 use mcpwire_dev::control_plane::{self, ControlPlane};
 use mcpwire_dev::mcp_server::{self, EraMode, McpServer};
 use mcpwire_dev::ApiKey;
@@ -49,6 +50,31 @@ mcpwire-dev://greeting and mcpwire-dev://motto (resources/list has two pages), t
 template mcpwire-dev://greeting/{name}, subscriptions/listen (2026-07-28: acknowledged at once,
 then the changes asked for) and the tool touch {list | uri}, which announces a change (tools,
 prompts or resources list; a resource updated) to every subscription that asked for it.
+
+With --auth (HTTP only) the endpoint is an OAuth-protected resource with its own loopback
+authorization server on the same listener, so a client's whole login flow runs on one machine:
+  POST /mcp without a valid bearer token   401, WWW-Authenticate: Bearer
+                                           resource_metadata=\"http://ADDR/.well-known/oauth-protected-resource/mcp\",
+                                           scope=\"mcp\" (and error=\"invalid_token\" for a bad one)
+  GET  /.well-known/oauth-protected-resource/mcp    resource http://ADDR/mcp (exactly),
+                                           authorization_servers [http://ADDR/oauth]
+  GET  /.well-known/oauth-authorization-server/oauth   RFC 8414 metadata of the issuer
+                                           http://ADDR/oauth (S256 PKCE, iss in responses,
+                                           scopes mcp, mcp:admin, offline_access)
+  POST /oauth/register                     dynamic registration (redirect_uris: https, or http
+                                           to a loopback host; auth none or client_secret_basic)
+  GET  /oauth/authorize                    checks client_id, redirect_uri (exact), response_type
+                                           code, PKCE S256 (required), state, resource (this
+                                           server's /mcp), scope; then a consent page whose Allow
+                                           button POSTs back and redirects with code, state, iss
+                                           (or, with --auth-auto-approve, that redirect at once)
+  POST /oauth/token                        authorization_code (code_verifier, redirect_uri and
+                                           resource checked) and refresh_token (rotated: a used
+                                           refresh token is invalid_grant)
+Errors are RFC 6749 JSON ({\"error\": \"invalid_grant\", \"error_description\": ...}). Every MCP
+request needs the scope mcp; the extra tool admin_echo {text} needs mcp:admin (403
+insufficient_scope, scope=\"mcp:admin\", otherwise), so a client's step-up can be tried. Tokens are
+random, held in memory, and access tokens live --auth-token-ttl seconds.
 
 The address is printed on stdout as 'listening on http://ADDR/mcp'. Loopback addresses only.";
 
@@ -111,6 +137,18 @@ pub struct McpServerArgs {
     /// touch tool (without it: tools only).
     #[arg(long)]
     pub resources_and_prompts: bool,
+    /// Require OAuth bearer tokens on /mcp and serve the Protected Resource Metadata and a
+    /// loopback authorization server (issuer http://ADDR/oauth) on the same listener.
+    #[arg(long, conflicts_with = "stdio")]
+    pub auth: bool,
+    /// With --auth: approve every valid authorization request at once (a 302 to the client's
+    /// redirect URI with the code) instead of showing the consent page.
+    #[arg(long, requires = "auth", conflicts_with = "stdio")]
+    pub auth_auto_approve: bool,
+    /// With --auth: how long an access token lives, in seconds (its expires_in; default 3600).
+    #[arg(long, value_name = "SECS", requires = "auth", conflicts_with = "stdio",
+          value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
+    pub auth_token_ttl: Option<u64>,
 }
 
 /// Flags of `mcpwire dev control-plane`.
@@ -186,6 +224,12 @@ fn run_mcp_server(args: McpServerArgs) -> ExitCode {
         era,
         max_slow: Duration::from_millis(args.max_slow_ms),
         resources_and_prompts: args.resources_and_prompts,
+        auth: args.auth.then(|| AuthConfig {
+            auto_approve: args.auth_auto_approve,
+            token_ttl: args
+                .auth_token_ttl
+                .map_or(AuthConfig::default().token_ttl, Duration::from_secs),
+        }),
         ..mcp_server::Config::default()
     };
     match args.listen {
@@ -194,7 +238,13 @@ fn run_mcp_server(args: McpServerArgs) -> ExitCode {
                 return code;
             }
             match McpServer::start_http(config, addr) {
-                Ok(handle) => serve_forever(&format!("listening on {}", handle.url())),
+                Ok(handle) => {
+                    let mut line = format!("listening on {}", handle.url());
+                    if let Some(issuer) = handle.server().auth().and_then(|a| a.issuer()) {
+                        line.push_str(&format!("\nauthorization server: {issuer}"));
+                    }
+                    serve_forever(&line)
+                }
                 Err(e) => fail(&format!("--listen {addr}: cannot listen: {e}")),
             }
         }

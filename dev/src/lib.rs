@@ -1,8 +1,9 @@
 //! # mcpwire-dev
 //!
 //! Local dev servers, for people trying the tunnel path and for end-to-end tests: a reference
-//! MCP server ([`mcp_server`], `mcpwire dev mcp-server`) and a local Secure MCP Tunnel control
-//! plane ([`control_plane`], `mcpwire dev control-plane`). Both run on blocking std threads over
+//! MCP server ([`mcp_server`], `mcpwire dev mcp-server`; with `--auth` an OAuth-protected
+//! resource with a loopback authorization server of its own, [`auth_server`]) and a local
+//! Secure MCP Tunnel control plane ([`control_plane`], `mcpwire dev control-plane`). Both run on blocking std threads over
 //! a small HTTP/1.1 server ([`http`]), bind loopback by default, bound every body and queue,
 //! and stop cleanly through a handle (`stop()`), so tests can start them in-process on port 0.
 //!
@@ -19,6 +20,7 @@
 
 use std::fmt;
 
+pub mod auth_server;
 pub mod control_plane;
 pub mod http;
 pub mod mcp_server;

@@ -43,6 +43,12 @@
 //! field) or `url` (a URL-mode elicitation of [`ELICIT_URL_PATH`] on this server, whose fetches
 //! are counted); the answers it receives are recorded in [`Stats::elicitation_answers`].
 //!
+//! **Authorization** ([`Config::auth`], `--auth`, HTTP only): every request to `/mcp` needs a
+//! bearer token from the embedded authorization server, a `401` with
+//! `WWW-Authenticate: Bearer resource_metadata=…` tells a client where to log in, and the tool
+//! `admin_echo` (listed only then) needs the scope `mcp:admin` (`403 insufficient_scope`
+//! otherwise); the paths and rules are in [`crate::auth_server`].
+//!
 //! **Prompts, resources and subscriptions** are served only with
 //! [`Config::resources_and_prompts`] (otherwise their methods are unknown, `-32601`): the
 //! prompt [`PROMPT_NAME`], the resource [`GREETING_URI`], the template [`GREETING_TEMPLATE`],
@@ -73,6 +79,7 @@ use mcpwire_core::mcp::{
 use serde_json::{json, Map, Value};
 
 use super::http::{headers, lock, Handler, HttpServer, Limits, Request, Responder, Shutdown};
+use crate::auth_server::{self, AuthConfig, AuthServer, AuthStats, ADMIN_TOOL, SCOPE_MCP};
 use crate::random_token;
 
 mod ask;
@@ -141,6 +148,11 @@ pub struct Config {
     /// that announces a change to the subscriptions (default `false`: tools only, and those
     /// methods are unknown).
     pub resources_and_prompts: bool,
+    /// Require OAuth bearer tokens on the MCP endpoint and serve the metadata and a loopback
+    /// authorization server on the same listener (see [`crate::auth_server`]); HTTP only (on
+    /// stdio nothing is checked, and `admin_echo` is listed unprotected). Default `None`: no
+    /// authorization.
+    pub auth: Option<AuthConfig>,
 }
 
 impl Default for Config {
@@ -151,6 +163,7 @@ impl Default for Config {
             limits: Limits::default(),
             tools_list_ttl_ms: None,
             resources_and_prompts: false,
+            auth: None,
         }
     }
 }
@@ -176,6 +189,8 @@ pub struct Stats {
     pub elicit_url_fetches: u64,
     /// The most `slow` calls ever in flight at once.
     pub slow_peak: u64,
+    /// The authorization server's counters (all zero without [`Config::auth`]).
+    pub auth: AuthStats,
 }
 
 /// One request as the server received it (for assertions): the HTTP method (`STDIO` on stdio),
@@ -205,6 +220,7 @@ pub struct McpServer {
     log: Mutex<VecDeque<LoggedRequest>>,
     subscribers: Mutex<catalog::Subscribers>,
     slow: slow::SlowCalls,
+    auth: Option<AuthServer>,
 }
 
 /// A running HTTP reference server.
@@ -300,7 +316,9 @@ struct ModernMeta {
 impl McpServer {
     /// A server with `config`, not yet serving.
     pub fn new(config: Config) -> Arc<McpServer> {
+        let auth = config.auth.clone().map(AuthServer::new);
         Arc::new(McpServer {
+            auth,
             config,
             shutdown: Shutdown::new(),
             sessions: Mutex::new(HashMap::new()),
@@ -316,6 +334,9 @@ impl McpServer {
         let limits = config.limits;
         let server = McpServer::new(config);
         let http = HttpServer::start(addr, server.clone(), limits, server.shutdown.clone())?;
+        if let Some(auth) = &server.auth {
+            auth.set_origin(format!("http://{}", http.local_addr()));
+        }
         Ok(McpServerHandle { http, server })
     }
 
@@ -323,7 +344,15 @@ impl McpServer {
     pub fn stats(&self) -> Stats {
         let mut stats = lock(&self.stats).clone();
         stats.slow_peak = self.slow.peak();
+        if let Some(auth) = &self.auth {
+            stats.auth = auth.stats();
+        }
         stats
+    }
+
+    /// The authorization server, with [`Config::auth`].
+    pub fn auth(&self) -> Option<&AuthServer> {
+        self.auth.as_ref()
     }
 
     /// The last [`REQUEST_LOG_LEN`] requests received, oldest first.
@@ -541,6 +570,13 @@ impl McpServer {
             .entry(name.to_owned())
             .or_default() += 1;
         match name {
+            ADMIN_TOOL => match args.get("text").and_then(Value::as_str) {
+                Some(t) => Answer::Result(json!({
+                    "content": [{"type": "text", "text": t}],
+                    "structuredContent": {"text": t}
+                })),
+                None => invalid_params("Invalid params: admin_echo needs a string argument text"),
+            },
             "echo" => {
                 let Some(t) = args.get("text").and_then(Value::as_str) else {
                     return invalid_params("Invalid params: echo needs a string argument text");
@@ -686,7 +722,8 @@ impl McpServer {
     // Streamable HTTP
     // -----------------------------------------------------------------------------------------
 
-    fn post(&self, req: &Request, res: &mut Responder<'_>) {
+    /// Serves a POST; `granted` is the bearer token's scope with [`Config::auth`].
+    fn post(&self, req: &Request, res: &mut Responder<'_>, granted: Option<&str>) {
         let text = match std::str::from_utf8(&req.body) {
             Ok(t) => t,
             Err(_) => {
@@ -749,6 +786,12 @@ impl McpServer {
                 )
             }
         };
+        if let (Some(auth), Some(granted)) = (&self.auth, granted) {
+            let needed = auth_server::required_scope(&method, &params);
+            if let Err(refusal) = auth.check_scope(granted, needed) {
+                return auth.refuse(refusal, res);
+            }
+        }
         let modern_meta = params
             .get("_meta")
             .and_then(|m| m.get(PROTOCOL_VERSION_META_KEY))
@@ -1204,7 +1247,13 @@ impl Handler for McpServer {
             );
             return;
         }
-        if req.path != "/mcp" && req.path != "/" {
+        if let Some(auth) = &self.auth {
+            if auth.handle(req, res) {
+                return;
+            }
+        }
+        // With authorization the resource is `/mcp` exactly, so `/` is not an alias.
+        if req.path != "/mcp" && (req.path != "/" || self.auth.is_some()) {
             let _ = res.send(
                 404,
                 &headers(&[("Content-Type", "text/plain")]),
@@ -1222,8 +1271,26 @@ impl Handler for McpServer {
                 return;
             }
         }
+        let granted = match &self.auth {
+            None => None,
+            Some(auth) => match auth
+                .authenticate(&req.headers)
+                .and_then(|g| auth.check_scope(&g, SCOPE_MCP).map(|()| g))
+            {
+                Ok(g) => Some(g),
+                Err(refusal) => {
+                    // Logged with the JSON-RPC method it would have been, when there is one.
+                    let message = std::str::from_utf8(&req.body)
+                        .ok()
+                        .and_then(|t| Message::parse(t).ok());
+                    let method = message.as_ref().and_then(Message::method);
+                    self.record(&req.method, method, Some(&req.headers));
+                    return auth.refuse(refusal, res);
+                }
+            },
+        };
         match req.method.as_str() {
-            "POST" => self.post(req, res),
+            "POST" => self.post(req, res, granted.as_deref()),
             "DELETE" => self.delete(req, res),
             _ => {
                 self.record(&req.method, None, Some(&req.headers));
@@ -1280,6 +1347,9 @@ impl McpServer {
             capabilities["resources"] = json!({});
             instructions.push_str(LEGACY_CATALOG_NOTE);
         }
+        if self.auth.is_some() {
+            instructions.push_str(AUTH_NOTE);
+        }
         json!({
             "protocolVersion": version,
             "capabilities": capabilities,
@@ -1320,6 +1390,9 @@ impl McpServer {
         if self.config.resources_and_prompts {
             s.push_str(MODERN_CATALOG_NOTE);
         }
+        if self.auth.is_some() {
+            s.push_str(AUTH_NOTE);
+        }
         s
     }
 
@@ -1330,12 +1403,20 @@ impl McpServer {
         if self.config.resources_and_prompts {
             tools.push(catalog::touch_definition());
         }
+        if self.auth.is_some() {
+            tools.push(json!({
+                "name": ADMIN_TOOL,
+                "description": "Returns its text argument, like echo, but needs the OAuth scope mcp:admin (a token without it gets 403 insufficient_scope).",
+                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+            }));
+        }
         tools
     }
 }
 
 const LEGACY_CATALOG_NOTE: &str =
     " Also: prompt greet, resource mcpwire-dev://greeting, template mcpwire-dev://greeting/{name}, tool touch.";
+const AUTH_NOTE: &str = " Also: tool admin_echo (needs the OAuth scope mcp:admin).";
 const MODERN_CATALOG_NOTE: &str = " Also: prompt greet, resource mcpwire-dev://greeting, template mcpwire-dev://greeting/{name}, subscriptions/listen, tool touch.";
 
 /// Checks `Mcp-Method`, `Mcp-Name` and `Mcp-Param-*` against the headers the core builds from

@@ -1,4 +1,4 @@
-//! The library examples cannot rot: `drivers/examples/mcp_blocking.rs` and `mcp_smol.rs` are
+//! The library examples cannot rot: `drivers/examples/mcp_*.rs` are
 //! compiled here as modules (their `main` unused) and their `run` is driven against the
 //! reference server on 127.0.0.1, and the code the README's "Use as a library" section shows
 //! must be the examples' own text.
@@ -15,17 +15,25 @@ mod mcp_blocking;
 #[path = "../examples/mcp_concurrent.rs"]
 #[allow(dead_code)]
 mod mcp_concurrent;
+#[path = "../examples/mcp_login.rs"]
+#[allow(dead_code)]
+mod mcp_login;
 #[path = "../examples/mcp_smol.rs"]
 #[allow(dead_code)]
 mod mcp_smol;
 
+use std::sync::Arc;
+
+use mcpwire::mcp::FollowRedirect;
 use mcpwire_core::mcp::Era;
+use mcpwire_dev::auth_server::AuthConfig;
 use mcpwire_dev::mcp_server::{self, Config, McpServer, McpServerHandle};
 
-const EXAMPLES: [&str; 3] = [
+const EXAMPLES: [&str; 4] = [
     include_str!("../examples/mcp_blocking.rs"),
     include_str!("../examples/mcp_smol.rs"),
     include_str!("../examples/mcp_concurrent.rs"),
+    include_str!("../examples/mcp_login.rs"),
 ];
 const README: &str = include_str!("../../README.md");
 
@@ -79,6 +87,42 @@ fn concurrent_example_runs_its_eight_calls_at_once() {
         "8 calls, at most 8 at once on the server\n"
     );
     assert_eq!(srv.server().stats().tool_calls.get("slow"), Some(&8));
+}
+
+#[test]
+fn login_example_logs_in_steps_up_and_keeps_the_grant() {
+    let config = Config {
+        auth: Some(AuthConfig {
+            auto_approve: true,
+            ..AuthConfig::default()
+        }),
+        ..Config::default()
+    };
+    let srv = McpServer::start_http(config, "127.0.0.1:0").unwrap();
+    let mut out = Vec::new();
+    mcp_login::run(&srv.url(), Arc::new(FollowRedirect), &mut out).unwrap();
+    let mut tools: Vec<String> = mcp_server::tool_definitions(Era::Modern)
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    tools.push("admin_echo".into());
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        format!(
+            "tools: {}\necho: hi\nadmin_echo: root\ngranted: mcp mcp:admin offline_access\n",
+            tools.join(", ")
+        )
+    );
+    let s = srv.server().stats().auth;
+    assert_eq!(
+        (
+            s.registrations,
+            s.authorization_requests,
+            s.insufficient_scope
+        ),
+        (1, 2, 1),
+        "login, then the step-up: {s:?}"
+    );
 }
 
 #[test]
