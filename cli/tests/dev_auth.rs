@@ -324,9 +324,9 @@ fn a_person_who_denies_gets_the_call_failed_with_access_denied() {
     let pages = browser.join().unwrap();
     assert!(e.to_string().contains("access_denied"), "{e}");
     let s = auth_stats(&srv);
-    // Not asserted to be 1: today the client's tools/list (read for the tool's headers) is
-    // denied, and then its tools/call meets the 401 and asks the person a second time.
-    assert!(pages >= 1);
+    // Asked once: the tools/list read for the tool's headers is denied, and the tools/call
+    // that follows fails with that refusal instead of asking the person again.
+    assert_eq!(pages, 1);
     assert_eq!(s.denials, pages);
     assert_eq!((s.codes_issued, s.tokens_issued), (0, 0), "{s:?}");
     assert!(srv.server().stats().tool_calls.is_empty());

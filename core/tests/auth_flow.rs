@@ -1648,3 +1648,24 @@ fn an_expired_grant_from_another_process_is_refreshed_with_its_refresh_token() {
         .collect();
     assert_eq!(form["refresh_token"], "RT-ROTATED");
 }
+
+#[test]
+fn after_the_user_declines_refusals_fail_at_once_until_allowed_again() {
+    let mut w = World::standard(serde_json::json!({}))
+        .browser(|q| format!("error=access_denied&state={}", enc(&q["state"])));
+    let mut f = flow();
+    start(&w, &mut f, None);
+    w.drive(&mut f);
+    assert_eq!(w.authorization_urls.len(), 1);
+    // The next refused request does not ask the person again.
+    let e = f
+        .handle_unauthorized(w.now, wall(), None, ENTROPY)
+        .unwrap_err();
+    assert!(matches!(e, AuthError::Denied { .. }), "{e}");
+    assert!(f.poll_output().is_none());
+    // The host lets it ask again ("log in" once more).
+    f.allow_again();
+    let mut w = w.browser(|q| format!("code=c&state={}&iss={}", enc(&q["state"]), enc(ISSUER)));
+    start(&w, &mut f, None);
+    authorized(&w.drive(&mut f));
+}

@@ -356,6 +356,9 @@ pub struct Flow {
     now: Option<Instant>,
     /// The latest wall time an input brought (client assertions are dated with it).
     wall: Option<SystemTime>,
+    /// The user declined (or did not finish) the last authorization: later refusals fail at
+    /// once with it instead of asking again, until [`Flow::allow_again`].
+    declined: Option<AuthError>,
 }
 
 impl Flow {
@@ -373,6 +376,7 @@ impl Flow {
             refreshed: false,
             now: None,
             wall: None,
+            declined: None,
         }
     }
 
@@ -425,6 +429,14 @@ impl Flow {
         }
     }
 
+    /// The user declined or did not finish the last authorization, so later refusals fail at
+    /// once with that error (a person is not asked again and again): from now on a refusal
+    /// starts a new authorization again (a host's "log in" button).
+    pub fn allow_again(&mut self) {
+        self.declined = None;
+        self.authorizations = 0;
+    }
+
     /// A request to the resource succeeded: the step-up count starts again.
     pub fn request_succeeded(&mut self) {
         self.authorizations = 0;
@@ -447,6 +459,9 @@ impl Flow {
         self.now = Some(now);
         if self.is_busy() {
             return Err(AuthError::Usage("an authorization is already under way"));
+        }
+        if let Some(e) = &self.declined {
+            return Err(e.clone());
         }
         let refresh = !self.refreshed
             && self
@@ -1533,6 +1548,9 @@ impl Flow {
     }
 
     fn fail(&mut self, error: AuthError) {
+        if error.blame() == super::error::Blame::User {
+            self.declined = Some(error.clone());
+        }
         self.stage = Stage::Idle;
         self.inflight = None;
         self.out.push_back(FlowOutput::Failed(error));

@@ -395,6 +395,15 @@ impl Client {
         self.pump(now);
     }
 
+    /// After the user declined (or did not finish) an authorization, requests the server
+    /// refuses fail at once with that error; this lets the next one start a new authorization
+    /// (a host's "log in again").
+    pub fn allow_authorization_again(&mut self) {
+        if let Some(a) = self.auth.as_mut() {
+            a.flow.allow_again();
+        }
+    }
+
     /// The current grant (what the token store should hold), when authorized.
     pub fn grant(&self) -> Option<&Grant> {
         self.auth.as_ref()?.flow.grant()

@@ -202,12 +202,6 @@ impl Client {
         headers: Headers,
         body: String,
     ) -> StreamId {
-        let mut headers = headers;
-        if let Some(bearer) = self.bearer_header() {
-            // Kept with the stream's sent headers too: a refusal of an older token is told
-            // from one of the current token.
-            let _ = headers.set("authorization", bearer);
-        }
         let stream = self.streams.open(owner, headers.clone());
         self.push_http(stream, method, headers, body);
         stream
@@ -225,7 +219,12 @@ impl Client {
     ) {
         if let Some(bearer) = self.bearer_header() {
             // The token, for the resource it was issued for (this URL) only; it replaces a
-            // host `Authorization` header. A token is valid header text.
+            // host `Authorization` header. A token is valid header text. Kept with the
+            // stream's sent headers too: a refusal of an older token is told from one of the
+            // current token.
+            if let Some(s) = self.streams.map.get_mut(&stream) {
+                let _ = s.sent.set("authorization", bearer.clone());
+            }
             let _ = headers.set("authorization", bearer);
         }
         for (name, value) in self.config.headers.iter() {
