@@ -15,6 +15,7 @@ wrapper below, the SDK having no per-tool scopes).
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
 
@@ -127,6 +128,8 @@ def main() -> None:
     if len(sys.argv) != 3:
         raise SystemExit("usage: py_mcp_auth_server.py PORT ISSUER")
     port, issuer = int(sys.argv[1]), sys.argv[2]
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     resource = f"http://127.0.0.1:{port}/mcp"
     metadata_url = f"http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp"
     for _ in range(100):

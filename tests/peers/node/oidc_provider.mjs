@@ -10,7 +10,7 @@
 // resource indicators (RFC 8707: any `resource` is a resource server with the scopes `mcp` and
 // `mcp:admin`, audience = the resource, opaque access tokens), token introspection for the
 // resource server (the static confidential client `mcp-rs` / `mcp-rs-secret`), refresh tokens
-// for `offline_access` with rotation on every use, access tokens living
+// for every client allowed the refresh_token grant, rotated on every use, access tokens living
 // OIDC_ACCESS_TOKEN_TTL seconds (default 5), and the development login and consent pages
 // (`devInteractions`: any login and password are accepted).
 //
@@ -78,8 +78,11 @@ server.listen(requestedPort, '127.0.0.1', () => {
     },
     pkce: { required: () => true },
     ttl: { AccessToken: ttl },
-    issueRefreshToken: async (_ctx, client, code) =>
-      client.grantTypeAllowed('refresh_token') && code.scopes.has('offline_access'),
+    // A refresh token for every client registered for the refresh_token grant: OpenID
+    // Connect's `offline_access` needs `prompt=consent`, which an OAuth client (mcpwire) has no
+    // reason to send, and without it oidc-provider drops the scope.
+    issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
+    expiresWithSession: async () => false,
     rotateRefreshToken: true,
   });
   provider.on('registration_create.success', () => {
