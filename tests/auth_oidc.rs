@@ -24,9 +24,9 @@
 //! without them the test fails and says how to install them, like the other peer tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
 #[path = "support/node_peers.rs"]
 mod node_peers;
+mod support;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -38,7 +38,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use mcpwire::mcp::blocking::McpClient;
-use mcpwire::mcp::{Authorization, ClientOptions, FileStore, TokenStore, UserAgent, UserAgentError};
+use mcpwire::mcp::{
+    Authorization, ClientOptions, FileStore, TokenStore, UserAgent, UserAgentError,
+};
 use serde_json::{json, Value};
 
 /// The pinned authorization server (tests/peers/node/package.json).
@@ -180,7 +182,8 @@ impl Browser {
             let Some((name, value)) = pair.split_once('=') else {
                 continue;
             };
-            let expired = value.is_empty() || h.to_ascii_lowercase().contains("expires=thu, 01 jan 1970");
+            let expired =
+                value.is_empty() || h.to_ascii_lowercase().contains("expires=thu, 01 jan 1970");
             if expired {
                 jar.remove(name.trim());
             } else {
@@ -198,7 +201,9 @@ impl Browser {
             .new_agent();
         let mut next = Some((url.to_owned(), None::<Vec<(String, String)>>));
         for _ in 0..20 {
-            let Some((url, form)) = next.take() else { break };
+            let Some((url, form)) = next.take() else {
+                break;
+            };
             let cookie = self.cookie_header();
             let mut response = match &form {
                 None => agent.get(&url).header("cookie", &cookie).call(),
@@ -318,7 +323,10 @@ fn stored(store: &Path, url: &str) -> (String, String, u64, String) {
 
 /// Sleeps until the token expiring at `expires_at` (Unix seconds) has expired at the provider.
 fn wait_until_expired(expires_at: u64) {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
     let due = expires_at + 2;
     if due > now {
         std::thread::sleep(Duration::from_secs(due - now));
@@ -390,7 +398,11 @@ fn oidc_provider_login_reuse_refresh_concurrent_refresh_and_step_up() {
     assert_lists_tools(&a, "the first of two concurrent processes");
     assert_lists_tools(&b, "the second of two concurrent processes");
     let s = stats(&issuer);
-    assert_eq!(count(&s, "refresh_grants"), 2, "not one refresh for both: {s}");
+    assert_eq!(
+        count(&s, "refresh_grants"),
+        2,
+        "not one refresh for both: {s}"
+    );
     assert_eq!(count(&s, "refresh_errors"), 0, "{s}");
     assert_eq!(count(&s, "authorizations"), 1, "{s}");
     let (_, refresh3, _, _) = stored(&store, &url);
@@ -409,6 +421,11 @@ fn oidc_provider_login_reuse_refresh_concurrent_refresh_and_step_up() {
     assert_eq!(r.text(), "still");
     c.close();
     assert_eq!(browser.authorizations.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        *browser.forms.lock().unwrap(),
+        ["login", "consent", "consent"],
+        "the step-up should find the provider's session and ask for consent only"
+    );
     let s = stats(&issuer);
     assert_eq!(count(&s, "authorizations"), 2, "{s}");
     assert_eq!(count(&s, "registrations"), 1, "registered again: {s}");
