@@ -10,15 +10,16 @@
 //!    consent forms);
 //! 2. a second process (`mcpwire client --authorize-with redirect`, which could not get past the
 //!    login page) reuses the stored token: no new authorization;
-//! 3. once the access token has expired (the server answers `401`), the next process refreshes
-//!    it, and the provider rotates the refresh token;
-//! 4. two processes starting at once when it has expired again: one refresh between them
+//! 3. once the access token is within a minute of its expiry, the next process refreshes it
+//!    before its first request, and the provider rotates the refresh token;
+//! 4. two processes starting at once when it is due again: one refresh between them
 //!    (the token store's refresh lock), both succeed, and the provider saw no reuse of a rotated
 //!    refresh token;
 //! 5. a tool needing `mcp:admin` answers `403 insufficient_scope`: the client steps up (a new
 //!    authorization through the browser for the union of the scopes) and the call succeeds.
 //!
-//! It takes a little over two minutes: steps 3 and 4 wait for real expiry ([`ACCESS_TOKEN_TTL`]).
+//! It takes about a minute and a half: steps 3 and 4 wait until the token is due for a refresh
+//! ([`ACCESS_TOKEN_TTL`] less the client's `REFRESH_AHEAD`).
 //!
 //! The pinned peers come from `scripts/test` (`.venv-peers`, `npm ci` in `tests/peers/node`);
 //! without them the test fails and says how to install them, like the other peer tests.
@@ -49,12 +50,15 @@ const OIDC_PROVIDER_VERSION: &str = "9.13.3";
 const MCP_VERSION: &str = "2.3.0";
 /// The variable naming the Python interpreter that has `mcp` installed.
 const PYTHON_ENV: &str = "MCPWIRE_PY_PEER_PYTHON";
-/// The access tokens' lifetime at the provider, in seconds. The client refreshes when the
-/// server answers `401` (the token expired); a process that waited on the token store's refresh
-/// lock takes the grant another one just stored only while it is not within `REFRESH_AHEAD`
-/// (60 s) of its expiry, so the tokens must live longer than that for step 4 to end with one
-/// refresh. Steps 3 and 4 each wait for a token to expire.
-const ACCESS_TOKEN_TTL: u64 = 66;
+/// The access tokens' lifetime at the provider, in seconds. The client refreshes a token
+/// within `REFRESH_AHEAD` (60 s) of its expiry before an operation (and on a `401`), and a
+/// process that waited on the token store's refresh lock takes the grant another one just
+/// stored only while it is not within that window: so the tokens live well beyond 60 s (step 2
+/// must not refresh; step 4 must end with one refresh), and steps 3 and 4 each wait until a
+/// token is due.
+const ACCESS_TOKEN_TTL: u64 = 100;
+/// The client's refresh-ahead window (`mcpwire_core::auth::REFRESH_AHEAD`).
+const REFRESH_AHEAD_SECS: u64 = mcpwire_core::auth::REFRESH_AHEAD.as_secs();
 
 fn python() -> PathBuf {
     let setup = format!(
@@ -321,13 +325,14 @@ fn stored(store: &Path, url: &str) -> (String, String, u64, String) {
     )
 }
 
-/// Sleeps until the token expiring at `expires_at` (Unix seconds) has expired at the provider.
-fn wait_until_expired(expires_at: u64) {
+/// Sleeps until the token expiring at `expires_at` (Unix seconds) is due for a refresh (within
+/// the client's refresh-ahead window, and still valid at the provider).
+fn wait_until_refresh_due(expires_at: u64) {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs();
-    let due = expires_at + 2;
+    let due = expires_at - REFRESH_AHEAD_SECS + 2;
     if due > now {
         std::thread::sleep(Duration::from_secs(due - now));
     }
@@ -371,8 +376,9 @@ fn oidc_provider_login_reuse_refresh_concurrent_refresh_and_step_up() {
     assert_eq!(count(&s, "refresh_grants"), 0, "a refresh: {s}");
     assert_eq!(stored(&store, &url).0, access1, "the stored token changed");
 
-    // 3. Expired (the server answers 401): the next process refreshes, the refresh token is rotated.
-    wait_until_expired(expires1);
+    // 3. Due (within a minute of its expiry): the next process refreshes before its first
+    // request, the refresh token is rotated.
+    wait_until_refresh_due(expires1);
     let out = cli(&url, &store).output().unwrap();
     assert_lists_tools(&out, "a process with an expiring token");
     let s = stats(&issuer);
@@ -382,8 +388,8 @@ fn oidc_provider_login_reuse_refresh_concurrent_refresh_and_step_up() {
     assert_ne!(access2, access1, "no new access token stored");
     assert_ne!(refresh2, refresh1, "the refresh token was not rotated");
 
-    // 4. Two processes at once with an expired token: one refresh, both logged in.
-    wait_until_expired(expires2);
+    // 4. Two processes at once with a token due for a refresh: one refresh, both logged in.
+    wait_until_refresh_due(expires2);
     let a = cli(&url, &store)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
