@@ -60,6 +60,9 @@ pub(super) struct AuthOptions {
     /// OAuth: how the browser step is done.
     #[arg(long, global = true, value_enum, default_value_t = AuthorizeWith::Browser)]
     pub authorize_with: AuthorizeWith,
+    /// OAuth: open the authorization URL in the default browser too (it is always printed).
+    #[arg(long, global = true)]
+    pub open: bool,
     /// OAuth: allow http:// to loopback addresses for the server's authorization URLs
     /// (development servers on this machine).
     #[arg(long, global = true)]
