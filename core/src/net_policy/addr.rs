@@ -41,8 +41,8 @@
 //! embedding forms above, any address outside `2000::/3` is refused as
 //! [`BlockedRange::Ipv6NotGlobalUnicast`]: an allowlist rather than a blocklist for IPv6.
 
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 

@@ -99,8 +99,8 @@ pub mod addr;
 pub mod icon;
 mod url_check;
 
+use core::net::{IpAddr, SocketAddr};
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
 
 pub use self::addr::{blocked_range, Blocked, BlockedRange, Embedded, Embedding, MetadataService};
 /// The CIDR block type of [`Blocked::net`], from the [`ipnet`] crate.

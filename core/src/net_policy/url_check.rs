@@ -1,6 +1,6 @@
 //! The URL, address and redirect checks of [`NetPolicy`].
 
-use std::net::{IpAddr, SocketAddr};
+use core::net::{IpAddr, SocketAddr};
 
 use url::{Host, Url};
 
