@@ -16,6 +16,8 @@
 //!   `mcp::`, and its pieces as modules (request building, eras, MRTR, caching, subscriptions);
 //! - [`auth`]: OAuth for MCP, client side: the authorization flow as a step function
 //!   ([`auth::Flow`]), its documents, `WWW-Authenticate` challenges, PKCE, [`auth::Secret`];
+//! - [`host`]: the host's side: many servers, their config files, the tool catalog and search,
+//!   and the consent policy;
 //! - [`net_policy`]: the SSRF rules for the URLs a server hands the client (OAuth metadata,
 //!   endpoints, redirects, the authorization URL, icons, `$ref`), on parsed URLs and addresses;
 //! - [`time`]: the `Instant`/`SystemTime` types every input takes (`std`'s, or `web-time`'s on
@@ -32,6 +34,7 @@
 
 pub mod auth;
 pub mod backoff;
+pub mod host;
 pub mod http;
 pub mod jsonrpc;
 pub mod mcp;
