@@ -182,11 +182,12 @@ impl<'o, 'a> EntryReader<'_, 'o, 'a, '_, '_> {
     /// The transport, from `type` or, without one, from which of `command` and `url` is
     /// there.
     fn transport(&mut self, entry_start: usize) -> Option<Transport> {
-        let has_command = self.get("command").is_some();
-        let has_url = self.get("url").is_some();
+        // A duplicated key counts as there (its duplication is reported already).
+        let has_command = self.members.has("command");
+        let has_url = self.members.has("url");
         let Some((ty, offset)) = self.raw_string("type") else {
-            if self.get("type").is_some() {
-                return None; // not a string: reported
+            if self.members.has("type") {
+                return None; // not a string, or duplicated: reported
             }
             return match (has_command, has_url) {
                 (true, false) => Some(Transport::Stdio),
@@ -221,7 +222,7 @@ impl<'o, 'a> EntryReader<'_, 'o, 'a, '_, '_> {
                 return None;
             }
         };
-        if self.get(field).is_none() {
+        if !self.members.has(field) {
             self.problems.push((
                 offset,
                 K::MissingField {

@@ -166,6 +166,11 @@ impl<'o, 'a> Members<'o, 'a> {
         Members { unique, duplicates }
     }
 
+    /// Whether the key occurs at all (once or more).
+    pub(super) fn has(&self, name: &str) -> bool {
+        self.get(name).is_some() || self.duplicates.iter().any(|(p, _)| key(p) == name)
+    }
+
     /// The value of the key, if it occurs exactly once.
     pub(super) fn get(&self, name: &str) -> Option<&'o ObjectProp<'a>> {
         self.unique.iter().copied().find(|p| key(p) == name)
