@@ -475,6 +475,12 @@ fn transport_problems() {
             },
         ),
         (
+            r#"{"type": "a-very-long-type-name-that-nobody-has-ever-defined", "command": "x"}"#,
+            ConfigErrorKind::UnknownType {
+                found: "a-very-long-type-name-that-nobody-has-ev…".into(),
+            },
+        ),
+        (
             r#"{"type": 1, "command": "x"}"#,
             ConfigErrorKind::WrongType {
                 field: "type".into(),
@@ -806,6 +812,41 @@ fn permissions_problems_are_file_errors() {
         ]
     );
     assert!(config.errors.iter().all(|e| e.server.is_none()));
+}
+
+#[test]
+fn inputs_and_project_section_problems_are_file_errors() {
+    let config = parse(
+        "f",
+        r#"{"inputs": [{"type": "promptString", "description": "no id"}, 7, {"id": "ok"}], "servers": {}}"#,
+        &Vars::none(),
+    );
+    assert_eq!(config.inputs.len(), 1);
+    assert_eq!(config.inputs[0].id, "ok");
+    assert_eq!(
+        messages(&config),
+        [
+            "f:1:13: `inputs[0]` must be an object with an `id` string",
+            "f:1:63: `inputs[1]` must be an object, found a number",
+        ]
+    );
+    let config = parse("f", r#"{"inputs": {}}"#, &Vars::none());
+    assert!(
+        matches!(only_error(&config), ConfigErrorKind::WrongType { field, .. } if field == "inputs")
+    );
+
+    let config = parse(
+        "f",
+        r#"{"projects": {"/p": {"mcpServers": []}}, "mcpServers": 1}"#,
+        &Vars::none().with_workspace_folder("/p"),
+    );
+    assert_eq!(
+        messages(&config),
+        [
+            "f:1:36: `projects.\"/p\".mcpServers` must be an object of servers, found an array",
+            "f:1:56: `mcpServers` must be an object of servers, found a number",
+        ]
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
