@@ -177,10 +177,39 @@ impl fmt::Debug for TransportSpec {
                 .finish(),
             TransportSpec::Http { url, headers } => f
                 .debug_struct("Http")
-                .field("url", url)
+                .field("url", &redacted_url(url))
                 .field("headers", &headers.keys().collect::<Vec<_>>())
                 .finish(),
         }
+    }
+}
+
+/// A URL for `Debug`: without its user info, query and fragment, where a token may ride
+/// (`?api_key=...`); a URL that does not parse shows only its scheme.
+fn redacted_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) => {
+            let hidden = !u.username().is_empty() || u.password().is_some();
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            let query = u.query().is_some();
+            u.set_query(None);
+            u.set_fragment(None);
+            let mut shown = u.to_string();
+            if query {
+                shown.push_str("?<redacted>");
+            }
+            if hidden {
+                shown.push_str(" (user info redacted)");
+            }
+            shown
+        }
+        Err(_) => match url.split_once(':') {
+            Some((scheme, _)) if scheme.chars().all(|c| c.is_ascii_alphanumeric()) => {
+                format!("{scheme}:<unparsed>")
+            }
+            _ => "<unparsed>".to_owned(),
+        },
     }
 }
 
@@ -211,13 +240,19 @@ mod tests {
             cwd: None,
         };
         let http = TransportSpec::Http {
-            url: "https://example.com/mcp".into(),
+            url: "https://user:pw-secret@example.com/mcp?api_key=key-secret#frag".into(),
             headers,
         };
         let shown = format!("{stdio:?} {http:?}");
         assert!(shown.contains("API_KEY") && shown.contains("Authorization"));
         assert!(
-            !shown.contains("sk-secret") && !shown.contains("tok-123"),
+            shown.contains("https://example.com/mcp?<redacted>"),
+            "{shown}"
+        );
+        assert!(
+            !["sk-secret", "tok-123", "pw-secret", "key-secret", "frag"]
+                .iter()
+                .any(|s| shown.contains(s)),
             "{shown}"
         );
     }
