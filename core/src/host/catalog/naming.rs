@@ -30,7 +30,7 @@
 //!
 //! Adding a server whose tools share no candidate with the others renames nothing else.
 //!
-//! An exposed name is never parsed back: [`Names`] keeps the map from each name to its
+//! An exposed name is never parsed back: the catalog keeps the map from each name to its
 //! (server, tool). The meta-tools' names (`search_tools`, `call_tool`) never clash with an
 //! exposed name: every exposed name holds `__` or is 64 bytes long.
 
