@@ -220,9 +220,8 @@ fn an_unrelated_server_renames_nothing_and_a_colliding_one_renames_only_the_coll
         .map(|e| (e.tool.name.clone(), e.exposed.to_owned()))
         .collect();
     assert_eq!(before, after);
-    // Server `github__create` with tool `issue` has github's `create_issue`'s candidate? No:
-    // `github__create__issue` vs `github__create_issue`. `github` with `a__b` and `github__a`
-    // with `b` do collide.
+    // Server `github` with tool `a__b` and server `github__a` with tool `b` share the
+    // candidate `github__a__b`: both, and only they, get suffixes.
     c.set_server_tools(id("github"), vec![named("a__b"), named("search")]);
     let update = c.set_server_tools(id("github__a"), vec![named("b")]);
     let renamed: Vec<(&str, &str)> = update

@@ -19,8 +19,8 @@
 //! them have the word, `dl` the document's length and `avgdl` the mean length.
 //!
 //! Each server's postings belong to its own index, built when its tools are set and
-//! dropped with it; the corpus-wide numbers (`N`, `df`, the total length) are in
-//! one set of counts, which adds and subtracts one server's index at a time. Replacing one
+//! dropped with it; the corpus-wide numbers (`N`, `df`, the total length) are one set of
+//! counts, to which one server's index is added or from which it is subtracted at a time. Replacing one
 //! server's tools (its `list_changed`) therefore costs that server's tools, never the
 //! catalog's. All the numbers kept are integers, so the scores of a given catalog are the same
 //! whatever order its servers came in.
