@@ -10,8 +10,9 @@
 //!   which reindexes that server, updates the corpus statistics and renames. Target: under
 //!   10 ms. The tools' clone is made outside the timed part.
 //!
-//! Run with `cargo bench -p mcpwire-core --bench host_search` (criterion prints its estimate of the
-//! time per iteration; the median is `median` in `target/criterion/<group>/<bench>/new/estimates.json`).
+//! Run with `cargo bench -p mcpwire-core --bench host_search` (criterion prints its estimate of
+//! the time per iteration; the median is `median` in
+//! `target/criterion/<group>/<bench>/new/estimates.json`).
 
 // Bench setup works on fixed, known-good data; a failure there is a broken bench, not bad input.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
