@@ -94,15 +94,34 @@ impl ElicitationPrompt {
         if found.is_empty() {
             return None;
         }
-        let what: Vec<String> = found
+        // One entry per field (or the message) and kind of data, with every place it showed,
+        // in the order core found them.
+        let mut groups: Vec<(Option<&str>, SensitiveCategory, Vec<String>)> = Vec::new();
+        for s in found {
+            let field = match s.location {
+                SuspicionLocation::Message => None,
+                _ => s.field.as_deref(),
+            };
+            let place = match field {
+                None => format!("\"{}\" in the message", s.keyword),
+                Some(_) => format!("\"{}\" in {}", s.keyword, location(s.location)),
+            };
+            match groups
+                .iter_mut()
+                .find(|(f, c, _)| *f == field && *c == s.category)
+            {
+                Some((_, _, places)) => places.push(place),
+                None => groups.push((field, s.category, vec![place])),
+            }
+        }
+        let what: Vec<String> = groups
             .iter()
-            .map(|s| {
-                let kind = category(s.category);
-                let place = match (&s.field, s.location) {
-                    (None, _) | (_, SuspicionLocation::Message) => "the message".to_owned(),
-                    (Some(f), loc) => format!("field {:?} ({})", shown::inline(f), location(loc)),
+            .map(|(field, cat, places)| {
+                let at = match field {
+                    Some(f) => format!(" in field {:?}", shown::inline(f)),
+                    None => String::new(),
                 };
-                format!("{kind} (\"{}\" in {place})", s.keyword)
+                format!("{}{at} ({})", category(*cat), places.join(", "))
             })
             .collect();
         Some(format!(
