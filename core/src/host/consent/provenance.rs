@@ -32,10 +32,15 @@
 //! # Memory
 //!
 //! The store holds the window hashes of each recorded result (deduplicated within it), at most
-//! [`ProvenanceConfig::max_windows`] in all (262,144 by default: about 1.5 MB of English text,
-//! about 10 MB of memory). When a new result would exceed the cap, the oldest results are
-//! dropped whole until it fits; a single result with more windows than the cap keeps its first
-//! `max_windows` windows. No result text is kept, only hashes.
+//! [`ProvenanceConfig::max_windows`] in all. The default, 262,144, is about 1.6 MiB of
+//! English-like text (one window per word of about six bytes), more than a 200,000-token
+//! context window holds, in about 15 MB (8 bytes a window in its result's list, 25 in the hash
+//! index, and the index's headroom). When a new result would exceed the cap, the oldest results
+//! are dropped whole until it fits; a single result with more windows than the cap keeps its
+//! first `max_windows` windows. No result text is kept, only hashes.
+//!
+//! Measured (`cargo bench -p mcpwire-core --bench host_consent`, one shared core): recording
+//! 1 MiB of results takes about 18 ms; checking a 100 KiB argument against it about 1 ms.
 
 use std::collections::hash_map::HashMap;
 use std::collections::{BTreeMap, VecDeque};
@@ -292,6 +297,7 @@ impl Provenance {
             return;
         }
         let idx = self.intern(server);
+        self.index.reserve(hashes.len());
         for &h in &hashes {
             self.index
                 .entry(h)
@@ -467,12 +473,19 @@ fn tokenize(text: &str) -> Vec<Token> {
                 chars: 0,
                 hash: FNV_OFFSET,
             });
-            for lower in c.to_lowercase() {
-                let mut buf = [0u8; 4];
-                for &b in lower.encode_utf8(&mut buf).as_bytes() {
-                    t.hash = (t.hash ^ u64::from(b)).wrapping_mul(FNV_PRIME);
-                }
+            if c.is_ascii() {
+                // The common case, without the general lower-casing's iterator.
+                let b = c.to_ascii_lowercase() as u8;
+                t.hash = (t.hash ^ u64::from(b)).wrapping_mul(FNV_PRIME);
                 t.chars += 1;
+            } else {
+                for lower in c.to_lowercase() {
+                    let mut buf = [0u8; 4];
+                    for &b in lower.encode_utf8(&mut buf).as_bytes() {
+                        t.hash = (t.hash ^ u64::from(b)).wrapping_mul(FNV_PRIME);
+                    }
+                    t.chars += 1;
+                }
             }
             t.end = i + c.len_utf8();
         } else if let Some(mut t) = current.take() {
