@@ -690,3 +690,22 @@ fn an_elicitation_asking_for_a_secret_carries_the_warning_and_answers_are_valida
     let ok = json!({"pin": "1234"}).as_object().unwrap().clone();
     assert!(prompt.check(ElicitAnswer::Accept(ok)).is_ok());
 }
+
+#[test]
+fn rules_also_match_the_name_the_model_called_the_tool_by() {
+    // `send.v2` breaks the providers' name rule; the catalog exposes it as `srv__send_v2`.
+    let t = tool("send.v2", (Some(true), None, Some(false)));
+    let call = Call {
+        server: id("srv"),
+        trust: Trust::Trusted,
+        tool: t,
+        exposed: "srv__send_v2".into(),
+        args: json!({}),
+    };
+    let policy = ConsentPolicy::new(rules(&[], &[], &["mcp__srv__send_v2"]));
+    assert_eq!(decide(&policy, &call).verdict, Verdict::Deny);
+    let policy = ConsentPolicy::new(rules(&[], &[], &["mcp__srv__send.v2"]));
+    assert_eq!(decide(&policy, &call).verdict, Verdict::Deny);
+    let policy = ConsentPolicy::new(rules(&["mcp__srv__send_v2"], &[], &[]));
+    assert_eq!(decide(&policy, &call).verdict, Verdict::Allow);
+}

@@ -101,10 +101,18 @@ fn check_decisions(rules: &Rules, seed: usize) {
                 let d = policy.decide(&call);
                 assert_eq!(policy.decide(&call), d);
                 assert!(!d.reasons.is_empty());
-                let denied = rules.find(RuleList::Deny, server, name).is_some();
-                let asked = rules.find(RuleList::Ask, server, name).is_some();
-                let named = rules.find_specific(RuleList::Allow, server, name).is_some();
-                let bills = rules.find(RuleList::Billing, server, name).is_some()
+                let denied = rules
+                    .find_call(RuleList::Deny, server, name, Some(name))
+                    .is_some();
+                let asked = rules
+                    .find_call(RuleList::Ask, server, name, Some(name))
+                    .is_some();
+                let named = rules
+                    .find_specific_call(RuleList::Allow, server, name, Some(name))
+                    .is_some();
+                let bills = rules
+                    .find_call(RuleList::Billing, server, name, Some(name))
+                    .is_some()
                     || billing::keyword(&tool).is_some();
                 let a = tool.annotations.clone().unwrap_or_default();
                 assert_eq!(d.verdict == Verdict::Deny, denied);

@@ -304,6 +304,13 @@ pub struct Decision {
     pub offer_always: bool,
 }
 
+/// One line: the verdict, then the reasons, `; `-separated (`ask: github is not trusted: ...`).
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.verdict, join(&self.reasons))
+    }
+}
+
 /// How far an ask reason can be lifted.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Lift {
@@ -540,7 +547,8 @@ impl ConsentPolicy {
         let server = call.server;
         let tool = call.tool;
         let name = tool.name.as_str();
-        if let Some(rule) = self.rules.find(RuleList::Deny, server, name) {
+        let exposed = Some(call.exposed_name);
+        if let Some(rule) = self.rules.find_call(RuleList::Deny, server, name, exposed) {
             let reasons = vec![Reason::DeniedByRule { rule: rule.clone() }];
             return Assessment {
                 blockers: reasons.clone(),
@@ -553,12 +561,15 @@ impl ConsentPolicy {
         }
         let annotations = tool.annotations.clone().unwrap_or_default();
         let trusted = call.trust == Trust::Trusted;
-        let billing = match self.rules.find(RuleList::Billing, server, name) {
+        let billing = match self
+            .rules
+            .find_call(RuleList::Billing, server, name, exposed)
+        {
             Some(rule) => Some(BillingEvidence::Tagged { rule: rule.clone() }),
             None => billing::keyword(tool)
                 .map(|(keyword, location)| BillingEvidence::Keyword { keyword, location }),
         };
-        let ask_rule = self.rules.find(RuleList::Ask, server, name);
+        let ask_rule = self.rules.find_call(RuleList::Ask, server, name, exposed);
 
         let mut asks: Vec<(Reason, Lift)> = Vec::new();
         if let Some(rule) = ask_rule {
@@ -621,8 +632,10 @@ impl ConsentPolicy {
             }
         }
 
-        let tool_allow = self.rules.find_specific(RuleList::Allow, server, name);
-        let any_allow = self.rules.find(RuleList::Allow, server, name);
+        let tool_allow = self
+            .rules
+            .find_specific_call(RuleList::Allow, server, name, exposed);
+        let any_allow = self.rules.find_call(RuleList::Allow, server, name, exposed);
         let remaining: Vec<(Reason, Lift)> = asks
             .into_iter()
             .filter(|(_, lift)| match lift {

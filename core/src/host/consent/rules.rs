@@ -5,11 +5,16 @@
 //! # Reading a rule
 //!
 //! After the prefix `mcp__`, the server id runs up to the first `__`; the rest is the tool's
-//! name exactly as the server lists it in `tools/list` (not the exposed name the catalog gives
-//! the model, which may carry a hash suffix). So `mcp__github__create_issue` names server
-//! `github`, tool `create_issue`, and `mcp__a__b__c` names server `a`, tool `b__c`. A server whose
-//! id holds `__` therefore cannot be named by a rule; [`Rule::new`] refuses such an id rather
-//! than build a rule that would read back as another.
+//! name exactly as the server lists it in `tools/list`. So `mcp__github__create_issue` names
+//! server `github`, tool `create_issue`, and `mcp__a__b__c` names server `a`, tool `b__c`. A
+//! server whose id holds `__` therefore cannot be named by a rule; [`Rule::new`] refuses such
+//! an id rather than build a rule that would read back as another.
+//!
+//! For a call, a rule naming a tool also matches when the model called the tool by
+//! `<server>__<that name>` ([`Rule::matches_call`]): a rule written with the name the model
+//! sees (Claude Code's rules are its exposed names with `mcp__` before them) still holds for a
+//! tool whose own name the catalog had to map (`send.v2`, exposed as `srv__send_v2`). An
+//! exposed name with the catalog's hash suffix matches only a rule that spells the suffix.
 //!
 //! `*` is accepted only as the whole tool part. Partial patterns (`mcp__github__create_*`), a
 //! wildcard server (`mcp__*`) and argument patterns in parentheses are refused with a
@@ -232,6 +237,28 @@ impl Rule {
         matches!(self.tool, ToolPattern::Named(_))
     }
 
+    /// Whether the rule covers a call of the tool `tool` (the server's name for it) of
+    /// `server` that the model made as `exposed`: as [`Rule::matches`], or, for a rule naming
+    /// a tool, when `exposed` is `<server>__<that name>`. So a rule written with the name the
+    /// model sees (`mcp__srv__send_v2` for a tool the catalog shows as `srv__send_v2` because
+    /// its own name, `send.v2`, breaks the providers' rule) covers that tool too, and no
+    /// other: an exposed name routes to one tool only.
+    pub fn matches_call(&self, server: &ServerId, tool: &str, exposed: &str) -> bool {
+        if self.matches(server, tool) {
+            return true;
+        }
+        match &self.tool {
+            ToolPattern::Named(t) => {
+                self.server == *server
+                    && exposed
+                        .strip_prefix(server.as_str())
+                        .and_then(|rest| rest.strip_prefix("__"))
+                        == Some(t.as_str())
+            }
+            ToolPattern::Any => false,
+        }
+    }
+
     /// Whether the rule covers the tool `tool` (the server's name for it) of `server`.
     pub fn matches(&self, server: &ServerId, tool: &str) -> bool {
         self.server == *server
@@ -448,15 +475,42 @@ impl Rules {
     /// The rule of `list` reported for the tool `tool` of `server`: the most specific match
     /// (a rule naming the tool before a server-wide one), then the first written.
     pub fn find(&self, list: RuleList, server: &ServerId, tool: &str) -> Option<&Rule> {
-        self.find_specific(list, server, tool)
-            .or_else(|| self.list(list).iter().find(|r| r.matches(server, tool)))
+        self.find_call(list, server, tool, None)
     }
 
     /// The rule of `list` naming the tool itself (not server-wide), if any: the first written.
     pub fn find_specific(&self, list: RuleList, server: &ServerId, tool: &str) -> Option<&Rule> {
-        self.list(list)
-            .iter()
-            .find(|r| r.is_tool_specific() && r.matches(server, tool))
+        self.find_specific_call(list, server, tool, None)
+    }
+
+    /// [`Rules::find`] for a call, where a rule naming the tool also matches by the exposed
+    /// name the model called ([`Rule::matches_call`]).
+    pub fn find_call(
+        &self,
+        list: RuleList,
+        server: &ServerId,
+        tool: &str,
+        exposed: Option<&str>,
+    ) -> Option<&Rule> {
+        self.find_specific_call(list, server, tool, exposed)
+            .or_else(|| self.list(list).iter().find(|r| r.matches(server, tool)))
+    }
+
+    /// [`Rules::find_specific`] for a call (see [`Rules::find_call`]).
+    pub fn find_specific_call(
+        &self,
+        list: RuleList,
+        server: &ServerId,
+        tool: &str,
+        exposed: Option<&str>,
+    ) -> Option<&Rule> {
+        self.list(list).iter().find(|r| {
+            r.is_tool_specific()
+                && match exposed {
+                    Some(e) => r.matches_call(server, tool, e),
+                    None => r.matches(server, tool),
+                }
+        })
     }
 }
 
@@ -580,6 +634,22 @@ mod tests {
         assert!(!one.matches(&gh, "Create_Issue"));
         assert!(!all.matches(&id("gitlab"), "create_issue"));
         assert!(!Rule::parse("mcp__git").unwrap().matches(&gh, "x"));
+    }
+
+    #[test]
+    fn a_rule_naming_a_tool_also_matches_the_name_the_model_sees() {
+        let srv = id("srv");
+        let r = Rule::parse("mcp__srv__send_v2").unwrap();
+        assert!(!r.matches(&srv, "send.v2"));
+        assert!(r.matches_call(&srv, "send.v2", "srv__send_v2"));
+        assert!(!r.matches_call(&srv, "send.v2", "srv__send_v2_1a2b"));
+        assert!(!r.matches_call(&id("other"), "send.v2", "srv__send_v2"));
+        assert!(!r.matches_call(&srv, "x", "srvx__send_v2"));
+        let rules = Rules::from_lists([""; 0], [""; 0], ["mcp__srv__send_v2"]).unwrap();
+        assert!(rules.find(RuleList::Deny, &srv, "send.v2").is_none());
+        assert!(rules
+            .find_call(RuleList::Deny, &srv, "send.v2", Some("srv__send_v2"))
+            .is_some());
     }
 
     #[test]
