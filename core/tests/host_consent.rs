@@ -458,6 +458,11 @@ fn text_from_one_servers_result_in_a_call_to_another_asks_naming_both() {
             ..
         }
     )));
+    let line = d.to_string();
+    assert!(
+        line.starts_with("ask: the arguments carry text from crm's results"),
+        "{line}"
+    );
 
     // The same text back to the server it came from is no flow.
     let back = Call::new(
