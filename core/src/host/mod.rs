@@ -84,6 +84,21 @@ impl std::str::FromStr for ServerId {
     }
 }
 
+/// A server id is written as its string (approval files key on it); reading one back checks
+/// the pattern again.
+impl serde::Serialize for ServerId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ServerId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let id = String::deserialize(deserializer)?;
+        ServerId::new(&id).map_err(serde::de::Error::custom)
+    }
+}
+
 /// How much the host believes a server. Only a trusted server's tool annotations
 /// (`readOnlyHint` and the rest) are believed (the guide's MUST); an untrusted server's every
 /// call asks.
