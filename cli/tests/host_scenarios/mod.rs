@@ -41,8 +41,12 @@ pub trait HostApi: Clone + Send + Sync + 'static {
     fn servers(&self) -> Vec<Server>;
     fn server(&self, id: &ServerId) -> Option<Server>;
     fn tools(&self, id: &ServerId) -> Result<Vec<Tool>, HostError>;
-    fn call_tool(&self, id: &ServerId, tool: &str, args: Value)
-        -> Result<CallToolResult, HostError>;
+    fn call_tool(
+        &self,
+        id: &ServerId,
+        tool: &str,
+        args: Value,
+    ) -> Result<CallToolResult, HostError>;
     fn poll_event(&self) -> Option<RegistryEvent>;
     fn wait_event(&self, timeout: Duration) -> Option<RegistryEvent>;
     fn close(self);
@@ -388,7 +392,10 @@ pub fn connect_all_reports_each_server_and_times_out_a_hung_one<H: HostApi>() {
     let ids: Vec<&str> = report.iter().map(|(i, _)| i.as_str()).collect();
     assert_eq!(ids, ["alpha", "alpha", "hung", "off", "stdio"]);
     // The second "alpha" is refused; the first one is the one connected.
-    let alphas: Vec<_> = report.iter().filter(|(i, _)| i.as_str() == "alpha").collect();
+    let alphas: Vec<_> = report
+        .iter()
+        .filter(|(i, _)| i.as_str() == "alpha")
+        .collect();
     assert!(alphas
         .iter()
         .any(|(_, r)| matches!(r, Err(HostError::Duplicate(d)) if d.as_str() == "alpha")));
@@ -466,7 +473,12 @@ pub fn calls_are_routed_by_server_and_same_named_tools_kept_apart<H: HostApi>() 
     }
     let r = host.call_tool(&id("gamma"), "headers", json!({})).unwrap();
     assert_eq!(header_seen(&r, TAG_HEADER), None, "stdio has no headers");
-    for (name, text) in [("alpha", "a1"), ("alpha", "a2"), ("beta", "b1"), ("gamma", "g1")] {
+    for (name, text) in [
+        ("alpha", "a1"),
+        ("alpha", "a2"),
+        ("beta", "b1"),
+        ("gamma", "g1"),
+    ] {
         let r = host
             .call_tool(&id(name), "echo", json!({"text": text}))
             .unwrap();
@@ -504,7 +516,11 @@ pub fn disconnect_and_connect_again_while_running<H: HostApi>() {
     let cut = Instant::now();
     host.disconnect(&id("gamma")).unwrap();
     let e = slow.join().unwrap().unwrap_err();
-    assert!(cut.elapsed() < Duration::from_secs(10), "{:?}", cut.elapsed());
+    assert!(
+        cut.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        cut.elapsed()
+    );
     assert_eq!(e.server(), Some(&id("gamma")), "{e}");
     assert_eq!(state(&host, "gamma"), StateKind::Disconnected);
     assert!(events(&host).contains(&RegistryEvent::StateChanged {
@@ -589,12 +605,18 @@ pub fn list_changed_is_reported_per_server_and_the_cache_follows<H: HostApi>() {
     assert!(host.server(&id("alpha")).unwrap().tools().stale);
     assert!(!host.server(&id("beta")).unwrap().tools().stale);
     let after = host.tools(&id("alpha")).unwrap();
-    assert_eq!(tools_lists(&alpha_srv), 2, "the change dropped the cached list");
+    assert_eq!(
+        tools_lists(&alpha_srv),
+        2,
+        "the change dropped the cached list"
+    );
     assert_eq!(after.len(), before.len());
     let t = host.server(&id("alpha")).unwrap().tools();
     assert!(!t.stale && t.count == Some(after.len()));
     assert!(
-        !events(&host).iter().any(|e| matches!(e, RegistryEvent::ToolsChanged { server } if server.as_str() == "beta")),
+        !events(&host).iter().any(
+            |e| matches!(e, RegistryEvent::ToolsChanged { server } if server.as_str() == "beta")
+        ),
         "beta changed nothing"
     );
     assert_eq!(tools_lists(&beta_srv), 1);
@@ -686,7 +708,11 @@ pub fn stdio_servers_that_cannot_run_are_reported_with_their_id<H: HostApi>() {
         other => panic!("{name}: {other:?}"),
     };
     let (stage, k, detail) = kind("exits");
-    assert_eq!((stage, k), (Stage::Discover, FailureKind::Exited), "{detail}");
+    assert_eq!(
+        (stage, k),
+        (Stage::Discover, FailureKind::Exited),
+        "{detail}"
+    );
     assert!(detail.contains("bye"), "the stderr tail is kept: {detail}");
     let (stage, k, _) = kind("missing");
     assert_eq!((stage, k), (Stage::Start, FailureKind::Spawn));
@@ -718,11 +744,17 @@ pub fn secrets_of_specs_never_show<H: HostApi>() {
     let report = host.connect_all(vec![spec, child]);
     let shown = format!(
         "{report:?} {:?} {host_servers:?} {}",
-        report.iter().map(|(_, r)| r.as_ref().err().map(ToString::to_string)).collect::<Vec<_>>(),
+        report
+            .iter()
+            .map(|(_, r)| r.as_ref().err().map(ToString::to_string))
+            .collect::<Vec<_>>(),
         report.len(),
         host_servers = host.servers(),
     );
-    assert!(shown.contains("API_KEY") && shown.contains("Authorization"), "{shown}");
+    assert!(
+        shown.contains("API_KEY") && shown.contains("Authorization"),
+        "{shown}"
+    );
     assert!(!shown.contains("sk-never-shown"), "{shown}");
     host.close();
 }

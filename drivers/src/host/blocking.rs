@@ -254,7 +254,9 @@ impl Host {
     /// The client of a ready server, for what the host does not wrap (prompts, resources,
     /// subscriptions). It is closed when the server is disconnected.
     pub fn client(&self, id: &ServerId) -> Result<McpClient, HostError> {
-        self.shared().apply(|st| st.ready_client(id)).map(|(_, c)| c)
+        self.shared()
+            .apply(|st| st.ready_client(id))
+            .map(|(_, c)| c)
     }
 
     fn request_failed(&self, id: &ServerId, attempt: Attempt, what: String, e: Error) -> HostError {
@@ -262,7 +264,7 @@ impl Host {
         HostError::Request {
             server: id.clone(),
             what,
-            source: e,
+            source: Box::new(e),
         }
     }
 
@@ -279,9 +281,9 @@ impl Host {
     pub fn wait_event(&self, timeout: Duration) -> Option<RegistryEvent> {
         let until = Instant::now().checked_add(timeout);
         loop {
-            let ((event, deadline), closing, generation) = self.shared().update(|st| {
-                (st.next_event(), st.registry.poll_timeout().map(|t| t.at))
-            });
+            let ((event, deadline), closing, generation) = self
+                .shared()
+                .update(|st| (st.next_event(), st.registry.poll_timeout().map(|t| t.at)));
             closing.close();
             if event.is_some() {
                 return event;

@@ -295,7 +295,7 @@ pub enum HostError {
         what: String,
         /// The client's error.
         #[source]
-        source: crate::mcp::Error,
+        source: Box<crate::mcp::Error>,
     },
     /// The host was closed.
     #[error("the host is closed")]
@@ -321,7 +321,7 @@ impl HostError {
     pub fn client_error(&self) -> Option<&crate::mcp::Error> {
         match self {
             HostError::Connect { source, .. } => source.as_deref(),
-            HostError::Request { source, .. } => Some(source),
+            HostError::Request { source, .. } => Some(source.as_ref()),
             _ => None,
         }
     }

@@ -23,7 +23,7 @@ use mcpwire_core::mcp::{
     SubscriptionChange, SubscriptionEvent, TransportError,
 };
 
-use super::{HostError, HostOptions, Hooks};
+use super::{Hooks, HostError, HostOptions};
 use crate::mcp::{Authorization, ClientOptions, Error, PreRegistered, StdioCommand};
 
 /// The notification a server sends when its tool list changed.

@@ -272,7 +272,9 @@ impl Host {
     /// The client of a ready server, for what the host does not wrap. It is closed when the
     /// server is disconnected.
     pub fn client(&self, id: &ServerId) -> Result<McpClient, HostError> {
-        self.shared().apply(|st| st.ready_client(id)).map(|(_, c)| c)
+        self.shared()
+            .apply(|st| st.ready_client(id))
+            .map(|(_, c)| c)
     }
 
     fn request_failed(&self, id: &ServerId, attempt: Attempt, what: String, e: Error) -> HostError {
@@ -280,7 +282,7 @@ impl Host {
         HostError::Request {
             server: id.clone(),
             what,
-            source: e,
+            source: Box::new(e),
         }
     }
 
@@ -295,9 +297,9 @@ impl Host {
     /// The next change, waiting for one (a server's deadline passing is one).
     pub async fn next_event(&self) -> RegistryEvent {
         loop {
-            let ((event, deadline), closing, generation) = self.shared().update(|st| {
-                (st.next_event(), st.registry.poll_timeout().map(|t| t.at))
-            });
+            let ((event, deadline), closing, generation) = self
+                .shared()
+                .update(|st| (st.next_event(), st.registry.poll_timeout().map(|t| t.at)));
             closing.close();
             if let Some(event) = event {
                 return event;
