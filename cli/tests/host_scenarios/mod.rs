@@ -41,6 +41,7 @@ pub trait HostApi: Clone + Send + Sync + 'static {
     fn servers(&self) -> Vec<Server>;
     fn server(&self, id: &ServerId) -> Option<Server>;
     fn tools(&self, id: &ServerId) -> Result<Vec<Tool>, HostError>;
+    fn all_tools(&self) -> Vec<(ServerId, Result<Vec<Tool>, HostError>)>;
     fn call_tool(
         &self,
         id: &ServerId,
@@ -82,6 +83,9 @@ impl HostApi for mcpwire::host::blocking::Host {
     }
     fn tools(&self, id: &ServerId) -> Result<Vec<Tool>, HostError> {
         self.tools(id)
+    }
+    fn all_tools(&self) -> Vec<(ServerId, Result<Vec<Tool>, HostError>)> {
+        self.all_tools()
     }
     fn call_tool(
         &self,
@@ -132,6 +136,9 @@ impl HostApi for mcpwire::host::smol::Host {
     }
     fn tools(&self, id: &ServerId) -> Result<Vec<Tool>, HostError> {
         smol::block_on(self.tools(id))
+    }
+    fn all_tools(&self) -> Vec<(ServerId, Result<Vec<Tool>, HostError>)> {
+        smol::block_on(self.all_tools())
     }
     fn call_tool(
         &self,
@@ -467,6 +474,23 @@ pub fn calls_are_routed_by_server_and_same_named_tools_kept_apart<H: HostApi>() 
     assert!(a.contains(&"echo".to_owned()) && a.contains(&"headers".to_owned()));
     assert_eq!(a, b);
     assert!(g.contains(&"echo".to_owned()));
+    // Grouped by server, in id order, each group that server's own list.
+    let all = host.all_tools();
+    let grouped: Vec<(&str, Vec<String>)> = all
+        .iter()
+        .map(|(id, tools)| {
+            let names = tools.as_ref().unwrap().iter().map(|t| t.name.clone());
+            (id.as_str(), names.collect())
+        })
+        .collect();
+    assert_eq!(
+        grouped,
+        [
+            ("alpha", a.clone()),
+            ("beta", b.clone()),
+            ("gamma", g.clone())
+        ]
+    );
     for name in ["alpha", "beta"] {
         let r = host.call_tool(&id(name), "headers", json!({})).unwrap();
         assert_eq!(header_seen(&r, TAG_HEADER).as_deref(), Some(name));

@@ -221,6 +221,33 @@ impl Host {
         }
     }
 
+    /// Every ready server's tools, grouped by server in id order (each listed on a thread of
+    /// its own, so a slow server's listing overlaps the others').
+    pub fn all_tools(&self) -> Vec<(ServerId, Result<Vec<Tool>, HostError>)> {
+        let ready: Vec<ServerId> = self.with_registry(|r| {
+            r.iter()
+                .filter(|s| s.is_ready())
+                .map(|s| s.id().clone())
+                .collect()
+        });
+        thread::scope(|scope| {
+            let listings: Vec<_> = ready
+                .iter()
+                .map(|id| (id, scope.spawn(|| self.tools(id))))
+                .collect();
+            listings
+                .into_iter()
+                .map(|(id, listing)| {
+                    // A listing's panic is this host's bug: it goes on in the caller.
+                    let tools = listing
+                        .join()
+                        .unwrap_or_else(|p| std::panic::resume_unwind(p));
+                    (id.clone(), tools)
+                })
+                .collect()
+        })
+    }
+
     /// Calls `tool` on the server `id` (with progress notifications requested; they reach
     /// [`Hooks::on_progress`](super::Hooks::on_progress)). A tool that failed answers a result
     /// with `is_error` set, not an error.

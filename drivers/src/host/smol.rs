@@ -240,6 +240,31 @@ impl Host {
         }
     }
 
+    /// Every ready server's tools, grouped by server in id order (the listings run at once).
+    pub async fn all_tools(&self) -> Vec<(ServerId, Result<Vec<Tool>, HostError>)> {
+        let ready: Vec<ServerId> = self.with_registry(|r| {
+            r.iter()
+                .filter(|s| s.is_ready())
+                .map(|s| s.id().clone())
+                .collect()
+        });
+        let listings: Vec<_> = ready
+            .into_iter()
+            .map(|id| {
+                let host = self.clone();
+                smol::spawn(async move {
+                    let tools = host.tools(&id).await;
+                    (id, tools)
+                })
+            })
+            .collect();
+        let mut all = Vec::with_capacity(listings.len());
+        for listing in listings {
+            all.push(listing.await);
+        }
+        all
+    }
+
     /// Calls `tool` on the server `id` (with progress notifications requested).
     pub async fn call_tool(
         &self,
