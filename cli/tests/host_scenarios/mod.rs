@@ -24,8 +24,9 @@ use serde_json::{json, Value};
 
 /// The longest any wait here lasts before the test fails.
 const PATIENCE: Duration = Duration::from_secs(30);
-/// How long the slow stdio server sleeps before it starts.
-const SLOW_START: Duration = Duration::from_millis(1500);
+/// How long the slow stdio server sleeps before it starts: well beyond what the dead server
+/// takes to fail (the client retries a refused connection for about a second).
+const SLOW_START: Duration = Duration::from_secs(4);
 /// The header each HTTP spec sends, naming its server (the `headers` tool echoes it).
 const TAG_HEADER: &str = "x-host-server";
 

@@ -98,10 +98,21 @@ impl<C: HostClient> Shared<C> {
     /// registry's events, wakes the waiters if there were any, and hands back the clients of
     /// attempts that ended, with the generation after the change.
     pub(crate) fn update<R>(&self, f: impl FnOnce(&mut State<C>) -> R) -> (R, Closing<C>, u64) {
+        self.update_at(true, f)
+    }
+
+    /// [`update`](Self::update), feeding the clock to the registry only when `tick`. Without
+    /// it no attempt can end (only the clock and the host's requests end one), so nothing is
+    /// left to close: what a client's hooks use, since they run on that client's own thread.
+    fn update_at<R>(&self, tick: bool, f: impl FnOnce(&mut State<C>) -> R) -> (R, Closing<C>, u64) {
         let mut st = self.lock();
-        st.registry.handle_timeout(Instant::now());
+        if tick {
+            st.registry.handle_timeout(Instant::now());
+        }
         let r = f(&mut st);
-        st.registry.handle_timeout(Instant::now());
+        if tick {
+            st.registry.handle_timeout(Instant::now());
+        }
         let mut changed = false;
         while let Some(e) = st.registry.poll_event() {
             st.events.push_back(e);
@@ -377,9 +388,13 @@ pub(crate) struct ClientHooks<C> {
 }
 
 impl<C: HostClient> ClientHooks<C> {
+    /// Tells the registry what the client saw. The clock is not fed here, so no attempt ends
+    /// and no client is closed on its own thread.
     fn report(&self, f: impl FnOnce(&mut Registry, Attempt)) {
         if let Some(shared) = self.shared.upgrade() {
-            shared.apply(|st| f(&mut st.registry, self.attempt));
+            let ((), closing, _) = shared.update_at(false, |st| f(&mut st.registry, self.attempt));
+            debug_assert!(closing.0.is_empty());
+            closing.close();
         }
     }
 }
