@@ -8,6 +8,9 @@
 //! - [`mcp`]: an MCP client of one server ([`mcp::blocking::McpClient`] with plain methods,
 //!   `mcp::smol::McpClient` with the same methods as `async fn`s), over Streamable HTTP or a
 //!   stdio child, in either protocol era;
+//! - [`host`]: a host of many MCP servers at once ([`host::blocking::Host`], `host::smol::Host`):
+//!   one client per server, keyed by the host's id for it, connected concurrently (a slow or
+//!   dead server holds up no other), each server's state, tools and credentials kept apart;
 //! - [`tunnel`]: the Secure MCP Tunnel client: poll the control plane, forward each command to
 //!   its channel's MCP server, post the responses ([`tunnel::blocking::run`],
 //!   `tunnel::smol::run`), from a [`tunnel::TunnelConfig`] built in code.
@@ -34,6 +37,7 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod host;
 pub mod mcp;
 #[cfg(any(feature = "blocking", feature = "smol"))]
 mod net;

@@ -1,4 +1,4 @@
-//! The library examples cannot rot: `drivers/examples/mcp_*.rs` are
+//! The library examples cannot rot: `drivers/examples/{mcp,host}_*.rs` are
 //! compiled here as modules (their `main` unused) and their `run` is driven against the
 //! reference server on 127.0.0.1, and the code the README's "Use as a library" section shows
 //! must be the examples' own text.
@@ -9,6 +9,12 @@
 //! code, `cargo test` also builds the examples themselves, and clippy lints them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../examples/host_blocking.rs"]
+#[allow(dead_code)]
+mod host_blocking;
+#[path = "../examples/host_smol.rs"]
+#[allow(dead_code)]
+mod host_smol;
 #[path = "../examples/mcp_blocking.rs"]
 #[allow(dead_code)]
 mod mcp_blocking;
@@ -123,6 +129,45 @@ fn login_example_logs_in_steps_up_and_keeps_the_grant() {
         (1, 2, 1),
         "login, then the step-up: {s:?}"
     );
+}
+
+/// What both host examples print for two reference servers and a dead port.
+fn expected_host_output() -> String {
+    let tools = mcp_server::tool_definitions(Era::Modern).len();
+    format!(
+        "dead: unreachable (server/discover)\n\
+         docs: ready, {tools} tools\n\
+         notes: ready, {tools} tools\n\
+         docs/echo: hello from docs\n\
+         notes/echo: hello from notes\n\
+         servers: dead failed, docs ready, notes ready\n"
+    )
+}
+
+/// Two reference servers and a URL nothing listens on.
+fn host_example_servers() -> (McpServerHandle, McpServerHandle, String) {
+    let dead = reference_server().url();
+    (reference_server(), reference_server(), dead)
+}
+
+#[test]
+fn host_examples_connect_three_servers_and_call_each_ready_one() {
+    let (docs, notes, dead) = host_example_servers();
+    let servers = [
+        ("docs", docs.url()),
+        ("dead", dead.clone()),
+        ("notes", notes.url()),
+    ];
+    let servers: Vec<(&str, &str)> = servers.iter().map(|(i, u)| (*i, u.as_str())).collect();
+    let mut out = Vec::new();
+    host_blocking::run(&servers, &mut out).unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), expected_host_output());
+    let mut out = Vec::new();
+    smol::block_on(host_smol::run(&servers, &mut out)).unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), expected_host_output());
+    for srv in [&docs, &notes] {
+        assert_eq!(srv.server().stats().tool_calls.get("echo"), Some(&2));
+    }
 }
 
 #[test]

@@ -65,7 +65,7 @@ use super::{
     arguments_object, check_http_url, parse_value, stdio_command, CallToolResult, ClientOptions,
     DiscoverResult, Error, FromResult, GetPromptResult, Host, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, Pages, PaginatedResult,
-    ReadResourceResult, StderrTail,
+    ReadResourceResult, StderrTail, StdioCommand,
 };
 use crate::net::guard::Guarded;
 use crate::net::threads::{AgentFactory, JobCtl, Pool, Work};
@@ -228,7 +228,18 @@ impl McpClient {
         args: &[&str],
         options: ClientOptions,
     ) -> Result<McpClient, Error> {
-        McpClient::start_stdio(program, args, options, cfg!(unix))
+        let command = StdioCommand::new(program).args(args.iter().copied());
+        McpClient::start_stdio(&command, options, cfg!(unix))
+    }
+
+    /// A client of the stdio server `command` (its program, arguments, added environment
+    /// variables and working directory), started now without a shell; killed when the client
+    /// closes.
+    pub fn connect_stdio_command(
+        command: &StdioCommand,
+        options: ClientOptions,
+    ) -> Result<McpClient, Error> {
+        McpClient::start_stdio(command, options, cfg!(unix))
     }
 
     /// [`McpClient::connect_stdio`] with a thread writing the child's stdin and one reading its
@@ -239,16 +250,16 @@ impl McpClient {
         args: &[&str],
         options: ClientOptions,
     ) -> Result<McpClient, Error> {
-        McpClient::start_stdio(program, args, options, false)
+        let command = StdioCommand::new(program).args(args.iter().copied());
+        McpClient::start_stdio(&command, options, false)
     }
 
     fn start_stdio(
-        program: &str,
-        args: &[&str],
+        spec: &StdioCommand,
         options: ClientOptions,
         polled: bool,
     ) -> Result<McpClient, Error> {
-        let (mut command, spawn_err) = stdio_command(program, args);
+        let (mut command, spawn_err) = stdio_command(spec);
         let mut child = command.spawn().map_err(&spawn_err)?;
         let (tx, rx) = mpsc::sync_channel(CHANNEL_DEPTH);
         let stderr = Arc::new(Mutex::new(StderrTail::default()));
@@ -290,7 +301,7 @@ impl McpClient {
         }
         let core = Client::new(options.core_config(Transport::Stdio, "", crate::random_seed()));
         let link = Link::Stdio(StdioLink {
-            program: program.to_owned(),
+            program: spec.program.clone(),
             stdin,
             stderr,
             exit: None,

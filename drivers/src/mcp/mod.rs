@@ -746,20 +746,102 @@ impl StderrTail {
     }
 }
 
+/// How a stdio server is started: the program (run without a shell), its arguments, the
+/// variables added to the environment it inherits, and its working directory (by default the
+/// caller's).
+///
+/// `Debug` shows the names of the variables, never their values (they often hold API keys).
+///
+/// ```
+/// use mcpwire::mcp::StdioCommand;
+/// let command = StdioCommand::new("npx")
+///     .args(["-y", "@modelcontextprotocol/server-everything"])
+///     .env("API_KEY", "sk-...")
+///     .current_dir("/tmp");
+/// assert!(!format!("{command:?}").contains("sk-"));
+/// ```
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct StdioCommand {
+    /// The program: a path, or a name looked up in `PATH`.
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Variables set in its environment, on top of the inherited ones, in this order.
+    pub env: Vec<(String, String)>,
+    /// Its working directory (`None`: the caller's).
+    pub cwd: Option<std::path::PathBuf>,
+}
+
+impl StdioCommand {
+    /// `program` with no arguments, the inherited environment and the caller's directory.
+    pub fn new(program: impl Into<String>) -> Self {
+        StdioCommand {
+            program: program.into(),
+            ..StdioCommand::default()
+        }
+    }
+
+    /// Adds an argument.
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Adds arguments.
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Sets `name` to `value` in its environment.
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((name.into(), value.into()));
+        self
+    }
+
+    /// Starts it in `dir`.
+    pub fn current_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.cwd = Some(dir.into());
+        self
+    }
+}
+
+impl fmt::Debug for StdioCommand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.env.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("StdioCommand")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("env", &names)
+            .field("cwd", &self.cwd)
+            .finish()
+    }
+}
+
 /// The command that starts a stdio server without a shell, its three pipes piped, and the
-/// error of a failed start.
+/// error of a failed start (it names the program and, when one was set, the directory).
 #[cfg(any(feature = "blocking", feature = "smol"))]
 pub(crate) fn stdio_command(
-    program: &str,
-    args: &[&str],
+    spec: &StdioCommand,
 ) -> (std::process::Command, impl Fn(std::io::Error) -> Error) {
-    let mut command = std::process::Command::new(program);
+    let mut command = std::process::Command::new(&spec.program);
     command
-        .args(args)
+        .args(&spec.args)
+        .envs(spec.env.iter().map(|(n, v)| (n, v)))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    let program = program.to_owned();
+    if let Some(dir) = &spec.cwd {
+        command.current_dir(dir);
+    }
+    let program = match &spec.cwd {
+        None => spec.program.clone(),
+        Some(dir) => format!("{} (in {})", spec.program, dir.display()),
+    };
     let spawn_err = move |source| Error::Spawn {
         program: program.clone(),
         source,

@@ -79,7 +79,7 @@ use super::{
     arguments_object, check_http_url, parse_value, stdio_command, CallToolResult, ClientOptions,
     DiscoverResult, Error, FromResult, GetPromptResult, Host, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, Pages, PaginatedResult,
-    ReadResourceResult, StderrTail,
+    ReadResourceResult, StderrTail, StdioCommand,
 };
 use crate::net::guard::{Guarded, PinError};
 use crate::net::hyper_smol::{self as http, HttpError};
@@ -229,8 +229,20 @@ impl McpClient {
         args: &[&str],
         options: ClientOptions,
     ) -> Result<McpClient, Error> {
-        let (command, spawn_err) = stdio_command(program, args);
-        // The conversion keeps the program and arguments, not the pipes.
+        let command = StdioCommand::new(program).args(args.iter().copied());
+        McpClient::connect_stdio_command(&command, options)
+    }
+
+    /// A client of the stdio server `command` (its program, arguments, added environment
+    /// variables and working directory), started now without a shell; killed when the client
+    /// closes.
+    pub fn connect_stdio_command(
+        spec: &StdioCommand,
+        options: ClientOptions,
+    ) -> Result<McpClient, Error> {
+        let (command, spawn_err) = stdio_command(spec);
+        // The conversion keeps the program, arguments, environment and directory, not the
+        // pipes.
         let mut child = Command::from(command)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -254,7 +266,7 @@ impl McpClient {
         });
         let core = Client::new(options.core_config(Transport::Stdio, "", crate::random_seed()));
         let link = Link::Stdio(StdioLink {
-            program: program.to_owned(),
+            program: spec.program.clone(),
             stdin: Some(stdin),
             pending: Vec::new(),
             written: 0,

@@ -1,0 +1,404 @@
+//! The blocking host: [`Host`] holds one [`McpClient`] per server and connects each on a
+//! thread of its own (`mcp-host-connect`), so that many connect at once and a slow or dead
+//! server holds up no other.
+//!
+//! A `Host` is a cheap handle (`Clone + Send + Sync`); its methods take `&self` and may be
+//! called from many threads at once: calls to different servers run at once, and calls to
+//! one server run at once on its connection as its client allows. Dropping the last handle
+//! closes every client.
+//!
+//! A server's connect timeout ([`HostOptions::connect_timeout`]) is the registry's deadline:
+//! whoever uses the host next, or waits on it ([`Host::connect_all`], [`Host::wait_for`],
+//! [`Host::wait_event`]), feeds it the clock, and a server past its deadline fails
+//! ([`FailureKind::TimedOut`](super::FailureKind::TimedOut)) and has its client closed;
+//! what that client still reports is dropped.
+//!
+//! ```no_run
+//! use std::collections::BTreeMap;
+//! use mcpwire::host::{blocking::Host, HostOptions, ServerId, ServerSpec, TransportSpec, Trust};
+//!
+//! let host = Host::new(HostOptions::default());
+//! let id = ServerId::new("everything").unwrap();
+//! host.add(ServerSpec {
+//!     id: id.clone(),
+//!     transport: TransportSpec::Stdio {
+//!         command: "npx".into(),
+//!         args: vec!["-y".into(), "@modelcontextprotocol/server-everything".into()],
+//!         env: BTreeMap::new(),
+//!         cwd: None,
+//!     },
+//!     oauth: None,
+//!     trust: Trust::Untrusted,
+//!     disabled: false,
+//! })?;
+//! host.connect(&id)?; // returns at once
+//! host.wait_for(&id)?; // ready, or why not
+//! for tool in host.tools(&id)? {
+//!     println!("{}", tool.name);
+//! }
+//! # Ok::<(), mcpwire::host::HostError>(())
+//! ```
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use mcpwire_core::host::registry::{
+    Attempt, Connected, Registry, RegistryEvent, Server, ServerSummary, Stage,
+};
+use mcpwire_core::host::{ServerId, ServerSpec, Trust};
+use mcpwire_core::mcp::SubscriptionFilter;
+use serde::Serialize;
+
+use super::shared::{usage, watches_tools, HostClient, Plan, Shared, Target};
+use super::{ConnectReport, HostError, HostOptions};
+use crate::mcp::blocking::McpClient;
+use crate::mcp::{CallToolResult, Error, OpOptions, Tool};
+
+impl HostClient for McpClient {
+    fn close_now(self) {
+        self.close();
+    }
+}
+
+/// A host of many MCP servers on the blocking driver (see the [module docs](self) and
+/// [`crate::host`]).
+#[derive(Clone)]
+pub struct Host {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shared: Arc<Shared<McpClient>>,
+    options: HostOptions,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shared.apply(|st| st.shutdown());
+    }
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.with_registry(|r| r.fmt(f))
+    }
+}
+
+impl Host {
+    /// A host with no servers yet.
+    pub fn new(options: HostOptions) -> Host {
+        Host {
+            inner: Arc::new(Inner {
+                shared: Shared::new(),
+                options,
+            }),
+        }
+    }
+
+    fn shared(&self) -> &Arc<Shared<McpClient>> {
+        &self.inner.shared
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Servers.
+
+    /// Adds a server, not connected (disabled when its spec says so).
+    pub fn add(&self, spec: ServerSpec) -> Result<(), HostError> {
+        self.shared().apply(|st| st.add(spec))
+    }
+
+    /// Starts connecting a server (disconnected or failed) on a thread of its own and returns
+    /// at once; [`wait_for`](Self::wait_for) waits for the outcome. A server connecting or
+    /// ready already is left as it is.
+    pub fn connect(&self, id: &ServerId) -> Result<(), HostError> {
+        let begun = self
+            .shared()
+            .apply(|st| st.begin(id, &self.inner.options))?;
+        if let Some((attempt, plan)) = begun {
+            self.spawn_connect(id.clone(), attempt, plan);
+        }
+        Ok(())
+    }
+
+    /// Adds `specs` and connects them all at once, each within its connect timeout; returns
+    /// when every one is ready or failed, with each server's outcome in id order (a failure
+    /// names its server; a disabled server is [`HostError::Disabled`], a second spec with an id
+    /// already there [`HostError::Duplicate`]).
+    pub fn connect_all(&self, specs: impl IntoIterator<Item = ServerSpec>) -> ConnectReport {
+        let mut report: ConnectReport = Vec::new();
+        let mut started = Vec::new();
+        for spec in specs {
+            let id = spec.id.clone();
+            match self.add(spec).and_then(|()| self.connect(&id)) {
+                Ok(()) => started.push(id),
+                Err(e) => report.push((id, Err(e))),
+            }
+        }
+        self.wait_settled(&started);
+        self.shared().apply(|st| {
+            for id in started {
+                let outcome = st.outcome(&id);
+                report.push((id, outcome));
+            }
+        });
+        report.sort_by(|a, b| a.0.cmp(&b.0));
+        report
+    }
+
+    /// Waits until `id` is no longer connecting (at most its connect timeout): `Ok` when it is
+    /// ready, else why not.
+    pub fn wait_for(&self, id: &ServerId) -> Result<(), HostError> {
+        self.wait_settled(std::slice::from_ref(id));
+        self.shared().apply(|st| st.outcome(id))
+    }
+
+    fn wait_settled(&self, ids: &[ServerId]) {
+        loop {
+            let ((settled, deadline), closing, generation) = self.shared().update(|st| {
+                (
+                    st.registry.settled(ids),
+                    st.registry.poll_timeout().map(|t| t.at),
+                )
+            });
+            closing.close();
+            if settled {
+                return;
+            }
+            self.shared().wait_change(generation, deadline);
+        }
+    }
+
+    /// Disconnects a server: its client is closed (calls in flight on it fail), what it still
+    /// reports is dropped; it stays in the host, to be connected again.
+    pub fn disconnect(&self, id: &ServerId) -> Result<(), HostError> {
+        self.shared()
+            .apply(|st| st.registry.disconnect(id).map_err(usage))
+    }
+
+    /// Removes a server (disconnecting it first).
+    pub fn remove(&self, id: &ServerId) -> Result<(), HostError> {
+        self.shared()
+            .apply(|st| st.registry.remove(id).map(drop).map_err(usage))
+    }
+
+    /// Changes the host's trust in a server.
+    pub fn set_trust(&self, id: &ServerId, trust: Trust) -> Result<(), HostError> {
+        self.shared()
+            .apply(|st| st.registry.set_trust(id, trust).map_err(usage))
+    }
+
+    /// Every server as the registry has it (state, era, summary, tool count, credentials), in
+    /// id order.
+    pub fn servers(&self) -> Vec<Server> {
+        self.with_registry(|r| r.iter().cloned().collect())
+    }
+
+    /// One server as the registry has it.
+    pub fn server(&self, id: &ServerId) -> Option<Server> {
+        self.with_registry(|r| r.get(id).cloned())
+    }
+
+    /// Reads the registry (without cloning it).
+    pub fn with_registry<R>(&self, f: impl FnOnce(&Registry) -> R) -> R {
+        self.shared().apply(|st| f(&st.registry))
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Tools.
+
+    /// Every tool of a ready server, every page, through its client's cache (fresh while the
+    /// server's `ttlMs` lasts, dropped on `list_changed`).
+    pub fn tools(&self, id: &ServerId) -> Result<Vec<Tool>, HostError> {
+        let (attempt, client) = self.shared().apply(|st| st.ready_client(id))?;
+        match client.list_all_tools() {
+            Ok(list) => {
+                let count = list.tools.len();
+                self.shared().apply(|st| st.tools_listed(attempt, count));
+                Ok(list.tools)
+            }
+            Err(e) => Err(self.request_failed(id, attempt, "tools/list".into(), e)),
+        }
+    }
+
+    /// Every ready server's tools, grouped by server in id order (each listed on a thread of
+    /// its own, so a slow server's listing overlaps the others').
+    pub fn all_tools(&self) -> Vec<(ServerId, Result<Vec<Tool>, HostError>)> {
+        let ready: Vec<ServerId> = self.with_registry(|r| {
+            r.iter()
+                .filter(|s| s.is_ready())
+                .map(|s| s.id().clone())
+                .collect()
+        });
+        thread::scope(|scope| {
+            let listings: Vec<_> = ready
+                .iter()
+                .map(|id| (id, scope.spawn(|| self.tools(id))))
+                .collect();
+            listings
+                .into_iter()
+                .map(|(id, listing)| {
+                    // A listing's panic is this host's bug: it goes on in the caller.
+                    let tools = listing
+                        .join()
+                        .unwrap_or_else(|p| std::panic::resume_unwind(p));
+                    (id.clone(), tools)
+                })
+                .collect()
+        })
+    }
+
+    /// Calls `tool` on the server `id` (with progress notifications requested; they reach
+    /// [`Hooks::on_progress`](super::Hooks::on_progress)). A tool that failed answers a result
+    /// with `is_error` set, not an error.
+    pub fn call_tool(
+        &self,
+        id: &ServerId,
+        tool: &str,
+        arguments: impl Serialize,
+    ) -> Result<CallToolResult, HostError> {
+        let options = OpOptions {
+            progress: true,
+            ..OpOptions::default()
+        };
+        self.call_tool_with(id, tool, arguments, options)
+    }
+
+    /// [`call_tool`](Self::call_tool) with the core's per-operation options.
+    pub fn call_tool_with(
+        &self,
+        id: &ServerId,
+        tool: &str,
+        arguments: impl Serialize,
+        options: OpOptions,
+    ) -> Result<CallToolResult, HostError> {
+        let (attempt, client) = self.shared().apply(|st| st.ready_client(id))?;
+        client
+            .call_tool_with(tool, arguments, options)
+            .map_err(|e| self.request_failed(id, attempt, format!("tools/call {tool}"), e))
+    }
+
+    /// The client of a ready server, for what the host does not wrap (prompts, resources,
+    /// subscriptions). It is closed when the server is disconnected.
+    pub fn client(&self, id: &ServerId) -> Result<McpClient, HostError> {
+        self.shared()
+            .apply(|st| st.ready_client(id))
+            .map(|(_, c)| c)
+    }
+
+    fn request_failed(&self, id: &ServerId, attempt: Attempt, what: String, e: Error) -> HostError {
+        self.shared().apply(|st| st.request_failed(attempt, &e));
+        HostError::Request {
+            server: id.clone(),
+            what,
+            source: Box::new(e),
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Events.
+
+    /// The next change (a server added, removed, changing state; a server's tools changed),
+    /// if any, without waiting.
+    pub fn poll_event(&self) -> Option<RegistryEvent> {
+        self.shared().apply(|st| st.next_event())
+    }
+
+    /// The next change, waiting up to `timeout` for one.
+    pub fn wait_event(&self, timeout: Duration) -> Option<RegistryEvent> {
+        let until = Instant::now().checked_add(timeout);
+        loop {
+            let ((event, deadline), closing, generation) = self
+                .shared()
+                .update(|st| (st.next_event(), st.registry.poll_timeout().map(|t| t.at)));
+            closing.close();
+            if event.is_some() {
+                return event;
+            }
+            if until.is_some_and(|u| Instant::now() >= u) {
+                return None;
+            }
+            let wake = match (until, deadline) {
+                (Some(u), Some(d)) => Some(u.min(d)),
+                (u, d) => u.or(d),
+            };
+            self.shared().wait_change(generation, wake);
+        }
+    }
+
+    /// Closes every client and takes no new server. Other handles' calls then fail.
+    pub fn close(self) {
+        self.shared().apply(|st| st.shutdown());
+    }
+
+    // -----------------------------------------------------------------------------------------
+
+    fn spawn_connect(&self, id: ServerId, attempt: Attempt, plan: Plan) {
+        let shared = Arc::clone(self.shared());
+        let options = self.inner.options.clone();
+        let spawned = thread::Builder::new()
+            .name("mcp-host-connect".to_owned())
+            .spawn(move || connect(&shared, &id, attempt, plan, &options));
+        if let Err(source) = spawned {
+            self.shared()
+                .apply(|st| st.fail(attempt, Stage::Start, Error::Thread { source }));
+        }
+    }
+}
+
+/// One attempt, on its own thread: the client, `server/discover`, every tool, the tool-change
+/// subscription; each step's failure fails the attempt at that step.
+fn connect(
+    shared: &Arc<Shared<McpClient>>,
+    id: &ServerId,
+    attempt: Attempt,
+    plan: Plan,
+    host: &HostOptions,
+) {
+    let fail = |stage, e| shared.apply(|st| st.fail(attempt, stage, e));
+    let made = match &plan.target {
+        Target::Http(url) => McpClient::connect_http(url, plan.options),
+        Target::Stdio(command) => McpClient::connect_stdio_command(command, plan.options),
+    };
+    let client = match made {
+        Ok(c) => c,
+        Err(e) => return fail(Stage::Start, e),
+    };
+    client.set_host(Box::new(shared.hooks(id, attempt, host.hooks.clone())));
+    // From here a disconnect or a timeout closes the client, which ends what it waits for.
+    if !shared.apply(|st| st.adopt(id, attempt, &client)) {
+        return client.close();
+    }
+    shared.apply(|st| st.stage(attempt, Stage::Discover));
+    let summary = match client.discover() {
+        Ok(d) => ServerSummary::from(&d),
+        Err(e) => return fail(Stage::Discover, e),
+    };
+    let mut connected = Connected {
+        era: client.era(),
+        summary,
+        tools: Some(0),
+    };
+    if connected.summary.has_tools() {
+        shared.apply(|st| st.stage(attempt, Stage::ListTools));
+        match client.list_all_tools() {
+            Ok(list) => connected.tools = Some(list.tools.len()),
+            Err(e) => return fail(Stage::ListTools, e),
+        }
+    }
+    connected.era = client.era();
+    if watches_tools(host, connected.era.as_ref(), &connected) {
+        let filter = SubscriptionFilter {
+            tools_list_changed: true,
+            ..SubscriptionFilter::default()
+        };
+        // Its changes reach the hooks; it lives as long as the client. A server that refuses it
+        // still has the TTL.
+        if let Ok(sub) = client.subscribe(filter) {
+            if let Err(sub) = shared.apply(|st| st.keep(id, attempt, Box::new(sub))) {
+                drop(sub);
+            }
+        }
+    }
+    shared.apply(|st| st.ready(attempt, connected));
+}
