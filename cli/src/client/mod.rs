@@ -14,7 +14,7 @@
 
 mod auth;
 mod output;
-mod terminal;
+pub(crate) mod terminal;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

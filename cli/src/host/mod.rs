@@ -11,20 +11,24 @@
 mod load;
 mod state;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use mcpwire::host::blocking::Host;
-use mcpwire::host::{FileTokens, HostAuthorization, HostOptions, ServerId, ServerSpec};
-use mcpwire::mcp::{LoopbackBrowser, UserAgent};
+use mcpwire::host::{FileTokens, Hooks, HostAuthorization, HostOptions, ServerId, ServerSpec};
+use mcpwire::mcp::{ClientOptions, Host as _, LoopbackBrowser, UserAgent};
+use mcpwire_core::mcp::{ClientCapabilities, InputAnswer, InputRequest, InputRequestEvent, OpId};
+
+use crate::client::terminal::{CliHost, Shared as TerminalShared};
 use mcpwire_core::host::catalog::{Catalog, DiscoveryThreshold, Presentation, PresentationConfig};
 use mcpwire_core::host::consent::{
-    ApprovalScope, CommandCheck, CommandPrompt, ConsentPolicy, Rules, ToolCall, Verdict,
+    ApprovalScope, CommandCheck, CommandPrompt, ConsentPolicy, ElicitationPrompt, Rules, ToolCall,
+    Verdict,
 };
 use mcpwire_core::host::TransportSpec;
 use serde_json::{json, Value};
@@ -60,6 +64,10 @@ pub(crate) struct HostArgs {
     /// How long each server may take to connect (start, discover, list its tools).
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::client::parse_duration, global = true)]
     connect_timeout: Duration,
+    /// Always give the model this tool's definition, even under progressive discovery (an
+    /// exposed name, as `tools` lists it). Repeatable.
+    #[arg(long = "pin", value_name = "NAME", global = true)]
+    pins: Vec<String>,
     /// Where approvals are remembered (default `$XDG_STATE_HOME/mcpwire/host`, else
     /// `~/.local/state/mcpwire/host`).
     #[arg(long, value_name = "DIR", global = true)]
@@ -167,7 +175,6 @@ fn run_inner(args: &HostArgs) -> Result<Outcome, Failure> {
     let shell = matches!(args.command, HostCommand::Shell);
     let mut io = Terminal {
         interactive: shell || std::io::stdin().is_terminal(),
-        lines: std::io::stdin().lock(),
     };
 
     // Local commands run only once a person has approved their exact command line.
@@ -192,10 +199,28 @@ fn run_inner(args: &HostArgs) -> Result<Outcome, Failure> {
     }));
     let mut authorization = HostAuthorization::new(user_agent, Arc::new(tokens));
     authorization.client_name = "mcpwire host".to_owned();
+    let hooks = Arc::new(Elicitations(Mutex::new(CliHost::new(
+        Arc::new(Mutex::new(TerminalShared::default())),
+        BTreeMap::new(),
+        false,
+        io.interactive,
+        false,
+    ))));
+    // Elicitation is declared only when a person can answer it.
+    let mut client = ClientOptions::default();
+    if io.interactive {
+        client = client.with_capabilities(
+            ClientCapabilities::none()
+                .with_elicitation_form()
+                .with_elicitation_url(),
+        );
+    }
     let host = Host::new(
         HostOptions::default()
+            .with_client(client)
             .with_connect_timeout(args.connect_timeout)
-            .with_authorization(authorization),
+            .with_authorization(authorization)
+            .with_hooks(hooks),
     );
     for (id, outcome) in host.connect_all(specs) {
         if let Err(e) = outcome {
@@ -213,6 +238,7 @@ fn run_inner(args: &HostArgs) -> Result<Outcome, Failure> {
         presentation: PresentationConfig::new(args.context_window).with_threshold(threshold),
         json: args.json,
         yes: args.yes,
+        pins: args.pins.clone(),
     };
     session.refresh_catalog();
     let outcome = match &args.command {
@@ -241,19 +267,19 @@ fn rules(p: &mcpwire_core::host::config::Permissions) -> Result<Rules, Failure> 
         .map_err(|e| Failure(format!("the permissions rules: {e}")))
 }
 
-/// Stdin, for answers (and for the shell's commands).
-struct Terminal<R> {
+/// Stdin, for answers (and for the shell's commands). No lock is held between questions:
+/// an elicitation is asked from a client's thread while a call waits.
+struct Terminal {
     interactive: bool,
-    lines: R,
 }
 
-impl<R: BufRead> Terminal<R> {
+impl Terminal {
     /// Asks on stderr; the answer's first line, trimmed (`None` at end of input).
     fn ask(&mut self, question: &str) -> Option<String> {
         eprint!("{question}");
         let _ = std::io::stderr().flush();
         let mut line = String::new();
-        match self.lines.read_line(&mut line) {
+        match std::io::stdin().lock().read_line(&mut line) {
             Ok(0) | Err(_) => None,
             Ok(_) => Some(line.trim().to_owned()),
         }
@@ -262,10 +288,10 @@ impl<R: BufRead> Terminal<R> {
 
 /// SEP-1024: a local command runs only with a person's explicit approval of its exact
 /// command line, remembered in the state directory (`--yes`: for this run only).
-fn approve_command<R: BufRead>(
+fn approve_command(
     spec: &ServerSpec,
     yes: bool,
-    io: &mut Terminal<R>,
+    io: &mut Terminal,
     state: &mut state::State,
 ) -> Result<bool, Failure> {
     if !matches!(spec.transport, TransportSpec::Stdio { .. }) {
@@ -315,6 +341,7 @@ struct Session {
     presentation: PresentationConfig,
     json: bool,
     yes: bool,
+    pins: Vec<String>,
 }
 
 impl Session {
@@ -341,13 +368,15 @@ impl Session {
         for id in gone {
             self.catalog.remove_server(&id);
         }
+        for name in &self.pins {
+            if let Some((server, tool)) = self.catalog.route(name) {
+                let (server, tool) = (server.clone(), tool.name.clone());
+                self.catalog.pin(&server, &tool);
+            }
+        }
     }
 
-    fn command<R: BufRead>(
-        &mut self,
-        command: &HostCommand,
-        io: &mut Terminal<R>,
-    ) -> Result<Outcome, Failure> {
+    fn command(&mut self, command: &HostCommand, io: &mut Terminal) -> Result<Outcome, Failure> {
         match command {
             HostCommand::Servers => self.servers(),
             HostCommand::Tools { server, provider } => self.tools(server.as_deref(), *provider),
@@ -361,7 +390,7 @@ impl Session {
         }
     }
 
-    fn shell<R: BufRead>(&mut self, io: &mut Terminal<R>) -> Result<Outcome, Failure> {
+    fn shell(&mut self, io: &mut Terminal) -> Result<Outcome, Failure> {
         loop {
             let Some(line) = io.ask("mcpwire host> ") else {
                 eprintln!();
@@ -569,11 +598,11 @@ impl Session {
         Ok(Outcome::Done)
     }
 
-    fn call<R: BufRead>(
+    fn call(
         &mut self,
         name: &str,
         arguments: Value,
-        io: &mut Terminal<R>,
+        io: &mut Terminal,
     ) -> Result<Outcome, Failure> {
         let Some((server, tool)) = self.catalog.route(name) else {
             return Err(Failure(format!(
@@ -645,6 +674,28 @@ impl Session {
             return Ok(Outcome::Failed);
         }
         Ok(Outcome::Done)
+    }
+}
+
+/// A server's elicitation: which server asks and why (the core's [`ElicitationPrompt`]), then
+/// the client command's terminal form, which checks each answer against the schema before
+/// it is sent (and the core checks it again).
+struct Elicitations(Mutex<CliHost>);
+
+impl Hooks for Elicitations {
+    fn on_input_request(
+        &self,
+        server: &ServerId,
+        op: OpId,
+        request: &InputRequestEvent,
+    ) -> InputAnswer {
+        if let InputRequest::Elicitation(e) = &request.request {
+            eprintln!("{}", ElicitationPrompt::new(server.clone(), e.clone()));
+        }
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .on_input_request(op, request)
     }
 }
 
