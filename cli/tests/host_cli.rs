@@ -4,6 +4,8 @@
 //! deny rules never passed), local commands that need approval, and finding the user's own
 //! config file. The pseudo-terminal prompts are in the repository's tests/host_peers.rs.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
