@@ -5,6 +5,8 @@
 //! - `client`: `mcpwire client`, an MCP client for people and scripts;
 //! - [`tunnel_run`]: `mcpwire tunnel run` (flags and environment compatible with the Go
 //!   tunnel-client, the health endpoints, signals) on top of a driver of the `mcpwire` crate;
+//! - `host`: `mcpwire host`, many servers from a config file, the tool catalog and search,
+//!   calls through the consent policy;
 //! - `dev`: `mcpwire dev`, the local dev servers of the `mcpwire-dev` crate as commands;
 //! - `tunnel_demo`: `mcpwire tunnel demo`, the engine alone on a virtual clock;
 //! - `loopback_demo`: `mcpwire demo`, the whole tunnel path on loopback sockets in one process;
@@ -18,6 +20,7 @@
 mod client;
 mod conformance_client;
 mod dev;
+mod host;
 mod loopback_demo;
 mod tunnel_demo;
 pub mod tunnel_run;
@@ -57,6 +60,10 @@ enum Command {
     },
     /// An MCP client: discover, list, call tools, read resources, get prompts, subscribe.
     Client(Box<crate::client::ClientArgs>),
+    /// Many MCP servers at once from your config file (Claude Desktop, Claude Code, Cursor,
+    /// VS Code): their tools under collision-free names, a tool search, and calls through a
+    /// consent policy.
+    Host(Box<crate::host::HostArgs>),
     /// The client the official MCP conformance runner starts: it appends the test server's URL
     /// and names the scenario in MCP_CONFORMANCE_SCENARIO (hidden: not for people).
     #[command(hide = true)]
@@ -102,6 +109,7 @@ pub fn main() -> ExitCode {
             args.set_trailing_command(stdio_command);
             crate::client::run(*args)
         }
+        Command::Host(args) => crate::host::run(*args),
         Command::ConformanceClient { url } => crate::conformance_client::run(&url),
     }
 }

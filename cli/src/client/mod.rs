@@ -14,7 +14,7 @@
 
 mod auth;
 mod output;
-mod terminal;
+pub(crate) mod terminal;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -882,7 +882,7 @@ fn is_tchar(b: u8) -> bool {
 }
 
 /// `30s`, `500ms`, `2m`, `1h`, or a bare number of seconds.
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let (number, unit) = match s.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
         Some(i) => s.split_at(i),

@@ -27,7 +27,7 @@ const MAX_ATTEMPTS: usize = 3;
 
 /// What the host tells the command.
 #[derive(Debug, Default)]
-pub(super) struct Shared {
+pub(crate) struct Shared {
     /// The era was detected by falling back from the modern one.
     pub fell_back: bool,
     /// Input requests nobody could answer (their keys).
@@ -36,7 +36,7 @@ pub(super) struct Shared {
     pub progress_shown: bool,
 }
 
-pub(super) struct CliHost {
+pub(crate) struct CliHost {
     shared: Arc<Mutex<Shared>>,
     inputs: BTreeMap<String, Value>,
     decline: bool,
@@ -45,7 +45,7 @@ pub(super) struct CliHost {
 }
 
 impl CliHost {
-    pub(super) fn new(
+    pub(crate) fn new(
         shared: Arc<Mutex<Shared>>,
         inputs: BTreeMap<String, Value>,
         decline: bool,

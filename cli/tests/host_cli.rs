@@ -1,0 +1,372 @@
+//! `mcpwire host` as people and scripts run it, off a terminal: the config file's problems
+//! reported at their line and column while the other servers load, the catalog's
+//! collision-free names, calls through the consent policy (asks refused without `--yes`,
+//! deny rules never passed), local commands that need approval, and finding the user's own
+//! config file. The pseudo-terminal prompts are in the repository's tests/host_peers.rs.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use mcpwire_dev::mcp_server::{self, McpServer, McpServerHandle};
+use serde_json::Value;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_mcpwire")
+}
+
+fn server() -> McpServerHandle {
+    McpServer::start_http(mcp_server::Config::default(), "127.0.0.1:0").unwrap()
+}
+
+fn calls(srv: &McpServerHandle, tool: &str) -> u64 {
+    srv.server()
+        .stats()
+        .tool_calls
+        .get(tool)
+        .copied()
+        .unwrap_or(0)
+}
+
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Dir {
+        let d =
+            std::env::temp_dir().join(format!("mcpwire-host-cli-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.0.join(name);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `mcpwire host` with HOME and the state directory inside `dir` (nothing of the user's is
+/// read or written), stdin not a terminal.
+fn host(dir: &Dir, args: &[&str]) -> Output {
+    Command::new(bin())
+        .arg("host")
+        .args(["--state-dir", dir.0.join("state").to_str().unwrap()])
+        .args(["--connect-timeout", "5s"])
+        .args(args)
+        .current_dir(&dir.0)
+        .env("HOME", &dir.0)
+        .env("XDG_DATA_HOME", dir.0.join("data"))
+        .env("XDG_CONFIG_HOME", dir.0.join("config"))
+        .env_remove("XDG_STATE_HOME")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout_json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            stderr(o)
+        )
+    })
+}
+
+fn config(dir: &Dir, text: &str) -> String {
+    dir.write("mcp.json", text).display().to_string()
+}
+
+#[test]
+fn a_malformed_entry_is_reported_at_its_line_and_column_and_the_others_load() {
+    let a = server();
+    let dir = Dir::new("malformed");
+    let cfg = config(
+        &dir,
+        &format!(
+            r#"{{
+  // JSONC: comments and trailing commas
+  "mcpServers": {{
+    "web": {{ "url": "{}" }},
+    "bad": {{ "command": "x", "args": 5 }},
+    "old": {{ "type": "sse", "url": "http://127.0.0.1:9/sse" }},
+    "missing": {{ "url": "${{MCPWIRE_TEST_UNSET_VAR}}/mcp" }},
+  }},
+}}"#,
+            a.url()
+        ),
+    );
+    let o = host(&dir, &["--config", &cfg, "--json", "servers"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("{cfg}:5:38: server \"bad\"")),
+        "{err}"
+    );
+    assert!(err.contains("`args` must be an array"), "{err}");
+    assert!(
+        err.contains(&format!("{cfg}:6:")) && err.contains("sse") && err.contains("not support"),
+        "{err}"
+    );
+    assert!(err.contains("MCPWIRE_TEST_UNSET_VAR"), "{err}");
+    let servers = stdout_json(&o)["servers"].clone();
+    let ids: Vec<&str> = servers
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["web"]);
+    assert_eq!(servers[0]["state"], "ready");
+    assert_eq!(servers[0]["era"], "2026-07-28");
+    assert_eq!(servers[0]["trust"], "untrusted");
+}
+
+#[test]
+fn two_servers_with_the_same_tools_get_distinct_names_that_route_back() {
+    let (a, b) = (server(), server());
+    let dir = Dir::new("collide");
+    let cfg = config(
+        &dir,
+        &format!(
+            r#"{{"mcpServers": {{"alpha": {{"url": "{}"}}, "beta": {{"url": "{}", "trust": "trusted"}}}}}}"#,
+            a.url(),
+            b.url()
+        ),
+    );
+    let o = host(&dir, &["--config", &cfg, "--json", "search", "echo"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let hits = stdout_json(&o)["results"].clone();
+    let names: Vec<(&str, &str)> = hits
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["tool"] == "echo")
+        .map(|h| (h["name"].as_str().unwrap(), h["server"].as_str().unwrap()))
+        .collect();
+    assert_eq!(names, [("alpha__echo", "alpha"), ("beta__echo", "beta")]);
+
+    let o = host(
+        &dir,
+        &[
+            "--config",
+            &cfg,
+            "--yes",
+            "call",
+            "beta__echo",
+            "--args",
+            r#"{"text":"to beta"}"#,
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "to beta");
+    assert_eq!((calls(&a, "echo"), calls(&b, "echo")), (0, 1));
+
+    let o = host(&dir, &["--config", &cfg, "--json", "tools"]);
+    let tools = stdout_json(&o);
+    assert_eq!(tools["presentation"], "all tools");
+    assert_eq!(tools["servers"][0]["id"], "alpha");
+    assert_eq!(tools["servers"][1]["id"], "beta");
+}
+
+#[test]
+fn an_ask_off_a_terminal_is_refused_naming_yes_and_nothing_is_called() {
+    let a = server();
+    let dir = Dir::new("ask");
+    let cfg = config(
+        &dir,
+        &format!(r#"{{"mcpServers": {{"web": {{"url": "{}"}}}}}}"#, a.url()),
+    );
+    let o = host(
+        &dir,
+        &[
+            "--config",
+            &cfg,
+            "call",
+            "web__echo",
+            "--args",
+            r#"{"text":"x"}"#,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("needs approval") && err.contains("--yes"),
+        "{err}"
+    );
+    assert!(err.contains("web is not trusted"), "{err}");
+    assert_eq!(calls(&a, "echo"), 0);
+}
+
+#[test]
+fn a_deny_rule_is_never_passed_even_with_yes() {
+    let a = server();
+    let dir = Dir::new("deny");
+    let cfg = config(
+        &dir,
+        &format!(
+            r#"{{"mcpServers": {{"web": {{"url": "{}", "trust": "trusted"}}}},
+                "permissions": {{"allow": ["mcp__web"], "deny": ["mcp__web__echo"]}}}}"#,
+            a.url()
+        ),
+    );
+    let o = host(
+        &dir,
+        &[
+            "--config",
+            &cfg,
+            "--yes",
+            "call",
+            "web__echo",
+            "--args",
+            r#"{"text":"x"}"#,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("denied: deny: the deny rule mcp__web__echo"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(calls(&a, "echo"), 0);
+
+    // A bad rule stops the command rather than being dropped.
+    let cfg = config(
+        &dir,
+        r#"{"mcpServers": {}, "permissions": {"deny": ["mcp__"]}}"#,
+    );
+    let o = host(&dir, &["--config", &cfg, "servers"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("permissions"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_local_command_runs_only_once_approved() {
+    let dir = Dir::new("command");
+    let cfg = config(
+        &dir,
+        &format!(
+            r#"{{"mcpServers": {{"local": {{"command": "{}", "args": ["dev", "mcp-server", "--stdio"], "env": {{"SECRET_TOKEN": "s3cr3t-value"}}}}}}}}"#,
+            bin()
+        ),
+    );
+    let o = host(&dir, &["--config", &cfg, "--json", "servers"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("not approved") && err.contains("dev mcp-server --stdio"),
+        "{err}"
+    );
+    assert!(!err.contains("s3cr3t-value"), "{err}");
+    assert_eq!(stdout_json(&o)["servers"][0]["state"], "not approved");
+
+    // --yes approves it for this run only: nothing is remembered.
+    let o = host(&dir, &["--config", &cfg, "--yes", "--json", "servers"]);
+    assert_eq!(
+        stdout_json(&o)["servers"][0]["state"],
+        "ready",
+        "{}",
+        stderr(&o)
+    );
+    assert!(!dir.0.join("state/command-approvals.json").exists());
+    let o = host(&dir, &["--config", &cfg, "--json", "servers"]);
+    assert_eq!(stdout_json(&o)["servers"][0]["state"], "not approved");
+}
+
+#[test]
+fn without_config_the_users_own_file_is_found_and_named() {
+    let a = server();
+    let dir = Dir::new("found");
+    let path = dir.write(
+        ".cursor/mcp.json",
+        &format!(r#"{{"mcpServers": {{"web": {{"url": "{}"}}}}}}"#, a.url()),
+    );
+    // The working directory is `dir` (its own project files would come first): move into a
+    // folder without any.
+    std::fs::create_dir_all(dir.0.join("work")).unwrap();
+    let o = Command::new(bin())
+        .args(["host", "--json", "servers"])
+        .args(["--state-dir", dir.0.join("state").to_str().unwrap()])
+        .current_dir(dir.0.join("work"))
+        .env("HOME", &dir.0)
+        .env("XDG_CONFIG_HOME", dir.0.join("config"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("reading {} (Cursor user config)", path.display())),
+        "{err}"
+    );
+    assert_eq!(stdout_json(&o)["servers"][0]["id"], "web");
+
+    let empty = Dir::new("none");
+    let o = Command::new(bin())
+        .args(["host", "servers"])
+        .current_dir(&empty.0)
+        .env("HOME", &empty.0)
+        .env("XDG_CONFIG_HOME", empty.0.join("config"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("none found") && stderr(&o).contains("--config"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn the_threshold_is_checked_and_progressive_discovery_gives_the_fixed_meta_tools() {
+    let a = server();
+    let dir = Dir::new("threshold");
+    let cfg = config(
+        &dir,
+        &format!(r#"{{"mcpServers": {{"web": {{"url": "{}"}}}}}}"#, a.url()),
+    );
+    let o = host(&dir, &["--config", &cfg, "--threshold", "7", "tools"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains('7'), "{}", stderr(&o));
+
+    // A small window: the definitions are over 1% of it.
+    let o = host(
+        &dir,
+        &[
+            "--config",
+            &cfg,
+            "--context-window",
+            "10000",
+            "--threshold",
+            "1",
+            "--pin",
+            "web__echo",
+            "tools",
+            "--for",
+            "anthropic",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let tools = stdout_json(&o);
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["search_tools", "call_tool", "web__echo"]);
+}
