@@ -25,6 +25,9 @@
 //!
 //! The peers come from `scripts/test` (`.venv-peers` with `mcp==2.3.0`, `npm ci` in
 //! `tests/peers/node`); without them the test fails and says so.
+//!
+//! `MCPWIRE_HOST_E2E_SHOW=1 cargo test -p mcpwire-cli --test host_peers -- --nocapture` prints
+//! what the host showed: the session's transcript and every run off the terminal.
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -449,6 +452,9 @@ impl Shell {
             self.log
         );
         self.group.wait_empty("the shell session");
+        if show_transcripts() {
+            eprintln!("--- the session:\n{}", self.log);
+        }
     }
 }
 
@@ -456,6 +462,11 @@ impl Drop for Shell {
     fn drop(&mut self) {
         self.group.kill();
     }
+}
+
+/// Whether to print what the host showed (`MCPWIRE_HOST_E2E_SHOW=1`, with `--nocapture`).
+fn show_transcripts() -> bool {
+    std::env::var_os("MCPWIRE_HOST_E2E_SHOW").is_some()
 }
 
 /// Checks a call's consent prompt: the server, the tool, the full argument.
@@ -576,9 +587,9 @@ struct Fixture {
 impl Fixture {
     fn new() -> Fixture {
         // The peers first: a missing one fails here, saying how to install it.
-        node_peers::require("@modelcontextprotocol/server", TS_SERVER_VERSION);
-        node_peers::require("@modelcontextprotocol/node", TS_NODE_ADAPTER_VERSION);
-        let everything = node_peers::require(
+        require_npm("@modelcontextprotocol/server", TS_SERVER_VERSION);
+        require_npm("@modelcontextprotocol/node", TS_NODE_ADAPTER_VERSION);
+        let everything = require_npm(
             "@modelcontextprotocol/server-everything",
             EVERYTHING_VERSION,
         );
@@ -722,6 +733,9 @@ impl Fixture {
             "the host left processes {left:?} running {STOP_GRACE:?} after it ended:\n{}",
             ran.show()
         );
+        if show_transcripts() {
+            eprintln!("--- off a terminal:\n{}", ran.show());
+        }
         ran
     }
 }
@@ -734,6 +748,30 @@ impl Drop for Fixture {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// `package` installed at exactly `version` (node_peers checks it, and that Node is 20 or
+/// newer); a missing install fails naming scripts/test.
+fn require_npm(package: &str, version: &str) -> PathBuf {
+    let manifest = node_peers::node_dir()
+        .join("node_modules")
+        .join(package)
+        .join("package.json");
+    let found: Value = std::fs::read_to_string(&manifest)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "{package} is not installed ({})\n{SETUP}",
+                manifest.display()
+            )
+        });
+    assert_eq!(
+        found["version"], version,
+        "{package} is installed at {}, not the pinned {version}\n{SETUP}",
+        found["version"]
+    );
+    node_peers::require(package, version)
 }
 
 /// `program` as an absolute path (looked up on `PATH` when it has no `/`).
@@ -770,7 +808,8 @@ impl Group {
             .status();
     }
 
-    /// The group's live processes (zombies left out).
+    /// The group's live processes (zombies left out), from Linux's `/proc` (elsewhere none
+    /// are found, and only the kill on drop remains).
     fn members(&self) -> Vec<u32> {
         let Ok(entries) = std::fs::read_dir("/proc") else {
             return Vec::new();
