@@ -370,3 +370,67 @@ fn the_threshold_is_checked_and_progressive_discovery_gives_the_fixed_meta_tools
         .collect();
     assert_eq!(names, ["search_tools", "call_tool", "web__echo"]);
 }
+
+#[test]
+fn the_meta_tools_search_and_call_through_the_same_policy() {
+    let a = server();
+    let dir = Dir::new("meta");
+    let cfg = config(
+        &dir,
+        &format!(r#"{{"mcpServers": {{"web": {{"url": "{}"}}}}}}"#, a.url()),
+    );
+    let o = host(
+        &dir,
+        &[
+            "--config",
+            &cfg,
+            "call",
+            "search_tools",
+            "--args",
+            r#"{"query":"echo","limit":1}"#,
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout_json(&o)["tools"][0]["name"], "web__echo");
+    // call_tool is the same call: it asks (refused off a terminal), then with --yes runs.
+    let args = r#"{"name":"web__echo","arguments":{"text":"via call_tool"}}"#;
+    let o = host(
+        &dir,
+        &["--config", &cfg, "call", "call_tool", "--args", args],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(calls(&a, "echo"), 0);
+    let o = host(
+        &dir,
+        &[
+            "--config",
+            &cfg,
+            "--yes",
+            "call",
+            "call_tool",
+            "--args",
+            args,
+        ],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "via call_tool",
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(calls(&a, "echo"), 1);
+    // Bad meta-tool arguments get a message written for the model.
+    let o = host(
+        &dir,
+        &[
+            "--config",
+            &cfg,
+            "call",
+            "search_tools",
+            "--args",
+            r#"{"limit":1}"#,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("query"), "{}", stderr(&o));
+}

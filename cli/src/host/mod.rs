@@ -25,7 +25,9 @@ use mcpwire::mcp::{ClientOptions, Host as _, LoopbackBrowser, UserAgent};
 use mcpwire_core::mcp::{ClientCapabilities, InputAnswer, InputRequest, InputRequestEvent, OpId};
 
 use crate::client::terminal::{CliHost, Shared as TerminalShared};
-use mcpwire_core::host::catalog::{Catalog, DiscoveryThreshold, Presentation, PresentationConfig};
+use mcpwire_core::host::catalog::{
+    Catalog, DiscoveryThreshold, MetaCall, Presentation, PresentationConfig,
+};
 use mcpwire_core::host::consent::{
     ApprovalScope, CommandCheck, CommandPrompt, ConsentPolicy, ElicitationPrompt, Rules, ToolCall,
     Verdict,
@@ -604,6 +606,18 @@ impl Session {
         arguments: Value,
         io: &mut Terminal,
     ) -> Result<Outcome, Failure> {
+        // The meta-tools the model gets under progressive discovery work here too.
+        match MetaCall::parse(name, &arguments)? {
+            Some(MetaCall::SearchTools { query, limit }) => {
+                let results = self.catalog.search(&query, limit)?;
+                println!("{}", results.to_model_value());
+                return Ok(Outcome::Done);
+            }
+            Some(MetaCall::CallTool { name, arguments }) => {
+                return self.call(&name, Value::Object(arguments), io);
+            }
+            None => {}
+        }
         let Some((server, tool)) = self.catalog.route(name) else {
             return Err(Failure(format!(
                 "no tool is exposed as {name:?}; `tools` lists the exposed names (`<server>__<tool>`)"
