@@ -340,6 +340,13 @@ fn shell_session(fx: &Fixture, names: &EchoNames) {
         Some(1),
         "server-everything received a call it was refused:\n{answer}"
     );
+    // Its tools were listed once, at connect: the catalog is the host's memo of the
+    // definitions (server-everything's answers carry no TTL, and it announced no change).
+    assert_eq!(
+        count_of(&answer, "tools/list"),
+        Some(1),
+        "server-everything's tools were listed again without a list_changed:\n{answer}"
+    );
 
     // Across servers: the Python server's result carried into a call of the TypeScript
     // server's echo. The prompt names both servers.

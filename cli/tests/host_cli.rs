@@ -434,3 +434,90 @@ fn the_meta_tools_search_and_call_through_the_same_policy() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("query"), "{}", stderr(&o));
 }
+
+/// The catalog is the host's memo of the definitions: commands in a session do not list a
+/// server's tools again until it announces `list_changed`; then the next command does.
+#[test]
+fn the_catalog_is_listed_once_and_again_after_list_changed() {
+    use std::io::Write;
+    use std::time::{Duration, Instant};
+    let a = McpServer::start_http(
+        mcp_server::Config {
+            resources_and_prompts: true,
+            ..mcp_server::Config::default()
+        },
+        "127.0.0.1:0",
+    )
+    .unwrap();
+    let lists = || {
+        a.server()
+            .requests()
+            .iter()
+            .filter(|r| r.method.as_deref() == Some("tools/list"))
+            .count()
+    };
+    let dir = Dir::new("changed");
+    let cfg = config(
+        &dir,
+        &format!(r#"{{"mcpServers": {{"web": {{"url": "{}"}}}}}}"#, a.url()),
+    );
+    let mut child = Command::new(bin())
+        .args(["host", "--config", &cfg, "--yes", "shell"])
+        .args(["--state-dir", dir.0.join("state").to_str().unwrap()])
+        .env("HOME", &dir.0)
+        .env("XDG_DATA_HOME", dir.0.join("data"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let until = Instant::now() + Duration::from_secs(20);
+    // Once the session is up (the first command runs after connecting and the first
+    // listing), commands do not list again. (This server's answers carry `ttlMs: 0`: the
+    // client's cache cannot keep them, so the host's catalog is the only memo.)
+    let echoes = || {
+        a.server()
+            .stats()
+            .tool_calls
+            .get("echo")
+            .copied()
+            .unwrap_or(0)
+    };
+    writeln!(stdin, "call web__echo {{\"text\":\"x\"}}").unwrap();
+    while echoes() == 0 {
+        assert!(Instant::now() < until, "the echo call never came");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let after_start = lists();
+    for _ in 0..3 {
+        writeln!(stdin, "tools web").unwrap();
+        writeln!(stdin, "search echo").unwrap();
+    }
+    writeln!(stdin, "call web__echo {{\"text\":\"y\"}}").unwrap();
+    while echoes() < 2 {
+        assert!(Instant::now() < until, "the second echo call never came");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        lists(),
+        after_start,
+        "the tools were listed again with nothing changed"
+    );
+    // `touch` announces a change on the host's subscription (which may still be opening:
+    // touch until the next command lists again).
+    while lists() == after_start {
+        assert!(
+            Instant::now() < until,
+            "the change never reached the catalog"
+        );
+        writeln!(stdin, "call web__touch {{\"list\":\"tools\"}}").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        writeln!(stdin, "tools web").unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    writeln!(stdin, "quit").unwrap();
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success());
+}

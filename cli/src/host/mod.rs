@@ -20,7 +20,9 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use mcpwire::host::blocking::Host;
-use mcpwire::host::{FileTokens, Hooks, HostAuthorization, HostOptions, ServerId, ServerSpec};
+use mcpwire::host::{
+    FileTokens, Hooks, HostAuthorization, HostOptions, RegistryEvent, ServerId, ServerSpec,
+};
 use mcpwire::mcp::{ClientOptions, Host as _, LoopbackBrowser, UserAgent};
 use mcpwire_core::mcp::{ClientCapabilities, InputAnswer, InputRequest, InputRequestEvent, OpId};
 
@@ -241,6 +243,7 @@ fn run_inner(args: &HostArgs) -> Result<Outcome, Failure> {
         json: args.json,
         yes: args.yes,
         pins: args.pins.clone(),
+        changed: BTreeSet::new(),
     };
     session.refresh_catalog();
     let outcome = match &args.command {
@@ -344,31 +347,41 @@ struct Session {
     json: bool,
     yes: bool,
     pins: Vec<String>,
+    /// Servers that announced `list_changed` since their tools were last listed.
+    changed: BTreeSet<ServerId>,
 }
 
 impl Session {
-    /// Every ready server's tools into the catalog (through each client's cache), and the
-    /// servers gone out of it.
+    /// The catalog follows the servers: a server that became ready is listed (every page,
+    /// through its client's cache), one that announced `list_changed` is listed again, one
+    /// that is no longer ready leaves it. Otherwise the catalog is the host's memo of the
+    /// definitions and nothing is asked (`tools/list` is not sent for every command).
     fn refresh_catalog(&mut self) {
-        while self.host.poll_event().is_some() {}
-        let mut listed = BTreeSet::new();
-        for (id, tools) in self.host.all_tools() {
-            match tools {
-                Ok(tools) => {
-                    self.catalog.set_server_tools(id.clone(), tools);
-                    listed.insert(id);
-                }
-                Err(e) => eprintln!("mcpwire host: server \"{id}\": cannot list its tools: {e}"),
+        while let Some(event) = self.host.poll_event() {
+            if let RegistryEvent::ToolsChanged { server } = event {
+                self.changed.insert(server);
             }
         }
-        let gone: Vec<ServerId> = self
-            .catalog
-            .servers()
-            .filter(|id| !listed.contains(*id))
-            .cloned()
-            .collect();
-        for id in gone {
-            self.catalog.remove_server(&id);
+        let listed: BTreeSet<ServerId> = self.catalog.servers().cloned().collect();
+        for s in self.host.servers() {
+            let id = s.id();
+            let known = listed.contains(id);
+            if !s.is_ready() {
+                if known {
+                    self.catalog.remove_server(id);
+                }
+                continue;
+            }
+            if known && !self.changed.contains(id) {
+                continue;
+            }
+            match self.host.tools(id) {
+                Ok(tools) => {
+                    self.catalog.set_server_tools(id.clone(), tools);
+                    self.changed.remove(id);
+                }
+                Err(e) => eprintln!("mcpwire host: cannot list the tools: {e}"),
+            }
         }
         for name in &self.pins {
             if let Some((server, tool)) = self.catalog.route(name) {

@@ -211,6 +211,9 @@ impl Host {
     /// server's `ttlMs` lasts, dropped on `list_changed`).
     pub fn tools(&self, id: &ServerId) -> Result<Vec<Tool>, HostError> {
         let (attempt, client) = self.shared().apply(|st| st.ready_client(id))?;
+        if let Some(tools) = self.shared().apply(|st| st.take_listing(id, attempt)) {
+            return Ok(tools);
+        }
         match client.list_all_tools() {
             Ok(list) => {
                 let count = list.tools.len();
@@ -382,7 +385,10 @@ fn connect(
     if connected.summary.has_tools() {
         shared.apply(|st| st.stage(attempt, Stage::ListTools));
         match client.list_all_tools() {
-            Ok(list) => connected.tools = Some(list.tools.len()),
+            Ok(list) => {
+                connected.tools = Some(list.tools.len());
+                shared.apply(|st| st.keep_listing(&id, attempt, list.tools));
+            }
             Err(e) => return fail(Stage::ListTools, e),
         }
     }

@@ -17,6 +17,7 @@ use mcpwire_core::host::registry::{
 };
 use mcpwire_core::host::{ServerId, ServerSpec, TransportSpec};
 use mcpwire_core::mcp::request::FailReason;
+use mcpwire_core::mcp::results::Tool;
 use mcpwire_core::mcp::subscription::RefetchTarget;
 use mcpwire_core::mcp::{
     CachedEra, ElicitAnswer, Era, Event, InputAnswer, InputRequestEvent, OpError, OpId,
@@ -41,6 +42,10 @@ pub(crate) struct Live<C> {
     pub(crate) attempt: Attempt,
     pub(crate) client: C,
     keep: Option<Box<dyn Send>>,
+    /// The tools listed while connecting, handed to the first [`State::take_listing`] unless
+    /// the server announced a change since (so connecting and the first listing of the
+    /// host's catalog ask the server once, even when its answers carry no TTL).
+    listing: Option<Vec<Tool>>,
 }
 
 /// What the lock guards.
@@ -248,6 +253,7 @@ impl<C: HostClient> State<C> {
                 attempt,
                 client: client.clone(),
                 keep: None,
+                listing: None,
             },
         );
         true
@@ -268,6 +274,25 @@ impl<C: HostClient> State<C> {
             }
             _ => Err(thing),
         }
+    }
+
+    /// Keeps the tools `attempt` listed while connecting (see [`Live::listing`]).
+    pub(crate) fn keep_listing(&mut self, id: &ServerId, attempt: Attempt, tools: Vec<Tool>) {
+        if let Some(l) = self.live.get_mut(id).filter(|l| l.attempt == attempt) {
+            l.listing = Some(tools);
+        }
+    }
+
+    /// The tools listed while connecting, once, if no change was announced since.
+    pub(crate) fn take_listing(&mut self, id: &ServerId, attempt: Attempt) -> Option<Vec<Tool>> {
+        let stale = self.registry.get(id).is_none_or(|s| s.tools().stale);
+        let listing = self
+            .live
+            .get_mut(id)
+            .filter(|l| l.attempt == attempt)?
+            .listing
+            .take();
+        listing.filter(|_| !stale)
     }
 
     /// `attempt` reached `stage`.

@@ -230,6 +230,9 @@ impl Host {
     /// Every tool of a ready server, every page, through its client's cache.
     pub async fn tools(&self, id: &ServerId) -> Result<Vec<Tool>, HostError> {
         let (attempt, client) = self.shared().apply(|st| st.ready_client(id))?;
+        if let Some(tools) = self.shared().apply(|st| st.take_listing(id, attempt)) {
+            return Ok(tools);
+        }
         match client.list_all_tools().await {
             Ok(list) => {
                 let count = list.tools.len();
@@ -383,7 +386,10 @@ async fn connect(
     if connected.summary.has_tools() {
         shared.apply(|st| st.stage(attempt, Stage::ListTools));
         match client.list_all_tools().await {
-            Ok(list) => connected.tools = Some(list.tools.len()),
+            Ok(list) => {
+                connected.tools = Some(list.tools.len());
+                shared.apply(|st| st.keep_listing(&id, attempt, list.tools));
+            }
             Err(e) => return fail(Stage::ListTools, e),
         }
     }
