@@ -4,7 +4,9 @@
 //! Secure MCP Tunnel client make lives here, as state machines driven by step functions:
 //! inputs go in through `handle_*` with the current [`time::Instant`] passed by the caller,
 //! outputs (requests to send, events, the next deadline) come out through `poll_*`. No module
-//! reads a clock, draws a random number, touches the network, the file system or a process.
+//! reads a clock, draws a random number, touches the network, the file system or a process
+//! (`tests/sans_io.rs` checks the source for it; a map is a `BTreeMap`, or a `HashMap` with a
+//! fixed hasher, since the default one draws random keys).
 //!
 //! Modules are named after the protocol concept they model:
 //! - [`jsonrpc`]: ids, message shapes, error objects and codes;

@@ -95,7 +95,7 @@
 //! time). An entry that alone exceeds `max_bytes` is refused ([`CacheError::TooLarge`]).
 
 use crate::time::{Duration, Instant};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -667,8 +667,10 @@ pub struct Stored {
     pub evicted: usize,
 }
 
-/// Where an entry lives: its request key, and the context for private entries.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// Where an entry lives: its request key, and the context for private entries. Ordered so the
+/// entries sit in a `BTreeMap`: a `HashMap`'s default hasher draws random keys, which the core
+/// does not do.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct SlotKey {
     key: RequestKey,
     /// `None` for public entries.
@@ -687,7 +689,7 @@ struct Entry {
 #[derive(Debug)]
 pub struct ResultCache {
     config: CacheConfig,
-    entries: HashMap<SlotKey, Entry>,
+    entries: BTreeMap<SlotKey, Entry>,
     /// Entries by last use, oldest first.
     lru: BTreeMap<u64, SlotKey>,
     use_counter: u64,
@@ -706,7 +708,7 @@ impl ResultCache {
     pub fn new(config: CacheConfig) -> Self {
         ResultCache {
             config,
-            entries: HashMap::new(),
+            entries: BTreeMap::new(),
             lru: BTreeMap::new(),
             use_counter: 0,
             bytes: 0,

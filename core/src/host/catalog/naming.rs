@@ -34,7 +34,7 @@
 //! (server, tool). The meta-tools' names (`search_tools`, `call_tool`) never clash with an
 //! exposed name: every exposed name holds `__` or is 64 bytes long.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use sha2::{Digest, Sha256};
 
@@ -125,17 +125,17 @@ pub(crate) struct Renamed {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Names {
     /// Step 1: candidate → the tools that have it.
-    groups: HashMap<String, BTreeSet<ToolKey>>,
+    groups: BTreeMap<String, BTreeSet<ToolKey>>,
     /// Steps 2–3, per tool.
-    proposals: HashMap<ToolKey, Proposal>,
+    proposals: BTreeMap<ToolKey, Proposal>,
     /// Proposed name → the tools proposing it.
-    claims: HashMap<String, BTreeSet<ToolKey>>,
+    claims: BTreeMap<String, BTreeSet<ToolKey>>,
     /// Proposed names wanted by two tools or more.
     contested: BTreeSet<String>,
     /// Step 4's names.
     fallbacks: BTreeMap<ToolKey, String>,
     /// Exposed name → tool.
-    routes: HashMap<String, ToolKey>,
+    routes: BTreeMap<String, ToolKey>,
 }
 
 impl Names {

@@ -24,8 +24,11 @@
 //! server's tools (its `list_changed`) therefore costs that server's tools, never the
 //! catalog's. All the numbers kept are integers, so the scores of a given catalog are the same
 //! whatever order its servers came in.
+//!
+//! The word maps are `BTreeMap`s: a `HashMap`'s default hasher draws random keys, which the core
+//! does not do, and no map here is iterated in a way its order could change a score.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use super::tokenizer::for_each_word;
 use crate::mcp::results::Tool;
@@ -58,7 +61,7 @@ struct Posting {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ServerIndex {
     /// Word → the documents that have it, in document order.
-    postings: HashMap<Box<str>, Vec<Posting>>,
+    postings: BTreeMap<Box<str>, Vec<Posting>>,
     /// Each document's weighted length.
     lengths: Vec<u32>,
     /// Their sum.
@@ -71,7 +74,7 @@ impl ServerIndex {
         let mut index = ServerIndex::default();
         let mut server_words: Vec<String> = Vec::new();
         for_each_word(server, |w| server_words.push(w));
-        let mut counts: HashMap<String, u32> = HashMap::new();
+        let mut counts: BTreeMap<String, u32> = BTreeMap::new();
         for (doc, tool) in tools.iter().enumerate() {
             counts.clear();
             let mut length = 0u32;
@@ -158,7 +161,7 @@ pub(crate) struct ScoredTerm<'q> {
 pub(crate) struct CorpusStats {
     documents: u64,
     total_length: u64,
-    df: HashMap<Box<str>, u64>,
+    df: BTreeMap<Box<str>, u64>,
 }
 
 impl CorpusStats {
