@@ -387,7 +387,7 @@ fn connect(
         match client.list_all_tools() {
             Ok(list) => {
                 connected.tools = Some(list.tools.len());
-                shared.apply(|st| st.keep_listing(&id, attempt, list.tools));
+                shared.apply(|st| st.keep_listing(id, attempt, list.tools));
             }
             Err(e) => return fail(Stage::ListTools, e),
         }

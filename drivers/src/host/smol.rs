@@ -388,7 +388,7 @@ async fn connect(
         match client.list_all_tools().await {
             Ok(list) => {
                 connected.tools = Some(list.tools.len());
-                shared.apply(|st| st.keep_listing(&id, attempt, list.tools));
+                shared.apply(|st| st.keep_listing(id, attempt, list.tools));
             }
             Err(e) => return fail(Stage::ListTools, e),
         }
