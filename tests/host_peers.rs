@@ -17,7 +17,8 @@
 //! exposed names with their consent prompts, a refused call that the server's own record shows
 //! never arrived, and one server's result carried into another server's call (the prompt names
 //! both). Around it, the same host run off a terminal: `--json servers`, `--json search`,
-//! `--json call` with `--yes`, and a call without `--yes` (exit 3, naming `--yes`).
+//! `--json call` with `--yes`, and a call without `--yes` (exit 3, naming `--yes`); `--yes` alone
+//! starts no local command, `--approve-commands` does for its run.
 //!
 //! Every wait is bounded ([`WAIT`] per expected output, [`RUN_TIMEOUT`] per command) and the
 //! whole test must finish within [`BUDGET`]. The Python server and every process a host run
@@ -98,21 +99,43 @@ fn one_host_session_with_three_real_servers_searches_calls_and_asks() {
     budget("the Python server listens");
 
     // ------------------------------------------------------------------------------------
-    // Off a terminal, with --yes: the commands run for this run only.
+    // Off a terminal, --yes does not start a local command; --approve-commands does, for its
+    // run only.
     let ran = fx.run(&["--json", "--yes", "servers"]);
     ran.ok("--json --yes servers");
+    let states: Vec<(String, String)> = ran.json()["servers"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|s| {
+                    (
+                        s["id"].as_str().unwrap_or("").to_owned(),
+                        s["state"].as_str().unwrap_or("").to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        states
+            .iter()
+            .any(|(id, st)| id == TS && st == "not approved"),
+        "--yes alone started a local command: {states:?}"
+    );
+    let ran = fx.run(&["--json", "--approve-commands", "servers"]);
+    ran.ok("--json --approve-commands servers");
     let servers = ran.json();
     check_servers_json(&servers);
-    let ran = fx.run(&["--json", "--yes", "search", "echo"]);
-    ran.ok("--json --yes search echo");
+    let ran = fx.run(&["--json", "--approve-commands", "search", "echo"]);
+    ran.ok("--json --approve-commands search echo");
     let names = echo_names(&ran.json());
     assert!(
         !fx.approvals_text().contains(&fx.ts_script),
-        "--yes approves commands for its run only, yet {} holds them:\n{}",
+        "--approve-commands approves commands for its run only, yet {} holds them:\n{}",
         fx.approvals_file().display(),
         fx.approvals_text()
     );
-    budget("the runs with --yes");
+    budget("the runs off a terminal");
 
     // ------------------------------------------------------------------------------------
     // The session on a terminal.
@@ -129,7 +152,7 @@ fn one_host_session_with_three_real_servers_searches_calls_and_asks() {
             fx.approvals_file().display()
         );
     }
-    // ... so a run without --yes starts both.
+    // ... so a run without --approve-commands starts both.
     let ran = fx.run(&["--json", "servers"]);
     ran.ok("--json servers, the commands approved in the shell");
     check_servers_json(&ran.json());

@@ -274,14 +274,32 @@ fn a_local_command_runs_only_once_approved() {
     assert!(!err.contains("s3cr3t-value"), "{err}");
     assert_eq!(stdout_json(&o)["servers"][0]["state"], "not approved");
 
-    // --yes approves it for this run only: nothing is remembered.
+    // --yes answers calls, not commands.
     let o = host(&dir, &["--config", &cfg, "--yes", "--json", "servers"]);
+    assert_eq!(
+        stdout_json(&o)["servers"][0]["state"],
+        "not approved",
+        "{}",
+        stderr(&o)
+    );
+    // --approve-commands approves it for this run only, showing it in full: nothing is
+    // remembered.
+    let o = host(
+        &dir,
+        &["--config", &cfg, "--approve-commands", "--json", "servers"],
+    );
     assert_eq!(
         stdout_json(&o)["servers"][0]["state"],
         "ready",
         "{}",
         stderr(&o)
     );
+    let err = stderr(&o);
+    assert!(
+        err.contains("SECRET_TOKEN") && err.contains("runs a program on this machine"),
+        "{err}"
+    );
+    assert!(!err.contains("s3cr3t-value"), "{err}");
     assert!(!dir.0.join("state/command-approvals.json").exists());
     let o = host(&dir, &["--config", &cfg, "--json", "servers"]);
     assert_eq!(stdout_json(&o)["servers"][0]["state"], "not approved");
@@ -291,6 +309,8 @@ fn a_local_command_runs_only_once_approved() {
 fn without_config_the_users_own_file_is_found_and_named() {
     let a = server();
     let dir = Dir::new("found");
+    // Claude Code's ~/.claude.json comes first, but without servers it does not hide the rest.
+    dir.write(".claude.json", r#"{"numStartups": 3}"#);
     let path = dir.write(
         ".cursor/mcp.json",
         &format!(r#"{{"mcpServers": {{"web": {{"url": "{}"}}}}}}"#, a.url()),
@@ -520,4 +540,48 @@ fn the_catalog_is_listed_once_and_again_after_list_changed() {
     drop(stdin);
     let status = child.wait().unwrap();
     assert!(status.success());
+}
+
+/// A project's own file, found without --config (what a cloned repository brings), cannot
+/// trust its servers nor allow their calls; it can still ask more and deny.
+#[test]
+fn a_projects_own_file_cannot_raise_trust_or_allow_calls() {
+    let a = server();
+    let dir = Dir::new("project");
+    dir.write(
+        ".mcp.json",
+        &format!(
+            r#"{{"mcpServers": {{"web": {{"url": "{}", "trust": "trusted"}}}},
+                "permissions": {{"allow": ["mcp__web__echo"], "deny": ["mcp__web__fail"]}}}}"#,
+            a.url()
+        ),
+    );
+    let o = host(&dir, &["--json", "servers"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("(Claude Code project config)"), "{err}");
+    assert!(
+        err.contains("`trust` is ignored") && err.contains("`permissions.allow`"),
+        "{err}"
+    );
+    assert_eq!(stdout_json(&o)["servers"][0]["trust"], "untrusted");
+    let o = host(&dir, &["call", "web__echo", "--args", r#"{"text":"x"}"#]);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "the allow rule was used: {}",
+        stderr(&o)
+    );
+    let o = host(&dir, &["--yes", "call", "web__fail"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("denied"), "{}", stderr(&o));
+    assert_eq!(calls(&a, "echo") + calls(&a, "fail"), 0);
+    // Named with --config, the file is the user's choice: its trust and rules count.
+    let o = host(&dir, &["--config", ".mcp.json", "--json", "servers"]);
+    assert_eq!(
+        stdout_json(&o)["servers"][0]["trust"],
+        "trusted",
+        "{}",
+        stderr(&o)
+    );
 }

@@ -4,8 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use mcpwire_core::host::config::{
-    self, known_locations, ConfigError, Dirs, Entry, Location, Os, Permissions, Vars,
+    self, known_locations, ConfigError, ConfigFile, Dirs, Entry, Location, Os, Permissions, Scope,
+    Vars,
 };
+use mcpwire_core::host::{TransportSpec, Trust};
 
 /// What was read.
 #[derive(Debug, Default)]
@@ -71,41 +73,77 @@ pub(crate) fn locations(working_dir: &Path) -> Vec<Location> {
     )
 }
 
-/// Reads the given files, or the first known file that exists when none is given.
+/// Reads the given files, or, when none is given, the first known file that holds servers
+/// (else the first that exists: a `~/.claude.json` without servers does not hide the others).
+///
+/// A project's file found on its own (one a cloned repository may have brought) cannot raise
+/// its servers' trust nor allow calls: its `trust` and `permissions.allow` are ignored, with a
+/// warning (its `ask` and `deny` rules, which only ask more, are kept). A local server without
+/// `cwd` runs in the working directory, and its command line is approved with it.
 pub(crate) fn load(given: &[PathBuf]) -> Result<Loaded, LoadError> {
     let working_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let mut loaded = Loaded::default();
-    let files: Vec<(PathBuf, Option<Location>)> = if given.is_empty() {
+    let env = |name: &str| std::env::var(name).ok();
+    let home = home_dir();
+    let parse = |path: &Path| -> Result<ConfigFile, LoadError> {
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let vars = Vars::from_fn(&env)
+            .with_workspace_folder(working_dir.to_string_lossy().into_owned())
+            .with_user_home(home.clone());
+        Ok(config::parse_bytes(
+            &path.display().to_string(),
+            &bytes,
+            &vars,
+        ))
+    };
+    let mut files: Vec<(PathBuf, Option<Location>, ConfigFile)> = Vec::new();
+    if given.is_empty() {
         let known = locations(&working_dir);
-        let mut existing = known
+        let existing: Vec<Location> = known
             .iter()
             .filter(|l| Path::new(&l.path).is_file())
-            .cloned();
-        let Some(first) = existing.next() else {
+            .cloned()
+            .collect();
+        if existing.is_empty() {
             let looked = known
                 .iter()
                 .map(|l| format!("  {l}"))
                 .collect::<Vec<_>>()
                 .join("\n");
             return Err(LoadError::NoneFound { looked });
+        }
+        let mut chosen = None;
+        for (i, l) in existing.iter().enumerate() {
+            let file = parse(Path::new(&l.path))?;
+            if !file.effective().is_empty() || !file.errors.is_empty() {
+                chosen = Some((i, file));
+                break;
+            }
+        }
+        let (i, file) = match chosen {
+            Some(c) => c,
+            None => (0, parse(Path::new(&existing[0].path))?),
         };
-        loaded.also_found = existing.collect();
-        vec![(PathBuf::from(&first.path), Some(first))]
+        loaded.also_found = existing
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, l)| l.clone())
+            .collect();
+        let l = existing[i].clone();
+        files.push((PathBuf::from(&l.path), Some(l), file));
     } else {
-        given.iter().map(|p| (p.clone(), None)).collect()
-    };
-    let env = |name: &str| std::env::var(name).ok();
-    let home = home_dir();
-    for (path, location) in files {
-        let bytes = std::fs::read(&path).map_err(|source| LoadError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
+        for p in given {
+            let file = parse(p)?;
+            files.push((p.clone(), None, file));
+        }
+    }
+    for (path, location, file) in files {
         let name = path.display().to_string();
-        let vars = Vars::from_fn(&env)
-            .with_workspace_folder(working_dir.to_string_lossy().into_owned())
-            .with_user_home(home.clone());
-        let file = config::parse_bytes(&name, &bytes, &vars);
+        let project = location.as_ref().is_some_and(|l| l.scope == Scope::Project);
         loaded
             .errors
             .extend(file.errors.iter().map(ConfigError::to_string));
@@ -117,6 +155,18 @@ pub(crate) fn load(given: &[PathBuf]) -> Result<Loaded, LoadError> {
                     entry.position, entry.spec.id
                 ));
                 continue;
+            }
+            if project && entry.spec.trust == Trust::Trusted {
+                entry.spec.trust = Trust::Untrusted;
+                loaded.errors.push(format!(
+                    "{name}:{}: server \"{}\": `trust` is ignored in a project's file found on its own (a repository cannot vouch for its own servers); pass the file with --config to use it",
+                    entry.position, entry.spec.id
+                ));
+            }
+            if let TransportSpec::Stdio { cwd, .. } = &mut entry.spec.transport {
+                if cwd.is_none() {
+                    *cwd = Some(working_dir.to_string_lossy().into_owned());
+                }
             }
             if let Some(env_file) = entry.env_file.clone() {
                 match read_env_file(&path, &env_file) {
@@ -133,7 +183,14 @@ pub(crate) fn load(given: &[PathBuf]) -> Result<Loaded, LoadError> {
             loaded.entries.push(entry);
         }
         let p = file.permissions;
-        loaded.permissions.allow.extend(p.allow);
+        if project && !p.allow.is_empty() {
+            loaded.errors.push(format!(
+                "{name}: its {} `permissions.allow` rule(s) are ignored in a project's file found on its own; pass the file with --config to use them",
+                p.allow.len()
+            ));
+        } else {
+            loaded.permissions.allow.extend(p.allow);
+        }
         loaded.permissions.ask.extend(p.ask);
         loaded.permissions.deny.extend(p.deny);
         loaded.read.push((path, location));

@@ -53,10 +53,15 @@ pub(crate) struct HostArgs {
     /// Print one JSON document on stdout instead of text.
     #[arg(long, global = true)]
     json: bool,
-    /// Answer "once" to every call the policy asks about, and approve local commands for
-    /// this run only (never "always", never past a deny rule).
+    /// Answer "once" to every call the policy asks about (never "always", never past a deny
+    /// rule). It does not approve local commands: see --approve-commands.
     #[arg(long, global = true)]
     yes: bool,
+    /// Start the config's local commands that are not approved yet, for this run only (each
+    /// is shown in full on stderr first). Without it, only commands a person approved on a
+    /// terminal run.
+    #[arg(long, global = true)]
+    approve_commands: bool,
     /// The model's context window, in tokens: the tool definitions' share of it decides
     /// between giving the model every tool and progressive discovery.
     #[arg(long, value_name = "TOKENS", default_value_t = 200_000, global = true)]
@@ -177,8 +182,10 @@ fn run_inner(args: &HostArgs) -> Result<Outcome, Failure> {
     let rules = rules(&loaded.permissions)?;
     let mut state = state::State::load(state::state_dir(args.state_dir.as_deref()))?;
     let shell = matches!(args.command, HostCommand::Shell);
+    let terminal = std::io::stdin().is_terminal();
     let mut io = Terminal {
-        interactive: shell || std::io::stdin().is_terminal(),
+        interactive: shell || terminal,
+        terminal,
     };
 
     // Local commands run only once a person has approved their exact command line.
@@ -190,7 +197,7 @@ fn run_inner(args: &HostArgs) -> Result<Outcome, Failure> {
             specs.push(spec);
             continue;
         }
-        match approve_command(&spec, args.yes, &mut io, &mut state)? {
+        match approve_command(&spec, args.approve_commands, &mut io, &mut state)? {
             true => specs.push(spec),
             false => not_approved.push(spec.id.clone()),
         }
@@ -275,7 +282,11 @@ fn rules(p: &mcpwire_core::host::config::Permissions) -> Result<Rules, Failure> 
 /// Stdin, for answers (and for the shell's commands). No lock is held between questions:
 /// an elicitation is asked from a client's thread while a call waits.
 struct Terminal {
+    /// Answers can be asked for: stdin is a terminal, or `shell` reads its commands (and the
+    /// answers to call prompts) from it.
     interactive: bool,
+    /// stdin is a terminal: a person is there.
+    terminal: bool,
 }
 
 impl Terminal {
@@ -292,10 +303,11 @@ impl Terminal {
 }
 
 /// SEP-1024: a local command runs only with a person's explicit approval of its exact
-/// command line, remembered in the state directory (`--yes`: for this run only).
+/// command line on a terminal, remembered in the state directory (`--approve-commands`: for
+/// this run only, the command shown in full first).
 fn approve_command(
     spec: &ServerSpec,
-    yes: bool,
+    approve_commands: bool,
     io: &mut Terminal,
     state: &mut state::State,
 ) -> Result<bool, Failure> {
@@ -306,17 +318,18 @@ fn approve_command(
         return Ok(true);
     }
     let prompt = CommandPrompt::new(spec)?;
-    if yes {
+    if approve_commands {
+        eprintln!("{prompt}");
         eprintln!(
-            "mcpwire host: server \"{}\" runs a local command, approved by --yes for this run: {}",
-            spec.id,
-            prompt.command.display()
+            "mcpwire host: server \"{}\": approved by --approve-commands for this run",
+            spec.id
         );
         return Ok(true);
     }
-    if !io.interactive {
+    // Only a person at a terminal approves a command (a `shell` fed from a pipe does not).
+    if !io.terminal {
         eprintln!(
-            "mcpwire host: server \"{}\" runs a local command that is not approved yet ({}); run on a terminal to approve it, or pass --yes for this run",
+            "mcpwire host: server \"{}\" runs a local command that is not approved yet ({}); run on a terminal to approve it, or pass --approve-commands for this run",
             spec.id,
             prompt.command.display()
         );
@@ -560,12 +573,7 @@ impl Session {
         for id in ids {
             println!("{id}:");
             for e in self.catalog.server_entries(&id) {
-                let about = e
-                    .tool
-                    .description
-                    .as_deref()
-                    .and_then(|d| d.lines().next())
-                    .unwrap_or("");
+                let about = one_line(e.tool.description.as_deref());
                 println!("  {:<40} {about}", e.exposed);
             }
         }
@@ -594,12 +602,7 @@ impl Session {
             println!("no tool matches {query:?}");
         }
         for h in &results.hits {
-            let about = h
-                .tool
-                .description
-                .as_deref()
-                .and_then(|d| d.lines().next())
-                .unwrap_or("");
+            let about = one_line(h.tool.description.as_deref());
             println!(
                 "{:<40} {:<16} {:>7.3}  {about}",
                 h.exposed,
@@ -726,9 +729,45 @@ impl Hooks for Elicitations {
     }
 }
 
+/// Server text on one line of a listing: the first line, with control characters (which
+/// could move the cursor or recolour a prompt) shown as escapes.
+fn one_line(text: Option<&str>) -> String {
+    let first = text.and_then(|d| d.lines().next()).unwrap_or("");
+    first
+        .chars()
+        .map(|c| {
+            if c.is_control() || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 fn trust_word(t: mcpwire_core::host::Trust) -> &'static str {
     match t {
         mcpwire_core::host::Trust::Trusted => "trusted",
         mcpwire_core::host::Trust::Untrusted => "untrusted",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn listings_show_server_text_on_one_line_with_control_characters_escaped() {
+        assert_eq!(one_line(Some("Echoes.\nSecond line")), "Echoes.");
+        assert_eq!(one_line(None), "");
+        let shown = one_line(Some("ok\u{1b}[2K\u{1b}[1Afake prompt \u{202e}txt.exe"));
+        assert!(
+            !shown.contains('\u{1b}') && !shown.contains('\u{202e}'),
+            "{shown:?}"
+        );
+        assert!(
+            shown.contains("\\u{1b}") && shown.contains("\\u{202e}"),
+            "{shown:?}"
+        );
     }
 }

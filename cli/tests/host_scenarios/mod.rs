@@ -754,11 +754,14 @@ pub fn stdio_servers_that_cannot_run_are_reported_with_their_id<H: HostApi>() {
     host.close();
 }
 
-/// Secrets of a spec (its environment values and header values) show nowhere: not in the
-/// host's `Debug`, not in a server's, not in a failure.
+/// Secrets of a spec (its environment values, header values and a key in its URL's query)
+/// show nowhere: not in the host's `Debug`, not in a server's, not in a failure.
 pub fn secrets_of_specs_never_show<H: HostApi>() {
     let host = H::new(options());
-    let mut spec = http_spec("secret", &dead_url());
+    let mut spec = http_spec(
+        "secret",
+        &format!("{}?api_key=sk-never-shown-9012", dead_url()),
+    );
     if let TransportSpec::Http { headers, .. } = &mut spec.transport {
         headers.insert("Authorization".into(), "Bearer sk-never-shown-1234".into());
     }

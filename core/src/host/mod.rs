@@ -199,9 +199,9 @@ impl fmt::Debug for TransportSpec {
     }
 }
 
-/// A URL for `Debug`: without its user info, query and fragment, where a token may ride
-/// (`?api_key=...`); a URL that does not parse shows only its scheme.
-fn redacted_url(url: &str) -> String {
+/// A URL to show (`Debug`, error messages): without its user info, query and fragment, where
+/// a token may ride (`?api_key=...`); a URL that does not parse shows only its scheme.
+pub fn redacted_url(url: &str) -> String {
     match url::Url::parse(url) {
         Ok(mut u) => {
             let hidden = !u.username().is_empty() || u.password().is_some();

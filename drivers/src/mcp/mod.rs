@@ -505,7 +505,7 @@ pub enum Error {
     /// The HTTP exchange failed and could not be retried; `cause` is what the transport said.
     #[error("{url}: {cause} ({error})")]
     Transport {
-        /// The server URL.
+        /// The server URL, without its user info, query and fragment (where secrets ride).
         url: String,
         /// The transport's error (connection refused, reset, ...).
         cause: String,

@@ -942,7 +942,8 @@ fn explain_http_failure(error: Box<OpError>, url: &str, cause: Option<String>) -
     match cause {
         Some(cause) if matches!(*error, OpError::Transport(TransportError::Failed(_))) => {
             Error::Transport {
-                url: url.to_owned(),
+                // A token may ride in the query (`?api_key=`): never in an error message.
+                url: mcpwire_core::host::redacted_url(url),
                 cause,
                 error,
             }

@@ -17,12 +17,27 @@
 use crate::host::{ServerId, ServerSpec, TransportSpec};
 
 /// What identifies a server's credentials (never the tokens themselves).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Credentials {
     partition: ServerId,
     server_url: Option<String>,
     client_id: Option<String>,
     grant: Option<GrantIdentity>,
+}
+
+/// The server URL is shown without its query (a key may ride there).
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("partition", &self.partition)
+            .field(
+                "server_url",
+                &self.server_url.as_deref().map(crate::host::redacted_url),
+            )
+            .field("client_id", &self.client_id)
+            .field("grant", &self.grant)
+            .finish()
+    }
 }
 
 /// The issuer and resource of a grant a server obtained: what the token store keys it by
