@@ -673,6 +673,16 @@ fn a_command_prompt_shows_the_full_command_and_env_names_and_is_keyed_to_the_exa
     let saved = serde_json::to_string(&approvals).unwrap();
     let loaded: CommandApprovals = serde_json::from_str(&saved).unwrap();
     assert_eq!(loaded.check(&spec), CommandCheck::Approved);
+    // The file keeps the program and a fingerprint, never the arguments (an interpolated
+    // argument may be a secret) nor any variable's value.
+    assert!(
+        saved.contains("\"program\":\"npx\"") && saved.contains("\"sha256\":"),
+        "{saved}"
+    );
+    assert!(
+        !saved.contains("server-filesystem") && !saved.contains("ghp_secret"),
+        "{saved}"
+    );
 }
 
 #[test]

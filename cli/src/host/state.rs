@@ -1,7 +1,8 @@
 //! What `mcpwire host` remembers between runs: the approved command lines of local servers
 //! (SEP-1024) and the tools approved "always". Both are plain JSON files in the state
 //! directory, written whole (to a temporary file, then renamed), mode 0600 on unix. Neither
-//! holds a secret: a command line is kept with the names of its environment variables only.
+//! holds a secret: a command line is kept as its SHA-256 and its program's name, a tool as its
+//! definition's SHA-256.
 
 use std::path::{Path, PathBuf};
 

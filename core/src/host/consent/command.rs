@@ -7,7 +7,8 @@
 //! The approval is remembered per exact [`CommandLine`]: program, every argument, the set of
 //! environment variable names and the working directory. Change any of them (one argument,
 //! one more variable) and it asks again. The values of the variables are not part of it (they
-//! are not shown, and an approvals file must not hold secrets), so a changed value alone does
+//! are not shown, and an approvals file must not hold secrets; the line itself is kept only as
+//! its SHA-256, since an argument may be an interpolated secret), so a changed value alone does
 //! not ask again; neither does a change to the program file itself (the core reads no files).
 //! The server's id is not part of it either: the same command under another name is the same
 //! code.
@@ -181,12 +182,62 @@ pub enum CommandCheck {
     NeedsApproval(Box<CommandPrompt>),
 }
 
-/// The command lines a person approved, as state a driver persists (serde):
-/// `{"approved": [{"program": "npx", "args": [..], "env": [..], "cwd": null}]}`.
+/// The command lines a person approved, as state a driver persists (serde). An approval is
+/// kept as the SHA-256 of the exact [`CommandLine`] (program, arguments, variable names, working
+/// directory) with the program's name beside it for people reading the file, never the
+/// arguments themselves: an interpolated argument (`--token ${TOKEN}`) may be a secret, and
+/// an approvals file is not a token store.
+/// `{"approved": [{"program": "npx", "sha256": "9f86d0…"}]}`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CommandApprovals {
     #[serde(default)]
-    approved: BTreeSet<CommandLine>,
+    approved: BTreeSet<ApprovedCommand>,
+}
+
+/// One approval: the program's name (for people) and the fingerprint of the whole line.
+#[derive(
+    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct ApprovedCommand {
+    /// The program, as the config names it.
+    pub program: String,
+    /// The SHA-256 of the command line, 64 lower-case hex digits.
+    pub sha256: String,
+}
+
+impl ApprovedCommand {
+    fn of(command: &CommandLine) -> ApprovedCommand {
+        use sha2::{Digest, Sha256};
+        // Length-prefixed fields: no two command lines hash the same text.
+        let mut h = Sha256::new();
+        let mut field = |tag: &[u8], text: &str| {
+            h.update(tag);
+            h.update((text.len() as u64).to_be_bytes());
+            h.update(text.as_bytes());
+        };
+        field(b"p", &command.program);
+        for a in &command.args {
+            field(b"a", a);
+        }
+        for e in &command.env {
+            field(b"e", e);
+        }
+        match &command.cwd {
+            Some(cwd) => field(b"c", cwd),
+            None => field(b"n", ""),
+        }
+        let digest = h.finalize();
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut hex = String::with_capacity(64);
+        for b in digest {
+            hex.push(char::from(HEX[usize::from(b >> 4)]));
+            hex.push(char::from(HEX[usize::from(b & 0xf)]));
+        }
+        ApprovedCommand {
+            program: command.program.clone(),
+            sha256: hex,
+        }
+    }
 }
 
 impl CommandApprovals {
@@ -199,28 +250,28 @@ impl CommandApprovals {
     pub fn check(&self, spec: &ServerSpec) -> CommandCheck {
         match CommandPrompt::new(spec) {
             Err(_) => CommandCheck::NoCommand,
-            Ok(p) if self.approved.contains(&p.command) => CommandCheck::Approved,
+            Ok(p) if self.is_approved(&p.command) => CommandCheck::Approved,
             Ok(p) => CommandCheck::NeedsApproval(Box::new(p)),
         }
     }
 
     /// Whether this exact command line is approved.
     pub fn is_approved(&self, command: &CommandLine) -> bool {
-        self.approved.contains(command)
+        self.approved.contains(&ApprovedCommand::of(command))
     }
 
     /// The person approved the command `prompt` showed.
     pub fn approve(&mut self, prompt: &CommandPrompt) {
-        self.approved.insert(prompt.command.clone());
+        self.approved.insert(ApprovedCommand::of(&prompt.command));
     }
 
     /// Forgets an approval; `true` if there was one.
     pub fn revoke(&mut self, command: &CommandLine) -> bool {
-        self.approved.remove(command)
+        self.approved.remove(&ApprovedCommand::of(command))
     }
 
-    /// The approved command lines, in a fixed order.
-    pub fn iter(&self) -> impl Iterator<Item = &CommandLine> {
+    /// The approvals (program and fingerprint), in a fixed order.
+    pub fn iter(&self) -> impl Iterator<Item = &ApprovedCommand> {
         self.approved.iter()
     }
 

@@ -79,7 +79,9 @@ pub mod rules;
 mod shown;
 
 pub use approvals::{ApprovalState, ToolApprovals, ToolFingerprint};
-pub use command::{CommandApprovals, CommandCheck, CommandLine, CommandPrompt, NotALocalCommand};
+pub use command::{
+    ApprovedCommand, CommandApprovals, CommandCheck, CommandLine, CommandPrompt, NotALocalCommand,
+};
 pub use elicitation::ElicitationPrompt;
 pub use policy::{
     Approval, ApprovalError, ApprovalScope, Basis, BillingEvidence, ConsentPolicy, Decision,
