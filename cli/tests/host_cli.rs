@@ -585,3 +585,57 @@ fn a_projects_own_file_cannot_raise_trust_or_allow_calls() {
         stderr(&o)
     );
 }
+
+/// A server's elicitation in a session: the prompt says which server asks, warns about a
+/// form that asks for a password, and the answer is checked against the schema before it is
+/// sent (an empty required field is asked again).
+#[test]
+fn an_elicitation_names_the_server_warns_about_secrets_and_is_validated() {
+    use std::io::Write;
+    let a = server();
+    let dir = Dir::new("elicit");
+    let cfg = config(
+        &dir,
+        &format!(r#"{{"mcpServers": {{"web": {{"url": "{}"}}}}}}"#, a.url()),
+    );
+    let mut child = Command::new(bin())
+        .args(["host", "--config", &cfg, "--yes", "shell"])
+        .args(["--state-dir", dir.0.join("state").to_str().unwrap()])
+        .env("HOME", &dir.0)
+        .env("XDG_DATA_HOME", dir.0.join("data"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // The login form asks its fields in name order: an empty password (required: asked
+    // again), a password, then the username.
+    writeln!(stdin, "call web__ask {{\"form\":\"login\"}}").unwrap();
+    writeln!(stdin).unwrap();
+    writeln!(stdin, "hunter2-pass").unwrap();
+    writeln!(stdin, "ada").unwrap();
+    writeln!(stdin, "quit").unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("The server web asks you for information"),
+        "{err}"
+    );
+    assert!(err.to_lowercase().contains("password"), "{err}");
+    assert!(
+        err.contains("WARNING") || err.contains("warning"),
+        "no sensitive-field warning:\n{err}"
+    );
+    let answers = a.server().stats().elicitation_answers;
+    assert_eq!(answers.len(), 1, "{answers:?}\n{err}");
+    assert_eq!(answers[0].action, "accept");
+    let content = answers[0].content.clone().unwrap_or_default();
+    assert_eq!(content["username"], "ada");
+    assert_eq!(
+        content["password"], "hunter2-pass",
+        "the empty answer was sent:\n{err}"
+    );
+}
