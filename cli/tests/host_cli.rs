@@ -639,3 +639,33 @@ fn an_elicitation_names_the_server_warns_about_secrets_and_is_validated() {
         "the empty answer was sent:\n{err}"
     );
 }
+
+/// A `billing` rule (mcpwire's addition to `permissions`) makes a tool's calls ask, even for a
+/// trusted server with a server-wide allow rule.
+#[test]
+fn a_billing_rule_makes_calls_ask() {
+    let a = server();
+    let dir = Dir::new("billing");
+    let cfg = config(
+        &dir,
+        &format!(
+            r#"{{"mcpServers": {{"web": {{"url": "{}", "trust": "trusted"}}}},
+                "permissions": {{"allow": ["mcp__web"], "billing": ["mcp__web__echo"]}}}}"#,
+            a.url()
+        ),
+    );
+    let o = host(
+        &dir,
+        &[
+            "--config",
+            &cfg,
+            "call",
+            "web__echo",
+            "--args",
+            r#"{"text":"x"}"#,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("billing"), "{}", stderr(&o));
+    assert_eq!(calls(&a, "echo"), 0);
+}

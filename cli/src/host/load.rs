@@ -193,6 +193,7 @@ pub(crate) fn load(given: &[PathBuf]) -> Result<Loaded, LoadError> {
         }
         loaded.permissions.ask.extend(p.ask);
         loaded.permissions.deny.extend(p.deny);
+        loaded.permissions.billing.extend(p.billing);
         loaded.read.push((path, location));
     }
     Ok(loaded)

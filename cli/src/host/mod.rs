@@ -276,6 +276,7 @@ fn rules(p: &mcpwire_core::host::config::Permissions) -> Result<Rules, Failure> 
         list.iter().map(|r| r.text.clone()).collect::<Vec<_>>()
     };
     Rules::from_lists(texts(&p.allow), texts(&p.ask), texts(&p.deny))
+        .and_then(|r| r.with_billing(texts(&p.billing)))
         .map_err(|e| Failure(format!("the permissions rules: {e}")))
 }
 

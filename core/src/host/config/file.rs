@@ -323,8 +323,8 @@ fn inputs(members: &Members<'_, '_>, report: &mut Report<'_, '_>) -> Vec<Input> 
     inputs
 }
 
-/// Our `permissions`: `{"allow": [...], "ask": [...], "deny": [...]}`, rules as strings with
-/// their positions (parsed elsewhere).
+/// Our `permissions`: `{"allow": [...], "ask": [...], "deny": [...], "billing": [...]}`, rules
+/// as strings with their positions (parsed elsewhere).
 fn permissions(members: &Members<'_, '_>, report: &mut Report<'_, '_>) -> Permissions {
     let mut permissions = Permissions::default();
     let Some(prop) = members.get("permissions") else {
@@ -357,6 +357,7 @@ fn permissions(members: &Members<'_, '_>, report: &mut Report<'_, '_>) -> Permis
         ("allow", &mut permissions.allow),
         ("ask", &mut permissions.ask),
         ("deny", &mut permissions.deny),
+        ("billing", &mut permissions.billing),
     ] {
         let Some(prop) = lists.get(name) else {
             continue;

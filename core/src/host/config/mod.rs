@@ -155,6 +155,8 @@ pub struct Permissions {
     pub ask: Vec<Rule>,
     /// `deny`: calls that are refused.
     pub deny: Vec<Rule>,
+    /// `billing` (mcpwire's addition): tools whose calls spend money, so they always ask.
+    pub billing: Vec<Rule>,
 }
 
 /// A parsed config file: what loaded, and what did not and why.
