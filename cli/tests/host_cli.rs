@@ -669,3 +669,72 @@ fn a_billing_rule_makes_calls_ask() {
     assert!(stderr(&o).contains("billing"), "{}", stderr(&o));
     assert_eq!(calls(&a, "echo"), 0);
 }
+
+/// A listing's positive `ttlMs` bounds the memo: once it ran out, the next command lists
+/// again (a lost `list_changed` is caught that way); before, nothing is asked.
+#[test]
+fn the_catalog_is_listed_again_once_its_ttl_ran_out() {
+    use std::io::Write;
+    use std::time::{Duration, Instant};
+    let a = McpServer::start_http(
+        mcp_server::Config {
+            tools_list_ttl_ms: Some(700),
+            ..mcp_server::Config::default()
+        },
+        "127.0.0.1:0",
+    )
+    .unwrap();
+    let lists = || {
+        a.server()
+            .requests()
+            .iter()
+            .filter(|r| r.method.as_deref() == Some("tools/list"))
+            .count()
+    };
+    let echoes = || {
+        a.server()
+            .stats()
+            .tool_calls
+            .get("echo")
+            .copied()
+            .unwrap_or(0)
+    };
+    let dir = Dir::new("ttl");
+    let cfg = config(
+        &dir,
+        &format!(r#"{{"mcpServers": {{"web": {{"url": "{}"}}}}}}"#, a.url()),
+    );
+    let mut child = Command::new(bin())
+        .args(["host", "--config", &cfg, "--yes", "shell"])
+        .args(["--state-dir", dir.0.join("state").to_str().unwrap()])
+        .env("HOME", &dir.0)
+        .env("XDG_DATA_HOME", dir.0.join("data"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let until = Instant::now() + Duration::from_secs(20);
+    let call_and_wait = |stdin: &mut std::process::ChildStdin, n: u64| {
+        writeln!(stdin, "tools web").unwrap();
+        writeln!(stdin, "call web__echo {{\"text\":\"x\"}}").unwrap();
+        while echoes() < n {
+            assert!(Instant::now() < until, "echo call {n} never came");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    call_and_wait(&mut stdin, 1);
+    let first = lists();
+    assert_eq!(first, 1, "connecting and the catalog share one listing");
+    std::thread::sleep(Duration::from_millis(900));
+    call_and_wait(&mut stdin, 2);
+    assert_eq!(
+        lists(),
+        first + 1,
+        "the TTL ran out: the catalog lists again"
+    );
+    writeln!(stdin, "quit").unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}

@@ -16,7 +16,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use mcpwire::host::blocking::Host;
@@ -251,6 +251,7 @@ fn run_inner(args: &HostArgs) -> Result<Outcome, Failure> {
         yes: args.yes,
         pins: args.pins.clone(),
         changed: BTreeSet::new(),
+        fresh_until: BTreeMap::new(),
     };
     session.refresh_catalog();
     let outcome = match &args.command {
@@ -363,13 +364,17 @@ struct Session {
     pins: Vec<String>,
     /// Servers that announced `list_changed` since their tools were last listed.
     changed: BTreeSet<ServerId>,
+    /// When each listing with a positive `ttlMs` goes stale.
+    fresh_until: BTreeMap<ServerId, Instant>,
 }
 
 impl Session {
     /// The catalog follows the servers: a server that became ready is listed (every page,
-    /// through its client's cache), one that announced `list_changed` is listed again, one
-    /// that is no longer ready leaves it. Otherwise the catalog is the host's memo of the
-    /// definitions and nothing is asked (`tools/list` is not sent for every command).
+    /// through its client's cache), one that announced `list_changed` or whose listing's
+    /// positive `ttlMs` ran out is listed again, one that is no longer ready leaves it.
+    /// Otherwise the catalog is the host's memo of the definitions and nothing is asked
+    /// (`tools/list` is not sent for every command; a server that gives no TTL is listed
+    /// again only on `list_changed`).
     fn refresh_catalog(&mut self) {
         while let Some(event) = self.host.poll_event() {
             if let RegistryEvent::ToolsChanged { server } = event {
@@ -386,12 +391,31 @@ impl Session {
                 }
                 continue;
             }
-            if known && !self.changed.contains(id) {
+            let expired = self
+                .fresh_until
+                .get(id)
+                .is_some_and(|t| Instant::now() >= *t);
+            if known && !expired && !self.changed.contains(id) {
                 continue;
             }
-            match self.host.tools(id) {
-                Ok(tools) => {
-                    self.catalog.set_server_tools(id.clone(), tools);
+            match self.host.tools_listing(id) {
+                Ok(list) => {
+                    // A positive `ttlMs` bounds the memo too: a lost notification is caught
+                    // when it runs out (the client's cache answers until then).
+                    match list
+                        .ttl_ms
+                        .and_then(|ms| u64::try_from(ms).ok())
+                        .filter(|ms| *ms > 0)
+                    {
+                        Some(ms) => {
+                            self.fresh_until
+                                .insert(id.clone(), Instant::now() + Duration::from_millis(ms));
+                        }
+                        None => {
+                            self.fresh_until.remove(id);
+                        }
+                    }
+                    self.catalog.set_server_tools(id.clone(), list.tools);
                     self.changed.remove(id);
                 }
                 Err(e) => eprintln!("mcpwire host: cannot list the tools: {e}"),

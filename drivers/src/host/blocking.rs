@@ -53,7 +53,7 @@ use serde::Serialize;
 use super::shared::{usage, watches_tools, HostClient, Plan, Shared, Target};
 use super::{ConnectReport, HostError, HostOptions};
 use crate::mcp::blocking::McpClient;
-use crate::mcp::{CallToolResult, Error, OpOptions, Tool};
+use crate::mcp::{CallToolResult, Error, ListToolsResult, OpOptions, Tool};
 
 impl HostClient for McpClient {
     fn close_now(self) {
@@ -210,15 +210,22 @@ impl Host {
     /// Every tool of a ready server, every page, through its client's cache (fresh while the
     /// server's `ttlMs` lasts, dropped on `list_changed`).
     pub fn tools(&self, id: &ServerId) -> Result<Vec<Tool>, HostError> {
+        self.tools_listing(id).map(|list| list.tools)
+    }
+
+    /// [`tools`](Self::tools) as the server answered it: every page joined, with the `ttlMs`
+    /// and `cacheScope` of the answer (a host memoizing the definitions lists again when the
+    /// TTL has passed, or on `list_changed`).
+    pub fn tools_listing(&self, id: &ServerId) -> Result<ListToolsResult, HostError> {
         let (attempt, client) = self.shared().apply(|st| st.ready_client(id))?;
-        if let Some(tools) = self.shared().apply(|st| st.take_listing(id, attempt)) {
-            return Ok(tools);
+        if let Some(list) = self.shared().apply(|st| st.take_listing(id, attempt)) {
+            return Ok(list);
         }
         match client.list_all_tools() {
             Ok(list) => {
                 let count = list.tools.len();
                 self.shared().apply(|st| st.tools_listed(attempt, count));
-                Ok(list.tools)
+                Ok(list)
             }
             Err(e) => Err(self.request_failed(id, attempt, "tools/list".into(), e)),
         }
@@ -387,7 +394,7 @@ fn connect(
         match client.list_all_tools() {
             Ok(list) => {
                 connected.tools = Some(list.tools.len());
-                shared.apply(|st| st.keep_listing(id, attempt, list.tools));
+                shared.apply(|st| st.keep_listing(id, attempt, list));
             }
             Err(e) => return fail(Stage::ListTools, e),
         }

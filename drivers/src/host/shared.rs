@@ -17,7 +17,7 @@ use mcpwire_core::host::registry::{
 };
 use mcpwire_core::host::{ServerId, ServerSpec, TransportSpec};
 use mcpwire_core::mcp::request::FailReason;
-use mcpwire_core::mcp::results::Tool;
+use mcpwire_core::mcp::results::ListToolsResult;
 use mcpwire_core::mcp::subscription::RefetchTarget;
 use mcpwire_core::mcp::{
     CachedEra, ElicitAnswer, Era, Event, InputAnswer, InputRequestEvent, OpError, OpId,
@@ -45,7 +45,7 @@ pub(crate) struct Live<C> {
     /// The tools listed while connecting, handed to the first [`State::take_listing`] unless
     /// the server announced a change since (so connecting and the first listing of the
     /// host's catalog ask the server once, even when its answers carry no TTL).
-    listing: Option<Vec<Tool>>,
+    listing: Option<ListToolsResult>,
 }
 
 /// What the lock guards.
@@ -277,14 +277,18 @@ impl<C: HostClient> State<C> {
     }
 
     /// Keeps the tools `attempt` listed while connecting (see [`Live::listing`]).
-    pub(crate) fn keep_listing(&mut self, id: &ServerId, attempt: Attempt, tools: Vec<Tool>) {
+    pub(crate) fn keep_listing(&mut self, id: &ServerId, attempt: Attempt, tools: ListToolsResult) {
         if let Some(l) = self.live.get_mut(id).filter(|l| l.attempt == attempt) {
             l.listing = Some(tools);
         }
     }
 
     /// The tools listed while connecting, once, if no change was announced since.
-    pub(crate) fn take_listing(&mut self, id: &ServerId, attempt: Attempt) -> Option<Vec<Tool>> {
+    pub(crate) fn take_listing(
+        &mut self,
+        id: &ServerId,
+        attempt: Attempt,
+    ) -> Option<ListToolsResult> {
         let stale = self.registry.get(id).is_none_or(|s| s.tools().stale);
         let listing = self
             .live
