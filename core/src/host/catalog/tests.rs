@@ -949,3 +949,24 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn search_finds_a_tool_by_its_title_and_by_its_annotations_title() {
+    let mut c = Catalog::new();
+    let mut a = named("t1");
+    a.title = Some("Frobnicate widgets".into());
+    let mut b = named("t2");
+    b.annotations = Some(crate::mcp::results::ToolAnnotations {
+        title: Some("Quux exporter".into()),
+        ..Default::default()
+    });
+    c.set_server_tools(id("srv"), vec![a, b, named("t3")]);
+    let hits = c.search("frobnicate", 5).unwrap();
+    assert_eq!(names_of(&hits), ["srv__t1"]);
+    let hits = c.search("quux", 5).unwrap();
+    assert_eq!(
+        names_of(&hits),
+        ["srv__t2"],
+        "annotations.title is not searched"
+    );
+}
