@@ -87,6 +87,28 @@ fn stdout_json(o: &Output) -> Value {
     })
 }
 
+/// `mcpwire host --config CFG --yes shell` with its stdin piped (HOME and the state
+/// directory inside `dir`); its output captured when `capture`, else dropped.
+fn shell(dir: &Dir, cfg: &str, capture: bool) -> std::process::Child {
+    let out = || {
+        if capture {
+            std::process::Stdio::piped()
+        } else {
+            std::process::Stdio::null()
+        }
+    };
+    Command::new(bin())
+        .args(["host", "--config", cfg, "--yes", "shell"])
+        .args(["--state-dir", dir.0.join("state").to_str().unwrap()])
+        .env("HOME", &dir.0)
+        .env("XDG_DATA_HOME", dir.0.join("data"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(out())
+        .stderr(out())
+        .spawn()
+        .unwrap()
+}
+
 fn config(dir: &Dir, text: &str) -> String {
     dir.write("mcp.json", text).display().to_string()
 }
@@ -481,16 +503,7 @@ fn the_catalog_is_listed_once_and_again_after_list_changed() {
         &dir,
         &format!(r#"{{"mcpServers": {{"web": {{"url": "{}"}}}}}}"#, a.url()),
     );
-    let mut child = Command::new(bin())
-        .args(["host", "--config", &cfg, "--yes", "shell"])
-        .args(["--state-dir", dir.0.join("state").to_str().unwrap()])
-        .env("HOME", &dir.0)
-        .env("XDG_DATA_HOME", dir.0.join("data"))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = shell(&dir, &cfg, false);
     let mut stdin = child.stdin.take().unwrap();
     let until = Instant::now() + Duration::from_secs(20);
     // Once the session is up (the first command runs after connecting and the first
@@ -598,16 +611,7 @@ fn an_elicitation_names_the_server_warns_about_secrets_and_is_validated() {
         &dir,
         &format!(r#"{{"mcpServers": {{"web": {{"url": "{}"}}}}}}"#, a.url()),
     );
-    let mut child = Command::new(bin())
-        .args(["host", "--config", &cfg, "--yes", "shell"])
-        .args(["--state-dir", dir.0.join("state").to_str().unwrap()])
-        .env("HOME", &dir.0)
-        .env("XDG_DATA_HOME", dir.0.join("data"))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = shell(&dir, &cfg, true);
     let mut stdin = child.stdin.take().unwrap();
     // The login form asks its fields in name order: an empty password (required: asked
     // again), a password, then the username.
@@ -704,16 +708,7 @@ fn the_catalog_is_listed_again_once_its_ttl_ran_out() {
         &dir,
         &format!(r#"{{"mcpServers": {{"web": {{"url": "{}"}}}}}}"#, a.url()),
     );
-    let mut child = Command::new(bin())
-        .args(["host", "--config", &cfg, "--yes", "shell"])
-        .args(["--state-dir", dir.0.join("state").to_str().unwrap()])
-        .env("HOME", &dir.0)
-        .env("XDG_DATA_HOME", dir.0.join("data"))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = shell(&dir, &cfg, false);
     let mut stdin = child.stdin.take().unwrap();
     let until = Instant::now() + Duration::from_secs(20);
     let call_and_wait = |stdin: &mut std::process::ChildStdin, n: u64| {

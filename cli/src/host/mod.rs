@@ -31,8 +31,7 @@ use mcpwire_core::host::catalog::{
     Catalog, DiscoveryThreshold, MetaCall, Presentation, PresentationConfig,
 };
 use mcpwire_core::host::consent::{
-    ApprovalScope, CommandCheck, CommandPrompt, ConsentPolicy, ElicitationPrompt, Rules, ToolCall,
-    Verdict,
+    CommandCheck, CommandPrompt, ConsentPolicy, ElicitationPrompt, Rules, ToolCall, Verdict,
 };
 use mcpwire_core::host::TransportSpec;
 use serde_json::{json, Value};
@@ -233,10 +232,9 @@ fn run_inner(args: &HostArgs) -> Result<Outcome, Failure> {
             .with_authorization(authorization)
             .with_hooks(hooks),
     );
-    for (id, outcome) in host.connect_all(specs) {
+    // Each failure names its server.
+    for (_, outcome) in host.connect_all(specs) {
         if let Err(e) = outcome {
-            // The error names the server.
-            let _ = id;
             eprintln!("mcpwire host: {e}");
         }
     }
@@ -706,8 +704,7 @@ impl Session {
                         self.policy.approve_once(&call)?;
                     }
                     Some("a" | "A" | "always") if decision.offer_always => {
-                        let approval = self.policy.approve_always(&call)?;
-                        debug_assert_eq!(approval.scope, ApprovalScope::Always);
+                        self.policy.approve_always(&call)?;
                         self.state.save_tools(self.policy.approvals())?;
                     }
                     _ => return Ok(Outcome::Refused),

@@ -199,6 +199,17 @@ impl fmt::Debug for TransportSpec {
     }
 }
 
+/// Bytes as lower-case hexadecimal (the host's fingerprints and name suffixes).
+pub(crate) fn lower_hex(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    out
+}
+
 /// A URL to show (`Debug`, error messages): without its user info, query and fragment, where
 /// a token may ride (`?api_key=...`); a URL that does not parse shows only its scheme.
 pub fn redacted_url(url: &str) -> String {

@@ -406,7 +406,7 @@ impl RequestKey {
 }
 
 /// Writes `v` as JSON with object keys sorted, so equal values give equal text.
-fn write_canonical(out: &mut String, v: &Value) {
+pub(crate) fn write_canonical(out: &mut String, v: &Value) {
     match v {
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();

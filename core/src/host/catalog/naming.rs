@@ -89,11 +89,7 @@ pub fn suffixed(candidate: &str, server: &ServerId, tool: &str, salt: u32) -> St
     let mut out = String::with_capacity(MAX_NAME_LEN);
     out.push_str(prefix);
     out.push('_');
-    for byte in digest.iter().take(SUFFIX_HEX_DIGITS / 2) {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        out.push(char::from(HEX[usize::from(byte >> 4)]));
-        out.push(char::from(HEX[usize::from(byte & 0xf)]));
-    }
+    out.push_str(&crate::host::lower_hex(&digest[..SUFFIX_HEX_DIGITS / 2]));
     out
 }
 

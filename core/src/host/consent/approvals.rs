@@ -60,15 +60,9 @@ impl ToolFingerprint {
             tool.annotations.as_ref().map(|a| a.to_value()),
         );
         let mut text = String::new();
-        canonical(&Value::Object(parts), &mut text);
+        crate::mcp::cache::write_canonical(&mut text, &Value::Object(parts));
         let digest = Sha256::digest(text.as_bytes());
-        let mut hex = String::with_capacity(7 + 64);
-        hex.push_str("sha256:");
-        for b in digest {
-            hex.push(char::from(HEX[usize::from(b >> 4)]));
-            hex.push(char::from(HEX[usize::from(b & 0xf)]));
-        }
-        ToolFingerprint(hex)
+        ToolFingerprint(format!("sha256:{}", crate::host::lower_hex(&digest)))
     }
 
     /// The fingerprint as written.
@@ -76,8 +70,6 @@ impl ToolFingerprint {
         &self.0
     }
 }
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 impl TryFrom<String> for ToolFingerprint {
     type Error = BadFingerprint;
@@ -104,39 +96,6 @@ impl From<ToolFingerprint> for String {
 impl fmt::Debug for ToolFingerprint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(&self.0, f)
-    }
-}
-
-/// JSON with every object's members sorted by name, so equal values write equal text
-/// whatever order they arrived in (serde_json's map order depends on a feature flag another
-/// crate of the build may turn on).
-fn canonical(v: &Value, out: &mut String) {
-    match v {
-        Value::Object(members) => {
-            let mut sorted: Vec<(&String, &Value)> = members.iter().collect();
-            sorted.sort_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
-            for (i, (k, item)) in sorted.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                canonical(item, out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                canonical(item, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
     }
 }
 

@@ -226,16 +226,9 @@ impl ApprovedCommand {
             Some(cwd) => field(b"c", cwd),
             None => field(b"n", ""),
         }
-        let digest = h.finalize();
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut hex = String::with_capacity(64);
-        for b in digest {
-            hex.push(char::from(HEX[usize::from(b >> 4)]));
-            hex.push(char::from(HEX[usize::from(b & 0xf)]));
-        }
         ApprovedCommand {
             program: command.program.clone(),
-            sha256: hex,
+            sha256: crate::host::lower_hex(&h.finalize()),
         }
     }
 }
