@@ -31,4 +31,5 @@ both!(
     oauth_grants_are_kept_per_server,
     stdio_servers_that_cannot_run_are_reported_with_their_id,
     secrets_of_specs_never_show,
+    a_lost_server_reconnects_by_itself_after_its_backoff,
 );

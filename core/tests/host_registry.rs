@@ -275,6 +275,7 @@ fn what_a_timed_out_or_disconnected_attempt_reports_later_is_dropped() {
     let second = r.connect(&id("a"), now, T).unwrap();
     assert!(!r.is_current(first) && r.is_current(second));
     r.handle_failed(
+        now,
         first,
         ConnectFailure::new(Stage::Discover, FailureKind::Exited, "gone"),
     )
@@ -320,6 +321,7 @@ fn a_failure_once_ready_is_the_lost_connection_and_a_reconnect_keeps_the_era() {
     let a = r.connect(&id("a"), now, T).unwrap();
     r.handle_ready(a, connected("a", 2)).unwrap();
     r.handle_failed(
+        now,
         a,
         ConnectFailure::new(Stage::Running, FailureKind::Exited, "exit status: 1"),
     )
@@ -446,6 +448,7 @@ fn settled_means_no_server_of_those_is_connecting() {
     assert!(!r.settled(&ids));
     assert!(r.settled([&id("b")]));
     r.handle_failed(
+        now,
         a,
         ConnectFailure::new(Stage::Start, FailureKind::Spawn, "no such file"),
     )
@@ -531,7 +534,7 @@ proptest! {
                     owner = r.server_of(a).cloned();
                     let result = match op {
                         Op::Ready(_) => r.handle_ready(a, connected("x", 1)),
-                        Op::Fail(_) => r.handle_failed(a, ConnectFailure::new(Stage::Discover, FailureKind::Server, "no")),
+                        Op::Fail(_) => r.handle_failed(now, a, ConnectFailure::new(Stage::Discover, FailureKind::Server, "no")),
                         Op::ListChanged(_) => r.handle_list_changed(a),
                         Op::Listed(_, n) => r.handle_tools_listed(a, n),
                         _ => unreachable!(),

@@ -164,6 +164,7 @@ fuzz_target!(|ops: Vec<Op>| {
                         },
                     ),
                     Op::Fail(_, b) => r.handle_failed(
+                        now,
                         a,
                         ConnectFailure::new(stage(*b), FailureKind::Server, "fuzz"),
                     ),

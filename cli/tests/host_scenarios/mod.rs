@@ -786,3 +786,97 @@ pub fn secrets_of_specs_never_show<H: HostApi>() {
     assert!(!shown.contains("sk-never-shown"), "{shown}");
     host.close();
 }
+
+/// With a reconnect policy, a stdio server killed while ready comes back by itself: the call
+/// it was killed under fails with the server's id, the server is failed and due again, the
+/// host starts it anew after the backoff, and the next call is answered by the new process;
+/// the other server is never touched. A server the host disconnects is not brought back.
+pub fn a_lost_server_reconnects_by_itself_after_its_backoff<H: HostApi>() {
+    use mcpwire::host::{Backoff, ReconnectPolicy};
+    let alpha_srv = http_server(mcp_server::Config::default());
+    // One directory per driver: both run at once in this process.
+    let dir = work_dir(&format!(
+        "reconnect-{}",
+        std::any::type_name::<H>().replace("::", "-")
+    ));
+    let starts = dir.join("starts");
+    let pid = dir.join("pid");
+    let _ = std::fs::remove_file(&starts);
+    // Each start appends a line, writes its pid, and becomes the reference server (same pid).
+    let script =
+        "echo started >> \"$1/starts\"; echo $$ > \"$1/pid\"; exec \"$0\" dev mcp-server --stdio";
+    let gamma = ServerSpec {
+        id: id("gamma"),
+        transport: TransportSpec::Stdio {
+            command: "sh".into(),
+            args: vec![
+                "-c".into(),
+                script.into(),
+                env!("CARGO_BIN_EXE_mcpwire").into(),
+                dir.to_string_lossy().into_owned(),
+            ],
+            env: BTreeMap::new(),
+            cwd: None,
+        },
+        oauth: None,
+        trust: Trust::Trusted,
+        disabled: false,
+    };
+    let policy = ReconnectPolicy {
+        backoff: Backoff {
+            initial: Duration::from_millis(200),
+            max: Duration::from_secs(1),
+            multiplier: 2,
+        },
+        max_failures: None,
+    };
+    let host = H::new(options().with_reconnect(policy));
+    let report = host.connect_all(vec![http_spec("alpha", &alpha_srv.url()), gamma]);
+    assert!(report.iter().all(|(_, r)| r.is_ok()), "{report:?}");
+    let start_count = || {
+        std::fs::read_to_string(&starts)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    assert_eq!(start_count(), 1);
+
+    // Killed in the middle of a call.
+    let h = host.clone();
+    let slow = thread::spawn(move || h.call_tool(&id("gamma"), "slow", json!({"ms": 20_000})));
+    thread::sleep(Duration::from_millis(300));
+    let child = std::fs::read_to_string(&pid).unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-9", child.trim()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let e = slow.join().unwrap().unwrap_err();
+    assert_eq!(e.server(), Some(&id("gamma")), "{e}");
+
+    // Back by itself, a new process.
+    let until = Instant::now() + PATIENCE;
+    while !(start_count() == 2 && state(&host, "gamma") == StateKind::Ready) {
+        assert!(
+            Instant::now() < until,
+            "gamma not back: {:?}, {} starts",
+            host.server(&id("gamma")).map(|s| s.state().clone()),
+            start_count()
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        host.call_tool(&id("gamma"), "echo", json!({"text": "back"}))
+            .unwrap()
+            .text(),
+        "back"
+    );
+    assert_eq!(state(&host, "alpha"), StateKind::Ready);
+
+    // Disconnected by the host: stays so, past several backoffs.
+    host.disconnect(&id("gamma")).unwrap();
+    thread::sleep(Duration::from_millis(1500));
+    assert_eq!(state(&host, "gamma"), StateKind::Disconnected);
+    assert_eq!(start_count(), 2);
+    host.close();
+}

@@ -88,12 +88,18 @@ impl std::fmt::Debug for Host {
 impl Host {
     /// A host with no servers yet.
     pub fn new(options: HostOptions) -> Host {
-        Host {
+        let reconnect = options.reconnect.clone();
+        let host = Host {
             inner: Arc::new(Inner {
                 shared: Shared::new(),
                 options,
             }),
+        };
+        if let Some(policy) = reconnect {
+            host.shared().apply(|st| st.set_reconnect(policy));
+            host.spawn_reconnects();
         }
+        host
     }
 
     fn shared(&self) -> &Arc<Shared<McpClient>> {
@@ -342,6 +348,28 @@ impl Host {
     }
 
     // -----------------------------------------------------------------------------------------
+
+    /// The reconnect loop, on a thread of its own for as long as the host lives: it connects
+    /// each failed server the registry says is due ([`ReconnectPolicy`](super::ReconnectPolicy)).
+    fn spawn_reconnects(&self) {
+        let weak = Arc::downgrade(&self.inner);
+        let spawned = thread::Builder::new()
+            .name("mcp-host-reconnect".to_owned())
+            .spawn(move || loop {
+                let Some(inner) = weak.upgrade() else { return };
+                let host = Host { inner };
+                // Removed or connected meanwhile: `connect` has nothing to do.
+                let look = host.shared().reconnect_look(|id| drop(host.connect(id)));
+                let Some((generation, until)) = look else {
+                    return;
+                };
+                let shared = Arc::clone(host.shared());
+                drop(host);
+                shared.wait_change(generation, Some(until));
+            });
+        // Without a thread the host still works; its failed servers wait for `connect`.
+        drop(spawned);
+    }
 
     fn spawn_connect(&self, id: ServerId, attempt: Attempt, plan: Plan) {
         let shared = Arc::clone(self.shared());

@@ -88,9 +88,11 @@ use mcpwire_core::mcp::{ElicitAnswer, Event, InputAnswer, InputRequestEvent, OpI
 
 use crate::mcp::{ClientOptions, UserAgent};
 
+pub use mcpwire_core::backoff::Backoff;
 pub use mcpwire_core::host::registry::{
-    Attempt, ConnectFailure, ConnectionState, Credentials, FailureKind, GrantIdentity, Registry,
-    RegistryEvent, Server, ServerSummary, Stage, StateKind, ToolsState,
+    Attempt, ConnectFailure, ConnectionState, Credentials, FailureKind, GrantIdentity,
+    ReconnectPolicy, ReconnectState, Registry, RegistryEvent, Server, ServerSummary, Stage,
+    StateKind, ToolsState,
 };
 pub use mcpwire_core::host::{OAuthSpec, ServerId, ServerSpec, TransportSpec, Trust};
 pub use tokens::{FileTokens, MemoryTokens, ServerTokens};
@@ -118,6 +120,10 @@ pub struct HostOptions {
     /// The host's hooks, for every server (default: input requests declined, the rest
     /// ignored).
     pub hooks: Option<Arc<dyn Hooks>>,
+    /// Reconnect a failed server by itself, with backoff ([`ReconnectPolicy`]: which failures
+    /// retry, how long between attempts). `None` (the default): a failed server stays failed
+    /// until [`connect`](blocking::Host::connect) is called again.
+    pub reconnect: Option<ReconnectPolicy>,
 }
 
 impl Default for HostOptions {
@@ -128,6 +134,7 @@ impl Default for HostOptions {
             authorization: None,
             watch_tool_changes: true,
             hooks: None,
+            reconnect: None,
         }
     }
 }
@@ -140,11 +147,18 @@ impl fmt::Debug for HostOptions {
             .field("authorization", &self.authorization)
             .field("watch_tool_changes", &self.watch_tool_changes)
             .field("hooks", &self.hooks.is_some())
+            .field("reconnect", &self.reconnect)
             .finish()
     }
 }
 
 impl HostOptions {
+    /// Reconnects failed servers by themselves, as `policy` says.
+    pub fn with_reconnect(mut self, policy: ReconnectPolicy) -> Self {
+        self.reconnect = Some(policy);
+        self
+    }
+
     /// Sets the connect timeout of every server.
     pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;

@@ -12,8 +12,8 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use mcpwire_core::host::registry::{
-    Attempt, ConnectFailure, Connected, ConnectionState, FailureKind, GrantIdentity, Registry,
-    RegistryEvent, Stage, UsageError,
+    Attempt, ConnectFailure, Connected, ConnectionState, FailureKind, GrantIdentity,
+    ReconnectPolicy, Registry, RegistryEvent, Stage, UsageError,
 };
 use mcpwire_core::host::{ServerId, ServerSpec, TransportSpec};
 use mcpwire_core::mcp::request::FailReason;
@@ -235,7 +235,9 @@ impl<C: HostClient> State<C> {
         match plan(server.spec(), server.era().cloned(), options) {
             Ok(plan) => Ok(Some((attempt, plan))),
             Err(failure) => {
-                let _ = self.registry.handle_failed(attempt, failure);
+                let _ = self
+                    .registry
+                    .handle_failed(Instant::now(), attempt, failure);
                 Ok(None)
             }
         }
@@ -316,7 +318,9 @@ impl<C: HostClient> State<C> {
         };
         let failure = failure_of(stage, &error);
         self.errors.insert(id, Arc::new(error));
-        let _ = self.registry.handle_failed(attempt, failure);
+        let _ = self
+            .registry
+            .handle_failed(Instant::now(), attempt, failure);
     }
 
     /// The tools of `attempt` were listed.
@@ -376,8 +380,33 @@ impl<C: HostClient> State<C> {
                 return;
             };
             let failure = failure_of(Stage::Running, error);
-            let _ = self.registry.handle_failed(attempt, failure);
+            let _ = self
+                .registry
+                .handle_failed(Instant::now(), attempt, failure);
             self.errors.remove(&id);
+        }
+    }
+
+    /// Turns reconnecting on (see [`ReconnectPolicy`]), its jitter seeded from the system's
+    /// random source.
+    pub(crate) fn set_reconnect(&mut self, policy: ReconnectPolicy) {
+        // A seed that could not be drawn only makes replicas' delays alike: the clock's
+        // nanoseconds still spread them.
+        let seed = getrandom::u64().unwrap_or_else(|_| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| u64::from(d.subsec_nanos()))
+        });
+        self.registry.set_reconnect(policy, seed);
+    }
+
+    /// What the reconnect loop does next: the servers due now (to connect), when to look
+    /// again, and whether the host has closed (the loop ends).
+    pub(crate) fn reconnect_step(&self) -> Reconnects {
+        Reconnects {
+            due: self.registry.due_reconnects(Instant::now()),
+            next: self.registry.poll_timeout().map(|t| t.at),
+            closed: self.registry.is_shut_down(),
         }
     }
 
@@ -386,6 +415,34 @@ impl<C: HostClient> State<C> {
         self.registry.shutdown(Instant::now());
     }
 }
+
+/// One look of the reconnect loop ([`State::reconnect_step`]).
+pub(crate) struct Reconnects {
+    pub(crate) due: Vec<ServerId>,
+    pub(crate) next: Option<Instant>,
+    pub(crate) closed: bool,
+}
+
+impl<C: HostClient> Shared<C> {
+    /// One look of a reconnect loop: `connect` each server due, then what to wait for (the
+    /// generation seen and until when), or `None` once the host has closed.
+    pub(crate) fn reconnect_look(&self, connect: impl Fn(&ServerId)) -> Option<(u64, Instant)> {
+        let (step, closing, generation) = self.update(|st| st.reconnect_step());
+        closing.close();
+        if step.closed {
+            return None;
+        }
+        for id in &step.due {
+            connect(id);
+        }
+        let idle = Instant::now() + RECONNECT_IDLE;
+        Some((generation, step.next.map_or(idle, |n| n.min(idle))))
+    }
+}
+
+/// How long the reconnect loop sleeps at most between looks, so that it notices a dropped
+/// host that had nothing to report.
+pub(crate) const RECONNECT_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A registry refusal as the host's error.
 pub(crate) fn usage(e: UsageError) -> HostError {

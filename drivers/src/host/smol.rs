@@ -91,16 +91,47 @@ impl std::fmt::Debug for Host {
 impl Host {
     /// A host with no servers yet.
     pub fn new(options: HostOptions) -> Host {
-        Host {
+        let reconnect = options.reconnect.clone();
+        let host = Host {
             inner: Arc::new(Inner {
                 shared: Shared::new(),
                 options,
             }),
+        };
+        if let Some(policy) = reconnect {
+            host.shared().apply(|st| st.set_reconnect(policy));
+            host.spawn_reconnects();
         }
+        host
     }
 
     fn shared(&self) -> &Arc<Shared<McpClient>> {
         &self.inner.shared
+    }
+
+    /// The reconnect loop, a task for as long as the host lives: it connects each failed
+    /// server the registry says is due ([`ReconnectPolicy`](super::ReconnectPolicy)).
+    fn spawn_reconnects(&self) {
+        let weak = Arc::downgrade(&self.inner);
+        smol::spawn(async move {
+            loop {
+                let Some(inner) = weak.upgrade() else { return };
+                let host = Host { inner };
+                // Removed or connected meanwhile: `connect` has nothing to do.
+                let look = host.shared().reconnect_look(|id| drop(host.connect(id)));
+                let Some((generation, until)) = look else {
+                    return;
+                };
+                let shared = Arc::clone(host.shared());
+                drop(host);
+                poll_fn(|cx| shared.poll_change(generation, cx))
+                    .or(async {
+                        Timer::at(until).await;
+                    })
+                    .await;
+            }
+        })
+        .detach();
     }
 
     // -----------------------------------------------------------------------------------------

@@ -23,6 +23,10 @@
 //!   catalog) and [`poll_timeout`](Registry::poll_timeout) (the next connect deadline, naming
 //!   the server).
 //!
+//! With [`set_reconnect`](Registry::set_reconnect) a failed server is connected again by
+//! itself after a backoff (the [`reconnect`](ReconnectPolicy) rules): `poll_timeout` names
+//! it, [`due_reconnects`](Registry::due_reconnects) lists it, the driver connects it.
+//!
 //! An input naming an attempt that has ended (the server timed out, was disconnected or
 //! removed, or connected again) is late: it is dropped, and `Ok(())` returned, so a slow
 //! server's answer can never overwrite what the host decided meanwhile. An attempt this
@@ -42,6 +46,7 @@
 
 mod credentials;
 mod failure;
+mod reconnect;
 mod server;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -53,6 +58,7 @@ use super::{ServerId, ServerSpec, Trust};
 
 pub use credentials::{store_name, Credentials, GrantIdentity};
 pub use failure::{ConnectFailure, FailureKind, Stage};
+pub use reconnect::{ReconnectPolicy, ReconnectState};
 pub use server::{
     Attempt, Connected, ConnectionState, Server, ServerSummary, StateKind, ToolsState,
 };
@@ -102,6 +108,9 @@ pub struct Timeout {
 pub enum TimeoutReason {
     /// The server's connect timeout: it fails unless ready by then.
     Connect(ServerId),
+    /// The failed server is due to be connected again
+    /// ([`Registry::due_reconnects`], [`ReconnectPolicy`]).
+    Reconnect(ServerId),
 }
 
 /// The caller used the registry wrongly.
@@ -140,6 +149,9 @@ pub struct Registry {
     next_attempt: u64,
     events: VecDeque<RegistryEvent>,
     shut_down: bool,
+    /// Off unless [`Registry::set_reconnect`] was called.
+    reconnect: Option<reconnect::Reconnect>,
+    retries: BTreeMap<ServerId, ReconnectState>,
 }
 
 impl fmt::Debug for Registry {
@@ -151,9 +163,38 @@ impl fmt::Debug for Registry {
 }
 
 impl Registry {
-    /// An empty registry.
+    /// An empty registry. A failed server stays failed until the host connects it again,
+    /// unless [`set_reconnect`](Self::set_reconnect) is called.
     pub fn new() -> Registry {
         Registry::default()
+    }
+
+    /// Reconnects failed servers by themselves from now on, as `policy` says (see
+    /// [`ReconnectPolicy`]); `seed` (from the driver's random source) spreads the jitter.
+    pub fn set_reconnect(&mut self, policy: ReconnectPolicy, seed: u64) {
+        self.reconnect = Some(reconnect::Reconnect::new(policy, seed));
+    }
+
+    /// The reconnect state of `id`: its consecutive failures since it was last ready and
+    /// when it is due; `None` when it has not failed since (or reconnecting is off).
+    pub fn reconnect_state(&self, id: &ServerId) -> Option<ReconnectState> {
+        self.retries.get(id).copied()
+    }
+
+    /// The failed servers due to be connected again at `now`, in id order: the driver calls
+    /// [`connect`](Self::connect) for each.
+    pub fn due_reconnects(&self, now: Instant) -> Vec<ServerId> {
+        self.retries
+            .iter()
+            .filter(|(id, r)| {
+                r.due.is_some_and(|due| due <= now)
+                    && self
+                        .servers
+                        .get(*id)
+                        .is_some_and(|s| s.state.kind() == StateKind::Failed)
+            })
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 
     // -----------------------------------------------------------------------------------------
@@ -162,6 +203,11 @@ impl Registry {
     /// The server `id`.
     pub fn get(&self, id: &ServerId) -> Option<&Server> {
         self.servers.get(id)
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) was called.
+    pub fn is_shut_down(&self) -> bool {
+        self.shut_down
     }
 
     /// Every server, in id order.
@@ -231,6 +277,7 @@ impl Registry {
             .servers
             .remove(id)
             .ok_or_else(|| UsageError::UnknownServer(id.clone()))?;
+        self.retries.remove(id);
         self.events
             .push_back(RegistryEvent::Removed { server: id.clone() });
         Ok(server)
@@ -273,13 +320,18 @@ impl Registry {
             stage: Stage::Start,
         };
         self.next_attempt += 1;
+        if let Some(retry) = self.retries.get_mut(id) {
+            retry.due = None;
+        }
         self.state_changed(id);
         Ok(attempt)
     }
 
     /// Disconnects a server (connecting, ready or failed): what its attempt still reports is
-    /// dropped; the driver closes its client. A disconnected or disabled server stays as it is.
+    /// dropped; the driver closes its client. A disconnected or disabled server stays as it is;
+    /// neither is reconnected by itself.
     pub fn disconnect(&mut self, id: &ServerId) -> Result<(), UsageError> {
+        self.retries.remove(id);
         let server = self.server_mut(id)?;
         match server.state.kind() {
             StateKind::Disconnected | StateKind::Disabled => return Ok(()),
@@ -325,6 +377,11 @@ impl Registry {
             return Ok(());
         }
         server.state = ConnectionState::Ready { attempt };
+        let id = server.spec.id.clone();
+        self.retries.remove(&id);
+        let Some(server) = self.servers.get_mut(&id) else {
+            return Ok(());
+        };
         if connected.era.is_some() {
             server.era = connected.era;
         }
@@ -338,17 +395,21 @@ impl Registry {
         Ok(())
     }
 
-    /// The attempt failed (while connecting), or its connection was lost (once ready).
+    /// The attempt failed (while connecting), or its connection was lost (once ready), at
+    /// `now`: with [`set_reconnect`](Self::set_reconnect), its next attempt is scheduled.
     pub fn handle_failed(
         &mut self,
+        now: Instant,
         attempt: Attempt,
         failure: ConnectFailure,
     ) -> Result<(), UsageError> {
         let Some(server) = self.current(attempt)? else {
             return Ok(());
         };
+        let kind = failure.kind;
         server.state = ConnectionState::Failed(failure);
         let id = server.spec.id.clone();
+        self.schedule(&id, kind, now);
         self.state_changed(&id);
         Ok(())
     }
@@ -410,13 +471,15 @@ impl Registry {
             } = server.state
             {
                 if now >= deadline {
-                    server.state =
-                        ConnectionState::Failed(ConnectFailure::timed_out(stage, timeout));
-                    late.push(id.clone());
+                    let failure = ConnectFailure::timed_out(stage, timeout);
+                    let kind = failure.kind;
+                    server.state = ConnectionState::Failed(failure);
+                    late.push((id.clone(), kind));
                 }
             }
         }
-        for id in &late {
+        for (id, kind) in &late {
+            self.schedule(id, *kind, now);
             self.state_changed(id);
         }
     }
@@ -429,20 +492,30 @@ impl Registry {
         self.events.pop_front()
     }
 
-    /// The earliest connect deadline (ties: the first id).
+    /// The earliest connect deadline or reconnect (ties: the first id, a connect deadline
+    /// before a reconnect).
     pub fn poll_timeout(&self) -> Option<Timeout> {
         let mut best: Option<Timeout> = None;
+        let mut offer = |at: Instant, reason: TimeoutReason| {
+            if best.as_ref().is_none_or(|b| at < b.at) {
+                best = Some(Timeout { at, reason });
+            }
+        };
         for (id, server) in &self.servers {
             if let ConnectionState::Connecting {
                 deadline: Some(at), ..
             } = server.state
             {
-                if best.as_ref().is_none_or(|b| at < b.at) {
-                    best = Some(Timeout {
-                        at,
-                        reason: TimeoutReason::Connect(id.clone()),
-                    });
-                }
+                offer(at, TimeoutReason::Connect(id.clone()));
+            }
+        }
+        for (id, retry) in &self.retries {
+            let failed = self
+                .servers
+                .get(id)
+                .is_some_and(|s| s.state.kind() == StateKind::Failed);
+            if let (true, Some(at)) = (failed, retry.due) {
+                offer(at, TimeoutReason::Reconnect(id.clone()));
             }
         }
         best
@@ -466,6 +539,14 @@ impl Registry {
             .servers
             .values_mut()
             .find(|s| s.state.attempt() == Some(attempt)))
+    }
+
+    /// With reconnecting on, counts a failure of `id` and schedules its next attempt.
+    fn schedule(&mut self, id: &ServerId, kind: FailureKind, now: Instant) {
+        if let Some(reconnect) = &mut self.reconnect {
+            let retry = self.retries.entry(id.clone()).or_default();
+            reconnect.after_failure(retry, kind, now);
+        }
     }
 
     fn state_changed(&mut self, id: &ServerId) {
