@@ -19,6 +19,7 @@ use std::fmt;
 pub mod catalog;
 pub mod config;
 pub mod consent;
+pub mod gateway;
 pub mod registry;
 
 /// A server's id, chosen by the host (a config file's key), never taken from the server's
