@@ -1,0 +1,335 @@
+//! The downstream client harnesses work: `tests/peers/py_mcp_downstream.py` (the Python MCP
+//! SDK's `Client`, PyPI `mcp==2.3.0`) and `tests/peers/node/ts_downstream.mjs` (the TypeScript
+//! SDK v2 `Client`, npm `@modelcontextprotocol/client@2.4.0`) are the real clients the
+//! end-to-end tests of `mcpwire host serve` put in front of the gateway (issue 15). Here each
+//! runs its script against servers that exist today, so a broken harness is found before the
+//! gateway is there to blame:
+//!
+//! - the Python and TypeScript SDK peers (`tests/peers/py_mcp_client_peer.py`,
+//!   `tests/peers/node/ts_peer.mjs`, stdio), whose `confirm_action` asks a form elicitation in
+//!   both eras (MRTR `input_required` on 2026-07-28, `elicitation/create` on 2025-11-25);
+//! - `mcpwire dev mcp-server --stdio`, whose `ask` tool asks a form or a URL-mode elicitation
+//!   (2026-07-28 only).
+//!
+//! What the eras are: the Python client's default (`auto`) probes `server/discover` and speaks
+//! 2026-07-28 to a server that has it; the TypeScript client's default is the legacy
+//! `initialize` (2025-11-25) unless `versionNegotiation` asks for `auto` or a pin. Both can
+//! elicit in both eras once a callback/handler is given (form and URL mode), and declare no
+//! elicitation capability without one.
+//!
+//! Every run is bounded ([`RUN_TIMEOUT`]) and killed if it overstays. The peers come from
+//! `scripts/test` (`.venv-peers` with `mcp==2.3.0`, `npm ci` in `tests/peers/node`).
+#![cfg(unix)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/node_peers.rs"]
+mod node_peers;
+mod support;
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// The pinned Python SDK (scripts/test's `PY_MCP_VERSION`).
+const PY_MCP_VERSION: &str = "2.3.0";
+/// The variable naming the Python interpreter that has it.
+const PYTHON_ENV: &str = "MCPWIRE_PY_PEER_PYTHON";
+/// The pinned TypeScript client and server (tests/peers/node/package-lock.json).
+const TS_CLIENT_VERSION: &str = "2.4.0";
+const TS_SERVER_VERSION: &str = "2.4.0";
+/// The longest one harness run may take.
+const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn python() -> PathBuf {
+    support::pinned_python(
+        PYTHON_ENV,
+        "mcp",
+        PY_MCP_VERSION,
+        "the Python peers are not set up: run scripts/test once (it makes .venv-peers with mcp==2.3.0), or set MCPWIRE_PY_PEER_PYTHON",
+    )
+}
+
+/// A downstream client and the era it is asked to speak.
+#[derive(Clone, Copy, Debug)]
+enum Downstream {
+    Python(&'static str),
+    TypeScript(&'static str),
+}
+
+/// An upstream server's command line (stdio).
+fn py_peer() -> Vec<String> {
+    vec![
+        python().display().to_string(),
+        support::peer_script("py_mcp_client_peer.py"),
+        "stdio".into(),
+    ]
+}
+
+fn ts_peer() -> Vec<String> {
+    node_peers::require("@modelcontextprotocol/server", TS_SERVER_VERSION);
+    vec![
+        node_peers::node(),
+        node_peers::node_dir()
+            .join("ts_peer.mjs")
+            .display()
+            .to_string(),
+        "stdio".into(),
+    ]
+}
+
+fn dev_server() -> Vec<String> {
+    vec![
+        env!("CARGO_BIN_EXE_mcpwire").into(),
+        "dev".into(),
+        "mcp-server".into(),
+        "--stdio".into(),
+    ]
+}
+
+/// Runs `client` against `server` with `steps` and the elicitation answer `elicit` (with
+/// `content` for an accept); the JSON lines it printed.
+fn run(
+    client: Downstream,
+    server: &[String],
+    steps: Value,
+    elicit: &str,
+    content: Value,
+) -> Vec<Value> {
+    let mut cmd = match client {
+        Downstream::Python(era) => {
+            let mut c = Command::new(python());
+            c.arg(support::peer_script("py_mcp_downstream.py"))
+                .args(["--era", era]);
+            c
+        }
+        Downstream::TypeScript(era) => {
+            node_peers::require("@modelcontextprotocol/client", TS_CLIENT_VERSION);
+            let mut c = Command::new(node_peers::node());
+            c.arg(node_peers::node_dir().join("ts_downstream.mjs"))
+                .args(["--era", era]);
+            c
+        }
+    };
+    cmd.args(["--steps", &steps.to_string(), "--elicit", elicit])
+        .args(["--content", &content.to_string(), "--timeout", "20", "--"])
+        .args(server)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {client:?}: {e}"));
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > RUN_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{client:?} against {server:?} ran over {RUN_TIMEOUT:?}; stderr:\n{}",
+                err.join().unwrap()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (out, err) = (out.join().unwrap(), err.join().unwrap());
+    assert!(
+        status.success(),
+        "{client:?} against {server:?}: {status}\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    out.lines()
+        .map(|l| {
+            serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}\nstderr:\n{err}"))
+        })
+        .collect()
+}
+
+const CLIENTS: [Downstream; 4] = [
+    Downstream::Python("auto"),
+    Downstream::Python("legacy"),
+    Downstream::TypeScript("legacy"),
+    Downstream::TypeScript("auto"),
+];
+
+fn expected_version(client: Downstream) -> &'static str {
+    match client {
+        Downstream::Python("legacy") | Downstream::TypeScript("legacy") => "2025-11-25",
+        _ => "2026-07-28",
+    }
+}
+
+fn text(result: &Value) -> String {
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn each_client_lists_calls_and_answers_a_form_in_its_era() {
+    let steps = json!([
+        {"op": "list_tools"},
+        {"op": "call", "name": "echo", "arguments": {"text": "through the harness"}},
+        {"op": "call", "name": "confirm_action", "arguments": {"target": "prod"}},
+    ]);
+    for server in [py_peer(), ts_peer()] {
+        for client in CLIENTS {
+            let lines = run(
+                client,
+                &server,
+                steps.clone(),
+                "accept",
+                json!({"confirm": true}),
+            );
+            let at = format!("{client:?} against {}", server[1]);
+            assert_eq!(lines.len(), 4, "{at}: {lines:#?}");
+            assert_eq!(lines[0]["op"], "connect", "{at}");
+            assert_eq!(
+                lines[0]["protocol_version"],
+                expected_version(client),
+                "{at}"
+            );
+            let names: Vec<&str> = lines[1]["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|t| t["name"].as_str())
+                .collect();
+            assert!(
+                names.contains(&"echo") && names.contains(&"confirm_action"),
+                "{at}: {names:?}"
+            );
+            assert_eq!(text(&lines[2]["result"]), "through the harness", "{at}");
+            assert_eq!(lines[2]["elicitations"], json!([]), "{at}");
+            assert_eq!(text(&lines[3]["result"]), "confirmed: prod", "{at}");
+            let asked = lines[3]["elicitations"].as_array().unwrap();
+            assert_eq!(asked.len(), 1, "{at}");
+            assert_eq!(asked[0]["message"], "Really act on prod?", "{at}");
+            assert_eq!(
+                asked[0]["requestedSchema"]["properties"]["confirm"]["type"], "boolean",
+                "{at}"
+            );
+        }
+    }
+}
+
+#[test]
+fn decline_and_cancel_reach_the_server() {
+    let steps = json!([{"op": "call", "name": "confirm_action", "arguments": {"target": "prod"}}]);
+    for server in [py_peer(), ts_peer()] {
+        for client in CLIENTS {
+            for answer in ["decline", "cancel"] {
+                let lines = run(client, &server, steps.clone(), answer, json!({}));
+                let at = format!("{client:?} {answer} against {}", server[1]);
+                let call = &lines[1];
+                assert_eq!(
+                    call["elicitations"].as_array().map(Vec::len),
+                    Some(1),
+                    "{at}: {call}"
+                );
+                // The servers word it their own way; none of them confirms.
+                let said = text(&call["result"]);
+                assert!(
+                    call["ok"] == true && !said.starts_with("confirmed"),
+                    "{at}: {call}"
+                );
+                assert!(
+                    said.contains(answer)
+                        || said.contains("declined")
+                        || said.contains("not confirmed"),
+                    "{at}: {said}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn without_a_callback_no_elicitation_capability_is_declared() {
+    let steps = json!([{"op": "call", "name": "confirm_action", "arguments": {"target": "prod"}}]);
+    for server in [py_peer(), ts_peer()] {
+        for client in CLIENTS {
+            let lines = run(client, &server, steps.clone(), "none", json!({}));
+            let at = format!("{client:?} against {}", server[1]);
+            let call = &lines[1];
+            assert_eq!(call["elicitations"], json!([]), "{at}");
+            // -32021 (MissingRequiredClientCapability), or the TypeScript server's legacy
+            // shim's tool error naming the missing capability: never a confirmation.
+            let refused = call["error"]["code"] == -32021
+                || (call["result"]["isError"] == true
+                    && text(&call["result"]).contains("capability"));
+            assert!(refused, "{at}: {call}");
+        }
+    }
+}
+
+#[test]
+fn the_dev_servers_ask_tool_form_and_url_mode() {
+    let steps = json!([
+        {"op": "call", "name": "ask", "arguments": {}},
+        {"op": "call", "name": "ask", "arguments": {"form": "url"}},
+        {"op": "search", "query": "anything"},
+    ]);
+    for client in [
+        Downstream::Python("auto"),
+        Downstream::TypeScript("2026-07-28"),
+    ] {
+        let lines = run(
+            client,
+            &dev_server(),
+            steps.clone(),
+            "accept",
+            json!({"name": "Ada"}),
+        );
+        assert_eq!(lines[0]["protocol_version"], "2026-07-28", "{client:?}");
+        assert_eq!(
+            text(&lines[1]["result"]),
+            "Hello, Ada!",
+            "{client:?}: {}",
+            lines[1]
+        );
+        assert_eq!(
+            lines[1]["elicitations"][0]["message"], "What is your name?",
+            "{client:?}"
+        );
+        let url = &lines[2];
+        assert_eq!(url["elicitations"][0]["mode"], "url", "{client:?}: {url}");
+        assert!(
+            url["elicitations"][0]["url"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("/elicit/consent"),
+            "{client:?}: {url}"
+        );
+        assert_eq!(
+            text(&url["result"]),
+            "Consent recorded: finish on the page.",
+            "{client:?}"
+        );
+        // A server without the gateway's meta-tool: the step still reports, as an error.
+        let search = &lines[3];
+        assert_eq!(search["op"], "search");
+        assert!(
+            search["ok"] == false || search["result"]["isError"] == true,
+            "{client:?}: {search}"
+        );
+    }
+}
