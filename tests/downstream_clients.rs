@@ -9,7 +9,9 @@
 //!   `tests/peers/node/ts_peer.mjs`, stdio), whose `confirm_action` asks a form elicitation in
 //!   both eras (MRTR `input_required` on 2026-07-28, `elicitation/create` on 2025-11-25);
 //! - `mcpwire dev mcp-server --stdio`, whose `ask` tool asks a form or a URL-mode elicitation
-//!   (2026-07-28 only).
+//!   (2026-07-28 only);
+//! - the same two peers over Streamable HTTP on 127.0.0.1 (`--url`), each started by the test
+//!   on a free port and killed when it ends.
 //!
 //! What the eras are: the Python client's default (`auto`) probes `server/discover` and speaks
 //! 2026-07-28 to a server that has it; the TypeScript client's default is the legacy
@@ -27,8 +29,9 @@ mod node_peers;
 mod support;
 
 use std::io::Read;
+use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -89,6 +92,49 @@ fn dev_server() -> Vec<String> {
     ]
 }
 
+/// A peer serving Streamable HTTP on 127.0.0.1, killed when dropped.
+struct HttpPeer {
+    child: Child,
+    url: String,
+}
+
+impl Drop for HttpPeer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `command` with a free port appended, and waits (bounded) until it accepts.
+fn http_peer(mut command: Vec<String>) -> HttpPeer {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    command.push(port.to_string());
+    let child = Command::new(&command[0])
+        .args(&command[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {command:?}: {e}"));
+    let peer = HttpPeer {
+        child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+    };
+    let start = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < RUN_TIMEOUT,
+            "{command:?} did not listen on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    peer
+}
+
 /// Runs `client` against `server` with `steps` and the elicitation answer `elicit` (with
 /// `content` for an accept); the JSON lines it printed.
 fn run(
@@ -114,9 +160,12 @@ fn run(
         }
     };
     cmd.args(["--steps", &steps.to_string(), "--elicit", elicit])
-        .args(["--content", &content.to_string(), "--timeout", "20", "--"])
-        .args(server)
-        .stdin(Stdio::null())
+        .args(["--content", &content.to_string(), "--timeout", "20"]);
+    match server {
+        [url] if url.starts_with("http://") => cmd.args(["--url", url]),
+        _ => cmd.arg("--").args(server),
+    };
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = cmd
@@ -330,6 +379,58 @@ fn the_dev_servers_ask_tool_form_and_url_mode() {
         assert!(
             search["ok"] == false || search["result"]["isError"] == true,
             "{client:?}: {search}"
+        );
+    }
+}
+
+#[test]
+fn both_clients_over_streamable_http() {
+    let steps = json!([
+        {"op": "list_tools"},
+        {"op": "call", "name": "confirm_action", "arguments": {"target": "staging"}},
+    ]);
+    let py = http_peer(vec![
+        python().display().to_string(),
+        support::peer_script("py_mcp_client_peer.py"),
+        "http".into(),
+    ]);
+    let mut ts_cmd = ts_peer();
+    ts_cmd.pop();
+    ts_cmd.push("http".into());
+    let ts = http_peer(ts_cmd);
+    // The TypeScript server's legacy fallback over HTTP is stateless: it cannot elicit, so
+    // only the modern era is asked of it here.
+    let runs = [
+        (&py, Downstream::Python("auto")),
+        (&py, Downstream::Python("legacy")),
+        (&py, Downstream::TypeScript("legacy")),
+        (&py, Downstream::TypeScript("auto")),
+        (&ts, Downstream::Python("auto")),
+        (&ts, Downstream::TypeScript("2026-07-28")),
+    ];
+    for (peer, client) in runs {
+        let lines = run(
+            client,
+            std::slice::from_ref(&peer.url),
+            steps.clone(),
+            "accept",
+            json!({"confirm": true}),
+        );
+        let at = format!("{client:?} against {}", peer.url);
+        assert_eq!(
+            lines[0]["protocol_version"],
+            expected_version(client),
+            "{at}"
+        );
+        assert_eq!(
+            text(&lines[2]["result"]),
+            "confirmed: staging",
+            "{at}: {}",
+            lines[2]
+        );
+        assert_eq!(
+            lines[2]["elicitations"][0]["message"], "Really act on staging?",
+            "{at}"
         );
     }
 }

@@ -12,6 +12,8 @@
 //! - [`consent`]: the per-call policy (ask, allow, deny), provenance of result text between
 //!   servers, and the approval of local commands;
 //! - [`registry`]: the servers a host has, each with its own state, kept apart.
+//! - [`gateway`]: what `mcpwire host serve` shows its downstream client and where each of its
+//!   requests goes (the listing, routing, consent as elicitation, pass-through, sign-in).
 
 use std::collections::BTreeMap;
 use std::fmt;
