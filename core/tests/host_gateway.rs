@@ -773,6 +773,28 @@ fn accept_with_always_remembers_the_tool() {
 }
 
 #[test]
+fn always_no_longer_offered_when_answered_approves_this_call_only() {
+    let (catalog, up) = setup();
+    let c = call(&catalog, &up, "files__read", json!({"path": "a"}));
+    let mut p = policy(&[], &[], &[]);
+    let form = ask_form(&p, &c);
+    assert!(form.offers_always());
+    // Meanwhile the tool is tagged as billing: "always" is no longer offered.
+    p.set_rules(
+        Rules::from_lists(&[] as &[&str], &[] as &[&str], &[] as &[&str])
+            .unwrap()
+            .with_billing(["mcp__files__read"])
+            .unwrap(),
+    );
+    let answer = ConsentAnswer::Accept { always: true };
+    assert_eq!(form.apply(&mut p, &c, answer), Ok(ApprovalScope::Once));
+    assert!(matches!(
+        decide(&p, &c, &elicit_client(), "/c"),
+        ConsentStep::Ask(_)
+    ));
+}
+
+#[test]
 fn decline_and_cancel_send_nothing_and_say_so() {
     let (catalog, up) = setup();
     let c = call(&catalog, &up, "github__create_issue", json!({}));

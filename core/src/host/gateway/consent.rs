@@ -55,7 +55,9 @@ pub const ALWAYS_FIELD: &str = "always";
 /// What the gateway does with one upstream call, per the policy and the client.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ConsentStep {
-    /// Send it.
+    /// Send it (and then, as for every call that went out, record its result with
+    /// [`ConsentPolicy::record_result`], so that its text carried into another server's call
+    /// asks).
     Call,
     /// Ask the person with this form first.
     Ask(ConsentForm),
