@@ -434,3 +434,113 @@ fn both_clients_over_streamable_http() {
         );
     }
 }
+
+/// The gateway's approval forms (`mcpwire_core::host::gateway::consent`) as both clients take
+/// them: a hand-written 2025-11-25 server (`tests/peers/raw_elicit_server.py`) asks exactly the
+/// form the gateway builds, and the answer each client sends back reads, through
+/// `ConsentForm::read_answer`, as what the person chose.
+#[test]
+fn both_clients_take_the_gateways_approval_forms() {
+    use mcpwire_core::host::catalog::Catalog;
+    use mcpwire_core::host::consent::{ConsentPolicy, Rules};
+    use mcpwire_core::host::gateway::consent::decide;
+    use mcpwire_core::host::gateway::{
+        route_call, Availability, ConsentAnswer, ConsentStep, Routed, Upstreams,
+    };
+    use mcpwire_core::host::{ServerId, Trust};
+    use mcpwire_core::mcp::meta::ClientCapabilities;
+    use mcpwire_core::mcp::results::{Tool, ToolAnnotations};
+
+    let id = |s: &str| ServerId::new(s).unwrap();
+    let schema = json!({"type": "object"}).as_object().unwrap().clone();
+    let mut catalog = Catalog::new();
+    catalog.set_server_tools(
+        id("github"),
+        vec![Tool {
+            name: "create_issue".into(),
+            description: Some("Create an issue.\nIt is public.".into()),
+            input_schema: schema.clone(),
+            ..Tool::default()
+        }],
+    );
+    catalog.set_server_tools(
+        id("files"),
+        vec![Tool {
+            name: "read".into(),
+            description: Some("Read a file.".into()),
+            input_schema: schema,
+            annotations: Some(ToolAnnotations {
+                read_only_hint: Some(true),
+                open_world_hint: Some(false),
+                ..ToolAnnotations::default()
+            }),
+            ..Tool::default()
+        }],
+    );
+    let mut up = Upstreams::new();
+    up.insert(id("github"), Trust::Untrusted, Availability::Ready);
+    up.insert(id("files"), Trust::Trusted, Availability::Ready);
+    let policy = ConsentPolicy::new(Rules::default());
+    let caps = ClientCapabilities::none().with_elicitation_form();
+    let form_of = |name: &str, args: Value| {
+        let Ok(Routed::Call(call)) = route_call(&catalog, &up, name, Some(&args)) else {
+            panic!("{name} did not route")
+        };
+        match decide(&policy, &call, &caps, "/cfg.json") {
+            ConsentStep::Ask(form) => form,
+            other => panic!("{other:?}"),
+        }
+    };
+    let untrusted = form_of(
+        "github__create_issue",
+        json!({"title": "Ünïcode ✓", "body": "two\nlines", "labels": ["a", "b"]}),
+    );
+    let trusted = form_of("files__read", json!({"path": "/etc/hosts"}));
+    assert!(trusted.offers_always() && !untrusted.offers_always());
+    let dir = std::env::temp_dir();
+    let clients = [
+        Downstream::Python("legacy"),
+        Downstream::TypeScript("legacy"),
+    ];
+    for (n, (form, elicit, content, expected)) in [
+        (
+            &untrusted,
+            "accept",
+            json!({}),
+            ConsentAnswer::Accept { always: false },
+        ),
+        (&untrusted, "decline", json!({}), ConsentAnswer::Decline),
+        (&untrusted, "cancel", json!({}), ConsentAnswer::Cancel),
+        (
+            &trusted,
+            "accept",
+            json!({"always": true}),
+            ConsentAnswer::Accept { always: true },
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let file = dir.join(format!(
+            "mcpwire-gateway-form-{}-{n}.json",
+            std::process::id()
+        ));
+        std::fs::write(&file, form.params().to_string()).unwrap();
+        let server = vec![
+            python().display().to_string(),
+            support::peer_script("raw_elicit_server.py"),
+            file.display().to_string(),
+        ];
+        for client in clients {
+            let steps = json!([{"op": "call", "name": "gated", "arguments": {}}]);
+            let lines = run(client, &server, steps, elicit, content.clone());
+            let at = format!("{client:?} {elicit} {content}");
+            let shown = &lines[1]["elicitations"][0];
+            assert_eq!(shown["message"], form.message(), "{at}");
+            assert_eq!(shown["requestedSchema"], form.schema(), "{at}");
+            let answer: Value = serde_json::from_str(&text(&lines[1]["result"])).unwrap();
+            assert_eq!(form.read_answer(&answer), Ok(expected), "{at}: {answer}");
+        }
+        let _ = std::fs::remove_file(&file);
+    }
+}
