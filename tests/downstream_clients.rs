@@ -544,3 +544,84 @@ fn both_clients_take_the_gateways_approval_forms() {
         let _ = std::fs::remove_file(&file);
     }
 }
+
+/// `pause` holds the script until the test writes a line (the gateway's tests kill an upstream
+/// there), and list-changed notifications are reported with the step they came in: the
+/// TypeScript peer's `touch_tools` sends `notifications/tools/list_changed` on a legacy stdio
+/// connection.
+#[test]
+fn pause_waits_for_the_test_and_notifications_are_reported() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::mpsc;
+
+    let steps = json!([
+        {"op": "call", "name": "touch_tools"},
+        {"op": "pause"},
+        {"op": "call", "name": "echo", "arguments": {"text": "after the pause"}},
+    ]);
+    for client in [
+        Downstream::Python("legacy"),
+        Downstream::TypeScript("legacy"),
+    ] {
+        let mut cmd = match client {
+            Downstream::Python(era) => {
+                let mut c = Command::new(python());
+                c.arg(support::peer_script("py_mcp_downstream.py"))
+                    .args(["--era", era]);
+                c
+            }
+            Downstream::TypeScript(era) => {
+                node_peers::require("@modelcontextprotocol/client", TS_CLIENT_VERSION);
+                let mut c = Command::new(node_peers::node());
+                c.arg(node_peers::node_dir().join("ts_downstream.mjs"))
+                    .args(["--era", era]);
+                c
+            }
+        };
+        let mut child = cmd
+            .args(["--steps", &steps.to_string(), "--"])
+            .args(ts_peer())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let (tx, rx) = mpsc::channel::<Value>();
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
+                    break;
+                }
+            }
+        });
+        let next = || rx.recv_timeout(RUN_TIMEOUT).unwrap();
+        let at = format!("{client:?}");
+        assert_eq!(next()["op"], "connect", "{at}");
+        let touched = next();
+        assert_eq!(
+            touched["notifications"],
+            json!(["notifications/tools/list_changed"]),
+            "{at}: {touched}"
+        );
+        assert_eq!(next()["op"], "pause", "{at}");
+        // Held: nothing more until the test says so.
+        assert!(
+            rx.recv_timeout(Duration::from_millis(500)).is_err(),
+            "{at}: did not pause"
+        );
+        stdin.write_all(b"go\n").unwrap();
+        let after = next();
+        assert_eq!(text(&after["result"]), "after the pause", "{at}: {after}");
+        drop(stdin);
+        let start = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if start.elapsed() > RUN_TIMEOUT {
+                let _ = child.kill();
+                panic!("{at}: did not end");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}

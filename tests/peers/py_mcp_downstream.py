@@ -10,6 +10,8 @@ Options:
                        {"op": "list_tools"}
                        {"op": "call", "name": N, "arguments": {...}}
                        {"op": "search", "query": Q, "limit": L}     (calls search_tools)
+                       {"op": "pause"}    prints its line, then waits for a line on stdin (or
+                                          its end): the test acts meanwhile (kills an upstream)
     --elicit MODE    accept | decline | cancel | none (default none: no elicitation callback,
                      so the client declares no elicitation capability at all)
     --content JSON   the content an accept answers a form with (default {})
@@ -23,7 +25,9 @@ Output, on stdout, one JSON object per line:
     {"op": "call", "ok": true, "result": {CallToolResult}, "elicitations": [{params}]}
     {"op": ..., "ok": false, "error": {"type": ..., "code"?: ..., "message": ...}}
 Each step's "elicitations" holds the params of every elicitation the server made during it
-(form and URL mode alike), as the SDK handed them to the callback. A failed connect ends the
+(form and URL mode alike), as the SDK handed them to the callback, and its "notifications" the
+methods of the server notifications the SDK surfaced meanwhile (`notifications/tools/list_changed`,
+...). A failed connect ends the
 run (exit 1); a failed step does not.
 """
 
@@ -35,6 +39,7 @@ import sys
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import mcp_types as types
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
@@ -82,6 +87,15 @@ async def run(args: argparse.Namespace, command: list[str]) -> int:
     steps = json.loads(args.steps)
     content = json.loads(args.content)
     seen: list[Any] = []
+    heard: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, Exception):
+            return
+        inner = getattr(message, "root", message)
+        method = getattr(inner, "method", None)
+        if isinstance(method, str):
+            heard.append(method)
 
     async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         seen.append(dump(params))
@@ -96,7 +110,11 @@ async def run(args: argparse.Namespace, command: list[str]) -> int:
         server = args.url
     else:
         server = StdioServerParameters(command=command[0], args=command[1:])
-    options: dict[str, Any] = {"mode": args.era, "read_timeout_seconds": args.timeout}
+    options: dict[str, Any] = {
+        "mode": args.era,
+        "read_timeout_seconds": args.timeout,
+        "message_handler": on_message,
+    }
     if args.elicit != "none":
         options["elicitation_callback"] = on_elicit
     try:
@@ -111,33 +129,41 @@ async def run(args: argparse.Namespace, command: list[str]) -> int:
                 }
             )
             for step in steps:
-                await run_step(client, step, seen)
+                await run_step(client, step, seen, heard)
     except Exception as e:  # the connect, or the session ending under a step
         emit({"op": "connect", "ok": False, "error": error_of(e)})
         return 1
     return 0
 
 
-async def run_step(client: Client, step: dict[str, Any], seen: list[Any]) -> None:
+async def run_step(client: Client, step: dict[str, Any], seen: list[Any], heard: list[str]) -> None:
     op = step.get("op")
     seen.clear()
+    heard.clear()
+
+    def out(obj: dict[str, Any]) -> None:
+        emit({**obj, "elicitations": list(seen), "notifications": list(heard)})
+
     try:
         if op == "list_tools":
             listed = await client.list_tools(cache_mode="bypass")
-            emit({"op": op, "ok": True, "tools": [dump(t) for t in listed.tools]})
+            out({"op": op, "ok": True, "tools": [dump(t) for t in listed.tools]})
         elif op == "call":
             result = await client.call_tool(step["name"], step.get("arguments") or {})
-            emit({"op": op, "name": step["name"], "ok": True, "result": dump(result), "elicitations": list(seen)})
+            out({"op": op, "name": step["name"], "ok": True, "result": dump(result)})
         elif op == "search":
             arguments: dict[str, Any] = {"query": step["query"]}
             if "limit" in step:
                 arguments["limit"] = step["limit"]
             result = await client.call_tool("search_tools", arguments)
-            emit({"op": op, "ok": True, "result": dump(result), "elicitations": list(seen)})
+            out({"op": op, "ok": True, "result": dump(result)})
+        elif op == "pause":
+            out({"op": op, "ok": True})
+            await anyio.to_thread.run_sync(sys.stdin.readline)
         else:
-            emit({"op": op, "ok": False, "error": {"type": "BadStep", "message": f"unknown op {op!r}"}})
+            out({"op": op, "ok": False, "error": {"type": "BadStep", "message": f"unknown op {op!r}"}})
     except Exception as e:
-        emit({"op": op, "name": step.get("name"), "ok": False, "error": error_of(e), "elicitations": list(seen)})
+        out({"op": op, "name": step.get("name"), "ok": False, "error": error_of(e)})
 
 
 def main() -> None:

@@ -11,6 +11,8 @@
 //                        {"op": "list_tools"}
 //                        {"op": "call", "name": N, "arguments": {...}}
 //                        {"op": "search", "query": Q, "limit": L}     (calls search_tools)
+//                        {"op": "pause"}   prints its line, then waits for a line on stdin (or
+//                                          its end): the test acts meanwhile (kills an upstream)
 //     --elicit MODE    accept | decline | cancel | none (default none: no elicitation handler
 //                      and no elicitation capability declared)
 //     --content JSON   the content an accept answers a form with (default {})
@@ -24,10 +26,12 @@
 //     {"op": "call", "ok": true, "result": {CallToolResult}, "elicitations": [{params}]}
 //     {"op": ..., "ok": false, "error": {"type": ..., "code"?: ..., "message": ...}}
 // Each step's "elicitations" holds the params of every elicitation the server made during it
-// (an MRTR input request on 2026-07-28, an `elicitation/create` request on 2025-11-25). A failed
+// (an MRTR input request on 2026-07-28, an `elicitation/create` request on 2025-11-25), and its
+// "notifications" the list-changed notifications that arrived meanwhile. A failed
 // connect ends the run (exit 1); a failed step does not.
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { createInterface } from 'node:readline';
 
 function emit(obj) {
     process.stdout.write(JSON.stringify(sortKeys(obj)) + '\n');
@@ -76,6 +80,19 @@ async function main() {
     const timeout = Number(args.timeout) * 1000;
     const mode = args.era === 'legacy' || args.era === 'auto' ? args.era : { pin: args.era };
     const seen = [];
+    const heard = [];
+    // One line of stdin at a time, for `pause` (the end of stdin releases every pause).
+    const stdinLines = [];
+    const stdinWaiters = [];
+    let stdinEnded = false;
+    const rl = createInterface({ input: process.stdin });
+    rl.on('line', line => (stdinWaiters.length ? stdinWaiters.shift()(line) : stdinLines.push(line)));
+    rl.on('close', () => {
+        stdinEnded = true;
+        while (stdinWaiters.length) stdinWaiters.shift()(null);
+    });
+    const nextStdinLine = () =>
+        stdinLines.length || stdinEnded ? Promise.resolve(stdinLines.shift() ?? null) : new Promise(r => stdinWaiters.push(r));
 
     const client = new Client(
         { name: 'mcpwire-ts-downstream', version: '1.0.0' },
@@ -91,6 +108,11 @@ async function main() {
             if (args.elicit !== 'accept') return { action: args.elicit };
             if (params.mode === 'url') return { action: 'accept' };
             return { action: 'accept', content };
+        });
+    }
+    for (const method of ['notifications/tools/list_changed', 'notifications/prompts/list_changed', 'notifications/resources/list_changed']) {
+        client.setNotificationHandler(method, () => {
+            heard.push(method);
         });
     }
     const transport = args.url
@@ -112,26 +134,32 @@ async function main() {
     });
     for (const step of steps) {
         seen.length = 0;
+        heard.length = 0;
         const op = step.op;
+        const out = obj => emit({ ...obj, elicitations: [...seen], notifications: [...heard] });
         try {
             if (op === 'list_tools') {
                 const listed = await client.listTools(undefined, { timeout, cacheMode: 'bypass' });
-                emit({ op, ok: true, tools: listed.tools });
+                out({ op, ok: true, tools: listed.tools });
             } else if (op === 'call') {
                 const result = await client.callTool({ name: step.name, arguments: step.arguments ?? {} }, { timeout });
-                emit({ op, name: step.name, ok: true, result, elicitations: [...seen] });
+                out({ op, name: step.name, ok: true, result });
             } else if (op === 'search') {
                 const argumentsOf = { query: step.query };
                 if (step.limit !== undefined) argumentsOf.limit = step.limit;
                 const result = await client.callTool({ name: 'search_tools', arguments: argumentsOf }, { timeout });
-                emit({ op, ok: true, result, elicitations: [...seen] });
+                out({ op, ok: true, result });
+            } else if (op === 'pause') {
+                out({ op, ok: true });
+                await nextStdinLine();
             } else {
-                emit({ op, ok: false, error: { type: 'BadStep', message: `unknown op ${JSON.stringify(op)}` } });
+                out({ op, ok: false, error: { type: 'BadStep', message: `unknown op ${JSON.stringify(op)}` } });
             }
         } catch (e) {
-            emit({ op, name: step.name ?? null, ok: false, error: errorOf(e), elicitations: [...seen] });
+            out({ op, name: step.name ?? null, ok: false, error: errorOf(e) });
         }
     }
+    rl.close();
     await client.close();
 }
 
