@@ -1,0 +1,4 @@
+//! The blocking server driver: std threads.
+
+#[allow(dead_code)]
+mod http;

@@ -1,0 +1,7 @@
+//! MCP servers: the drivers that run the core's sans-IO server
+//! (`mcpwire_core::mcp::server`) over stdio and Streamable HTTP.
+
+#[cfg(feature = "blocking")]
+pub mod blocking;
+#[cfg(any(feature = "blocking", feature = "smol"))]
+pub(crate) mod transport;
