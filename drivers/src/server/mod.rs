@@ -3,5 +3,7 @@
 
 #[cfg(feature = "blocking")]
 pub mod blocking;
+#[cfg(feature = "smol")]
+pub mod smol;
 #[cfg(any(feature = "blocking", feature = "smol"))]
 pub(crate) mod transport;

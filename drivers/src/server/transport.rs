@@ -40,8 +40,14 @@ pub(crate) enum Out {
     End,
 }
 
-/// Where the glue delivers an exchange's pieces: a channel into the connection that carries it.
-/// `push` is false once the connection is gone (its receiver dropped).
+/// How many pieces of one exchange may wait for its connection to write them. A peer that
+/// reads slower than the server produces falls behind by at most this much; past it the
+/// exchange is treated as gone (the glue closes it), so memory stays bounded.
+pub(crate) const EXCHANGE_BACKLOG: usize = 1024;
+
+/// Where the glue delivers an exchange's pieces: a bounded channel into the connection that
+/// carries it. `push` is false once the connection is gone (its receiver dropped) or has fallen
+/// [`EXCHANGE_BACKLOG`] pieces behind: either way the exchange is over for the glue.
 pub(crate) trait Sink: Send + 'static {
     fn push(&self, out: Out) -> bool;
 }

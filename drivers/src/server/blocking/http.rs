@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 
 use mcpwire_core::http::{status_text, Headers};
 
-use crate::server::transport::{is_framing_header, Exchanges, HttpLimits, Incoming, Out, Sink};
+use crate::server::transport::{
+    is_framing_header, Exchanges, HttpLimits, Incoming, Out, Sink, EXCHANGE_BACKLOG,
+};
 
 /// How often a connection waiting for its answer looks whether the peer went away.
 const PEER_CHECK: Duration = Duration::from_millis(25);
@@ -33,9 +35,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl Sink for mpsc::Sender<Out> {
+impl Sink for mpsc::SyncSender<Out> {
     fn push(&self, out: Out) -> bool {
-        self.send(out).is_ok()
+        self.try_send(out).is_ok()
     }
 }
 
@@ -62,7 +64,7 @@ impl Listener {
         limits: HttpLimits,
     ) -> io::Result<Listener>
     where
-        E: Exchanges<mpsc::Sender<Out>>,
+        E: Exchanges<mpsc::SyncSender<Out>>,
     {
         let addr = listener.local_addr()?;
         let conns = Arc::new(Connections::default());
@@ -125,7 +127,7 @@ fn accept_loop<E>(
     stopped: Arc<AtomicBool>,
     conns: Arc<Connections>,
 ) where
-    E: Exchanges<mpsc::Sender<Out>>,
+    E: Exchanges<mpsc::SyncSender<Out>>,
 {
     for incoming in listener.incoming() {
         if stopped.load(Ordering::SeqCst) {
@@ -220,7 +222,7 @@ struct Connection<'a> {
 impl Connection<'_> {
     fn serve<E>(&self, glue: &E)
     where
-        E: Exchanges<mpsc::Sender<Out>>,
+        E: Exchanges<mpsc::SyncSender<Out>>,
     {
         let _ = self.stream.set_nodelay(true);
         let _ = self.stream.set_read_timeout(Some(self.limits.idle_timeout));
@@ -268,7 +270,7 @@ impl Connection<'_> {
                 head: head.method.eq_ignore_ascii_case("HEAD"),
                 chunked: false,
             };
-            let (tx, rx) = mpsc::channel();
+            let (tx, rx) = mpsc::sync_channel(EXCHANGE_BACKLOG);
             let id = glue.open(
                 Incoming {
                     method: head.method,
@@ -690,12 +692,12 @@ mod tests {
         next: AtomicU64,
         seen: Mutex<Vec<(String, String, Vec<u8>)>>,
         closed: Mutex<Vec<u64>>,
-        hanging: Mutex<Vec<mpsc::Sender<Out>>>,
+        hanging: Mutex<Vec<mpsc::SyncSender<Out>>>,
     }
 
-    impl Exchanges<mpsc::Sender<Out>> for Script {
+    impl Exchanges<mpsc::SyncSender<Out>> for Script {
         type Id = u64;
-        fn open(&self, req: Incoming, sink: mpsc::Sender<Out>) -> u64 {
+        fn open(&self, req: Incoming, sink: mpsc::SyncSender<Out>) -> u64 {
             let id = self.next.fetch_add(1, Ordering::SeqCst);
             lock(&self.seen).push((req.method.clone(), req.target.clone(), req.body.clone()));
             let mut h = Headers::new();

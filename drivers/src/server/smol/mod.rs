@@ -1,0 +1,4 @@
+//! The smol server driver: hyper's server on smol.
+
+#[allow(dead_code)]
+mod http;
