@@ -247,7 +247,9 @@ impl Connection<'_> {
                     return;
                 }
             }
-            let body = match self.read_body(&mut buf, &head) {
+            // A body over the bound is cut one byte past it (the core answers `413`); the
+            // rest is never read, so the connection closes after the answer.
+            let (body, cut) = match self.read_body(&mut buf, &head) {
                 Ok(b) => b,
                 Err(ReadError::Closed) => return,
                 Err(ReadError::Reject(status, why)) => return self.reject(status, why),
@@ -258,11 +260,12 @@ impl Connection<'_> {
                 .flat_map(|v| v.split(','))
                 .map(|v| v.trim().to_ascii_lowercase())
                 .collect();
-            let close = if head.minor == 0 {
-                !tokens.iter().any(|v| v == "keep-alive")
-            } else {
-                tokens.iter().any(|v| v == "close")
-            };
+            let close = cut
+                || if head.minor == 0 {
+                    !tokens.iter().any(|v| v == "keep-alive")
+                } else {
+                    tokens.iter().any(|v| v == "close")
+                };
             let mut writer = Writer {
                 stream: self.stream,
                 close,
@@ -281,8 +284,11 @@ impl Connection<'_> {
                 },
                 tx,
             );
-            match self.answer(&rx, &mut writer, !buf.is_empty()) {
+            match self.answer(&rx, &mut writer, !buf.is_empty() || cut) {
                 Ended::Answered { close } => {
+                    if cut {
+                        linger(self.stream);
+                    }
                     if close {
                         return;
                     }
@@ -438,7 +444,10 @@ impl Connection<'_> {
         }
     }
 
-    fn read_body(&self, buf: &mut Vec<u8>, head: &Head) -> Result<Vec<u8>, ReadError> {
+    /// Reads the body; past [`HttpLimits::max_body`] it stops one byte beyond the bound and
+    /// says so (`true`).
+    fn read_body(&self, buf: &mut Vec<u8>, head: &Head) -> Result<(Vec<u8>, bool), ReadError> {
+        let cut_at = self.limits.max_body.saturating_add(1);
         let te: Vec<&str> = head.headers.get_all("Transfer-Encoding").collect();
         if !te.is_empty() {
             // RFC 9112 6.1: chunked must be the final coding; a request with both framings is
@@ -474,7 +483,7 @@ impl Connection<'_> {
                     loop {
                         let l = self.line(buf)?;
                         if l.is_empty() {
-                            return Ok(body);
+                            return Ok((body, false));
                         }
                         trailers += l.len() + 2;
                         if trailers > self.limits.max_head {
@@ -483,7 +492,11 @@ impl Connection<'_> {
                     }
                 }
                 if body.len().saturating_add(size) > self.limits.max_body {
-                    return Err(ReadError::Reject(413, "request body too large"));
+                    let take = cut_at - body.len();
+                    self.need(buf, take)?;
+                    body.extend_from_slice(&buf[..take]);
+                    buf.clear();
+                    return Ok((body, true));
                 }
                 self.need(buf, size + 2)?;
                 body.extend_from_slice(&buf[..size]);
@@ -495,7 +508,7 @@ impl Connection<'_> {
         }
         let mut lengths = head.headers.get_all("Content-Length");
         let Some(first) = lengths.next() else {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), false));
         };
         if lengths.any(|other| other != first) {
             return Err(ReadError::Reject(400, "conflicting Content-Length headers"));
@@ -503,14 +516,16 @@ impl Connection<'_> {
         if first.is_empty() || !first.bytes().all(|b| b.is_ascii_digit()) {
             return Err(ReadError::Reject(400, "malformed Content-Length"));
         }
-        let len: usize = first
-            .parse()
-            .map_err(|_| ReadError::Reject(413, "request body too large"))?;
+        // A length too large for usize is over any bound.
+        let len: usize = first.parse().unwrap_or(usize::MAX);
         if len > self.limits.max_body {
-            return Err(ReadError::Reject(413, "request body too large"));
+            self.need(buf, cut_at)?;
+            let body = buf[..cut_at].to_vec();
+            buf.clear();
+            return Ok((body, true));
         }
         self.need(buf, len)?;
-        Ok(buf.drain(..len).collect())
+        Ok((buf.drain(..len).collect(), false))
     }
 
     /// Answers a request that could not be read, then closes (after a lingering read, so a
@@ -816,35 +831,57 @@ mod tests {
     }
 
     #[test]
-    fn bodies_and_heads_over_their_bounds_are_refused_and_never_reach_the_glue() {
+    fn a_body_over_the_bound_reaches_the_glue_cut_one_byte_past_it_and_the_connection_closes() {
         let script = Arc::new(Script::default());
         let mut l = start(&script);
         let mut s = connect(&l);
         s.write_all(b"POST /whole HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n")
             .unwrap();
-        assert!(read_to_end(&mut s).starts_with("HTTP/1.1 413 "));
+        s.write_all(&[b'a'; 5000]).unwrap();
+        let text = read_to_end(&mut s);
+        assert!(text.starts_with("HTTP/1.1 200 "), "{text}");
+        assert!(text.contains("Connection: close\r\n"), "{text}");
         let mut s = connect(&l);
-        s.write_all(
-            b"POST /whole HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n800\r\n",
-        )
-        .unwrap();
-        s.write_all(&[b'a'; 0x800]).unwrap();
-        assert!(read_to_end(&mut s).starts_with("HTTP/1.1 413 "));
+        s.write_all(b"POST /whole HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n300\r\n")
+            .unwrap();
+        s.write_all(&[b'b'; 0x300]).unwrap();
+        s.write_all(b"\r\n300\r\n").unwrap();
+        s.write_all(&[b'c'; 0x300]).unwrap();
+        let text = read_to_end(&mut s);
+        assert!(text.contains("Connection: close\r\n"), "{text}");
+        l.stop();
+        let seen = lock(&script.seen);
+        assert_eq!(seen.len(), 2);
+        assert_eq!(seen[0].2, vec![b'a'; 1025]);
+        assert_eq!(seen[1].2.len(), 1025);
+        assert!(seen[1].2[..0x300].iter().all(|&b| b == b'b'));
+        assert!(seen[1].2[0x300..].iter().all(|&b| b == b'c'));
+    }
+
+    #[test]
+    fn malformed_or_oversized_heads_are_refused_and_never_reach_the_glue() {
+        let script = Arc::new(Script::default());
+        let mut l = start(&script);
         let mut s = connect(&l);
         let big = format!("GET /whole HTTP/1.1\r\nX-Big: {}\r\n\r\n", "b".repeat(9000));
         let _ = s.write_all(big.as_bytes());
         assert!(read_to_end(&mut s).starts_with("HTTP/1.1 431 "));
         let mut s = connect(&l);
-        s.write_all(
-            b"POST /whole HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n",
-        )
-        .unwrap();
+        s.write_all(b"POST /whole HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n")
+            .unwrap();
         assert!(read_to_end(&mut s).starts_with("HTTP/1.1 400 "));
         let mut s = connect(&l);
         s.write_all(b"POST /whole HTTP/1.1\r\nContent-Length: -1\r\n\r\n")
             .unwrap();
         let text = read_to_end(&mut s);
         assert!(text.starts_with("HTTP/1.1 400 "), "{text}");
+        let mut s = connect(&l);
+        s.write_all(b"POST /whole HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n")
+            .unwrap();
+        assert!(read_to_end(&mut s).starts_with("HTTP/1.1 501 "));
+        let mut s = connect(&l);
+        s.write_all(b"NOT HTTP\r\n\r\n").unwrap();
+        assert!(read_to_end(&mut s).starts_with("HTTP/1.1 400 "));
         l.stop();
         assert!(lock(&script.seen).is_empty());
     }
