@@ -19,8 +19,8 @@ use std::time::Instant;
 
 use mcpwire_core::mcp::meta::LoggingLevel;
 use mcpwire_core::mcp::server::{
-    Application, ExchangeId, HttpMethod, HttpOutput, HttpRequest, Notice, Output, Reply,
-    RequestId, Server, UsageError,
+    Application, ExchangeId, HttpMethod, HttpOutput, HttpRequest, Notice, Output, Reply, RequestId,
+    Server, UsageError,
 };
 use mcpwire_core::mcp::ListKind;
 
@@ -102,7 +102,12 @@ impl Drop for Holding<'_> {
 enum Command {
     Respond(RequestId, Vec<Notice>, Reply),
     Progress(RequestId, f64, Option<f64>, Option<String>),
-    Log(Option<RequestId>, LoggingLevel, Option<String>, serde_json::Value),
+    Log(
+        Option<RequestId>,
+        LoggingLevel,
+        Option<String>,
+        serde_json::Value,
+    ),
     CloseStream(RequestId),
     ListChanged(ListKind),
     ResourceUpdated(String),
@@ -208,11 +213,6 @@ where
         }
     }
 
-    /// The core's next deadline, as last read.
-    pub(crate) fn deadline(&self) -> Option<Instant> {
-        lock(&self.state).deadline
-    }
-
     /// Stops the engine: what is in flight is cancelled (answered where it still can be),
     /// streams end, sessions close; later inputs are ignored.
     pub(crate) fn shutdown(&self) {
@@ -223,11 +223,7 @@ where
         state.stdout = None;
     }
 
-    pub(crate) fn is_stopped(&self) -> bool {
-        lock(&self.state).stopped
-    }
-
-    fn call(&self, c: Command) -> Result<(), UsageError> {
+    fn command(&self, c: Command) -> Result<(), UsageError> {
         let me = std::thread::current().id();
         if *lock(&self.holder) == Some(me) {
             lock(&self.deferred).push(c);
@@ -366,7 +362,7 @@ where
     S: Sink,
 {
     fn call(&self, c: Command) -> Result<(), UsageError> {
-        Shared::call(self, c)
+        self.command(c)
     }
 }
 

@@ -842,8 +842,10 @@ mod tests {
         assert!(text.starts_with("HTTP/1.1 200 "), "{text}");
         assert!(text.contains("Connection: close\r\n"), "{text}");
         let mut s = connect(&l);
-        s.write_all(b"POST /whole HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n300\r\n")
-            .unwrap();
+        s.write_all(
+            b"POST /whole HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n300\r\n",
+        )
+        .unwrap();
         s.write_all(&[b'b'; 0x300]).unwrap();
         s.write_all(b"\r\n300\r\n").unwrap();
         s.write_all(&[b'c'; 0x300]).unwrap();
@@ -867,8 +869,10 @@ mod tests {
         let _ = s.write_all(big.as_bytes());
         assert!(read_to_end(&mut s).starts_with("HTTP/1.1 431 "));
         let mut s = connect(&l);
-        s.write_all(b"POST /whole HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n")
-            .unwrap();
+        s.write_all(
+            b"POST /whole HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n",
+        )
+        .unwrap();
         assert!(read_to_end(&mut s).starts_with("HTTP/1.1 400 "));
         let mut s = connect(&l);
         s.write_all(b"POST /whole HTTP/1.1\r\nContent-Length: -1\r\n\r\n")

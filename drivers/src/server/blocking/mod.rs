@@ -190,13 +190,12 @@ impl HttpServer {
         })?;
         let shared = Shared::<A, mpsc::SyncSender<Out>>::new_with(server, make_app);
         let timer = ThreadTimer::start(&shared)?;
-        let listener =
-            http::Listener::start(socket, shared.clone(), limits).map_err(|source| {
-                ServeError::Io {
-                    what: "starting the listener",
-                    source,
-                }
-            })?;
+        let listener = http::Listener::start(socket, shared.clone(), limits).map_err(|source| {
+            ServeError::Io {
+                what: "starting the listener",
+                source,
+            }
+        })?;
         let addr = listener.local_addr();
         Ok(HttpServer {
             addr,
