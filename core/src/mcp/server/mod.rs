@@ -314,6 +314,9 @@ pub enum SessionEndReason {
 }
 
 /// What the server tells the application.
+// `Request` is the common event and carries its context whole; boxing it would cost an
+// allocation per request to save stack space in a queue.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum ServerEvent {
