@@ -544,6 +544,18 @@ impl Application for Fixtures {
                 no_arguments(),
             ),
             tool(
+                "test_custom_headers",
+                "Mirrors arguments into Mcp-Param-* headers (x-mcp-header, SEP-2243)",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "region": {"type": "string", "x-mcp-header": "Region"},
+                        "priority": {"type": "integer", "x-mcp-header": "Priority"}
+                    },
+                    "required": ["region"]
+                }),
+            ),
+            tool(
                 "test_trigger_tool_change",
                 "Reports a change of the tool list",
                 no_arguments(),
@@ -780,6 +792,11 @@ impl Application for Fixtures {
                 );
                 contents(vec![text("Logging evaluated")])
             }
+            // The core checked the Mcp-Param-* headers against the body before this runs.
+            "test_custom_headers" => contents(vec![text(format!(
+                "region={}",
+                arg("region")
+            ))]),
             "test_trigger_tool_change" => {
                 self.responder.list_changed(ListKind::Tools);
                 contents(vec![text("Mutation triggered")])
