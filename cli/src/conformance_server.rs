@@ -25,7 +25,9 @@ use mcpwire_core::mcp::server::{
     Application, CacheHint, CallContext, CompleteRequest, Completion, InputRequest, Reply,
     RequestContext, ServerConfig,
 };
-use mcpwire_core::mcp::{Implementation, ListKind, Prompt, Resource, ResourceTemplate, Tool};
+use mcpwire_core::mcp::{
+    Implementation, ListKind, Prompt, PromptArgument, Resource, ResourceTemplate, Tool,
+};
 use serde_json::{json, Value};
 
 /// A 1x1 red PNG pixel.
@@ -143,11 +145,12 @@ fn object(v: Value) -> JsonObject {
 }
 
 fn tool(name: &str, description: &str, input_schema: Value) -> Tool {
-    let mut t = Tool::default();
-    t.name = name.into();
-    t.description = Some(description.into());
-    t.input_schema = object(input_schema);
-    t
+    Tool {
+        name: name.into(),
+        description: Some(description.into()),
+        input_schema: object(input_schema),
+        ..Tool::default()
+    }
 }
 
 fn no_arguments() -> Value {
@@ -260,10 +263,7 @@ fn roots_count(cx: &RequestContext, key: &str) -> Option<usize> {
 
 fn input_required(inputs: Vec<(&str, InputRequest)>, state: Option<String>) -> Reply {
     Reply::InputRequired {
-        inputs: inputs
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v))
-            .collect(),
+        inputs: inputs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
         state,
     }
 }
@@ -434,9 +434,21 @@ impl Fixtures {
 impl Application for Fixtures {
     fn list_tools(&mut self, _: &RequestContext) -> Result<Vec<Tool>, ErrorObject> {
         Ok(vec![
-            tool("test_simple_text", "Tests simple text content response", no_arguments()),
-            tool("test_image_content", "Tests image content response", no_arguments()),
-            tool("test_audio_content", "Tests audio content response", no_arguments()),
+            tool(
+                "test_simple_text",
+                "Tests simple text content response",
+                no_arguments(),
+            ),
+            tool(
+                "test_image_content",
+                "Tests image content response",
+                no_arguments(),
+            ),
+            tool(
+                "test_audio_content",
+                "Tests audio content response",
+                no_arguments(),
+            ),
             tool(
                 "test_embedded_resource",
                 "Tests embedded resource content response",
@@ -457,7 +469,11 @@ impl Application for Fixtures {
                 "Tests tool that reports progress notifications",
                 no_arguments(),
             ),
-            tool("test_error_handling", "Tests error response handling", no_arguments()),
+            tool(
+                "test_error_handling",
+                "Tests error response handling",
+                no_arguments(),
+            ),
             tool(
                 "test_reconnection",
                 "Closes the SSE stream mid-call and answers after the client reconnects (SEP-1699)",
@@ -577,7 +593,9 @@ impl Application for Fixtures {
                 .to_owned()
         };
         match name {
-            "test_simple_text" => contents(vec![text("This is a simple text response for testing.")]),
+            "test_simple_text" => {
+                contents(vec![text("This is a simple text response for testing.")])
+            }
             "test_image_content" => contents(vec![image()]),
             "test_audio_content" => contents(vec![
                 json!({"type": "audio", "data": WAV_BASE64, "mimeType": "audio/wav"}),
@@ -793,10 +811,7 @@ impl Application for Fixtures {
                 contents(vec![text("Logging evaluated")])
             }
             // The core checked the Mcp-Param-* headers against the body before this runs.
-            "test_custom_headers" => contents(vec![text(format!(
-                "region={}",
-                arg("region")
-            ))]),
+            "test_custom_headers" => contents(vec![text(format!("region={}", arg("region")))]),
             "test_trigger_tool_change" => {
                 self.responder.list_changed(ListKind::Tools);
                 contents(vec![text("Mutation triggered")])
@@ -810,15 +825,15 @@ impl Application for Fixtures {
     }
 
     fn list_resources(&mut self, _: &RequestContext) -> Result<Vec<Resource>, ErrorObject> {
-        let resource = |uri: &str, name: &str, title: &str, description: &str, mime: &str| {
-            let mut r = Resource::default();
-            r.uri = uri.into();
-            r.name = name.into();
-            r.title = Some(title.into());
-            r.description = Some(description.into());
-            r.mime_type = Some(mime.into());
-            r
-        };
+        let resource =
+            |uri: &str, name: &str, title: &str, description: &str, mime: &str| Resource {
+                uri: uri.into(),
+                name: name.into(),
+                title: Some(title.into()),
+                description: Some(description.into()),
+                mime_type: Some(mime.into()),
+                ..Resource::default()
+            };
         Ok(vec![
             resource(
                 "test://static-text",
@@ -848,13 +863,14 @@ impl Application for Fixtures {
         &mut self,
         _: &RequestContext,
     ) -> Result<Vec<ResourceTemplate>, ErrorObject> {
-        let mut t = ResourceTemplate::default();
-        t.uri_template = "test://template/{id}/data".into();
-        t.name = "template".into();
-        t.title = Some("Resource Template".into());
-        t.description = Some("A resource template with parameter substitution".into());
-        t.mime_type = Some("application/json".into());
-        Ok(vec![t])
+        Ok(vec![ResourceTemplate {
+            uri_template: "test://template/{id}/data".into(),
+            name: "template".into(),
+            title: Some("Resource Template".into()),
+            description: Some("A resource template with parameter substitution".into()),
+            mime_type: Some("application/json".into()),
+            ..ResourceTemplate::default()
+        }])
     }
 
     fn read_resource(&mut self, cx: &mut CallContext, uri: &str) -> Reply {
@@ -893,22 +909,20 @@ impl Application for Fixtures {
     }
 
     fn list_prompts(&mut self, _: &RequestContext) -> Result<Vec<Prompt>, ErrorObject> {
-        let prompt = |name: &str, title: &str, description: &str, args: &[(&str, &str)]| {
-            let mut p = Prompt::default();
-            p.name = name.into();
-            p.title = Some(title.into());
-            p.description = Some(description.into());
-            p.arguments = args
+        let prompt = |name: &str, title: &str, description: &str, args: &[(&str, &str)]| Prompt {
+            name: name.into(),
+            title: Some(title.into()),
+            description: Some(description.into()),
+            arguments: args
                 .iter()
-                .map(|(n, d)| {
-                    let mut a = mcpwire_core::mcp::PromptArgument::default();
-                    a.name = (*n).into();
-                    a.description = Some((*d).into());
-                    a.required = true;
-                    a
+                .map(|(n, d)| PromptArgument {
+                    name: (*n).into(),
+                    description: Some((*d).into()),
+                    required: true,
+                    ..PromptArgument::default()
                 })
-                .collect();
-            p
+                .collect(),
+            ..Prompt::default()
         };
         Ok(vec![
             prompt(
@@ -952,7 +966,9 @@ impl Application for Fixtures {
         let user = |content: Value| json!({"role": "user", "content": content});
         let messages = |m: Vec<Value>| Reply::Result(json!({ "messages": m }));
         match name {
-            "test_simple_prompt" => messages(vec![user(text("This is a simple prompt for testing."))]),
+            "test_simple_prompt" => {
+                messages(vec![user(text("This is a simple prompt for testing."))])
+            }
             "test_prompt_with_arguments" => messages(vec![user(text(format!(
                 "Prompt with arguments: arg1='{}', arg2='{}'",
                 arg("arg1"),
@@ -974,7 +990,9 @@ impl Application for Fixtures {
                 user(text("Please analyze the image above.")),
             ]),
             "test_input_required_result_prompt" => match answered(cx, "user_context", "context") {
-                Some(context) => messages(vec![user(text(format!("Prompt with context: {context}")))]),
+                Some(context) => {
+                    messages(vec![user(text(format!("Prompt with context: {context}")))])
+                }
                 None => input_required(
                     vec![(
                         "user_context",

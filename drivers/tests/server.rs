@@ -41,12 +41,15 @@ struct Demo {
 }
 
 fn tool(name: &str, properties: Value) -> Tool {
-    let mut t = Tool::default();
-    t.name = name.into();
-    t.description = Some(format!("the {name} tool"));
-    t.input_schema.insert("type".into(), json!("object"));
-    t.input_schema.insert("properties".into(), properties);
-    t
+    let mut input_schema = Map::new();
+    input_schema.insert("type".into(), json!("object"));
+    input_schema.insert("properties".into(), properties);
+    Tool {
+        name: name.into(),
+        description: Some(format!("the {name} tool")),
+        input_schema,
+        ..Tool::default()
+    }
 }
 
 impl Application for Demo {

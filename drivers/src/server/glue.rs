@@ -42,12 +42,16 @@ pub(crate) trait StdoutSink: Send + 'static {
 #[derive(Debug, Default)]
 pub(crate) struct StdoutQueue {
     pub bytes: AtomicUsize,
+    // The blocking driver's stdin reader waits on these; the smol one polls.
+    #[cfg_attr(not(feature = "blocking"), allow(dead_code))]
     changed: Mutex<()>,
+    #[cfg_attr(not(feature = "blocking"), allow(dead_code))]
     cv: Condvar,
 }
 
 impl StdoutQueue {
     /// The writer took some bytes (or stopped).
+    #[cfg(feature = "blocking")]
     pub(crate) fn notify(&self) {
         let _g = lock(&self.changed);
         self.cv.notify_all();

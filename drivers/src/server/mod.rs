@@ -53,9 +53,13 @@
 //! [`Application`]: mcpwire_core::mcp::server::Application
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
+#[cfg(any(feature = "blocking", feature = "smol"))]
+use std::time::{Instant, SystemTime};
 
-use mcpwire_core::mcp::server::{ConfigError, ServerConfig, ServerSecrets, WallClock};
+#[cfg(any(feature = "blocking", feature = "smol"))]
+use mcpwire_core::mcp::server::WallClock;
+use mcpwire_core::mcp::server::{ConfigError, ServerConfig, ServerSecrets};
 use mcpwire_core::mcp::Implementation;
 
 #[cfg(feature = "blocking")]

@@ -2,7 +2,6 @@
 //! as it arrived, and the pieces of its answer in order. No protocol here: the transports parse
 //! HTTP/1.1 framing and write bytes; the engine decides every status, header and body.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use mcpwire_core::http::Headers;
@@ -16,11 +15,8 @@ pub(crate) struct Incoming {
     pub target: String,
     /// The headers, in order.
     pub headers: Headers,
-    /// The body.
+    /// The body (cut one byte past the core's bound when longer).
     pub body: Vec<u8>,
-    /// Who sent it.
-    #[allow(dead_code)]
-    pub peer: SocketAddr,
 }
 
 /// One piece of an exchange's answer, in the order the engine produced them.
@@ -74,7 +70,9 @@ pub(crate) struct HttpLimits {
     pub max_connections: usize,
     /// How long an idle keep-alive connection is kept (and a request head may take).
     pub idle_timeout: Duration,
-    /// How long one write may block (a peer that stops reading is dropped).
+    /// How long one write may block (a peer that stops reading is dropped; blocking driver,
+    /// the smol one bounds the backlog instead).
+    #[cfg_attr(not(feature = "blocking"), allow(dead_code))]
     pub write_timeout: Duration,
 }
 

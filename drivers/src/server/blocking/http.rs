@@ -139,9 +139,6 @@ fn accept_loop<E>(
             std::thread::sleep(Duration::from_millis(10));
             continue;
         };
-        let Ok(peer) = stream.peer_addr() else {
-            continue;
-        };
         lock(&conns.threads).retain(|t| !t.is_finished());
         if lock(&conns.open).len() >= limits.max_connections {
             let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
@@ -163,7 +160,6 @@ fn accept_loop<E>(
             .spawn(move || {
                 Connection {
                     stream: &stream,
-                    peer,
                     limits,
                     stopped: &stopped2,
                 }
@@ -214,7 +210,6 @@ enum Ended {
 
 struct Connection<'a> {
     stream: &'a TcpStream,
-    peer: SocketAddr,
     limits: HttpLimits,
     stopped: &'a AtomicBool,
 }
@@ -280,7 +275,6 @@ impl Connection<'_> {
                     target: head.target,
                     headers: head.headers,
                     body,
-                    peer: self.peer,
                 },
                 tx,
             );
@@ -427,6 +421,27 @@ impl Connection<'_> {
         Ok(())
     }
 
+    /// Reads one chunk-size line (hex size, extensions ignored) with `httparse`.
+    fn chunk_size(&self, buf: &mut Vec<u8>) -> Result<usize, ReadError> {
+        loop {
+            match httparse::parse_chunk_size(buf) {
+                Ok(httparse::Status::Complete((used, size))) => {
+                    buf.drain(..used);
+                    // A size beyond usize is beyond any body bound.
+                    return Ok(usize::try_from(size).unwrap_or(usize::MAX));
+                }
+                Ok(httparse::Status::Partial) => {}
+                Err(_) => return Err(ReadError::Reject(400, "malformed chunk size")),
+            }
+            if buf.len() > MAX_CHUNK_LINE {
+                return Err(ReadError::Reject(400, "chunk size line too long"));
+            }
+            if fill(self.stream, buf)? == 0 {
+                return Err(ReadError::Closed);
+            }
+        }
+    }
+
     /// Reads one CRLF-terminated line (bounded) from `buf`, without the CRLF.
     fn line(&self, buf: &mut Vec<u8>) -> Result<Vec<u8>, ReadError> {
         loop {
@@ -472,11 +487,7 @@ impl Connection<'_> {
             }
             let mut body = Vec::new();
             loop {
-                let size_line = self.line(buf)?;
-                let size_text = String::from_utf8_lossy(&size_line);
-                let size_text = size_text.split(';').next().unwrap_or_default().trim();
-                let size = usize::from_str_radix(size_text, 16)
-                    .map_err(|_| ReadError::Reject(400, "malformed chunk size"))?;
+                let size = self.chunk_size(buf)?;
                 if size == 0 {
                     // Trailers, up to the empty line (bounded like the head).
                     let mut trailers = 0usize;
@@ -498,7 +509,7 @@ impl Connection<'_> {
                     buf.clear();
                     return Ok((body, true));
                 }
-                self.need(buf, size + 2)?;
+                self.need(buf, size.saturating_add(2))?;
                 body.extend_from_slice(&buf[..size]);
                 if &buf[size..size + 2] != b"\r\n" {
                     return Err(ReadError::Reject(400, "malformed chunk"));

@@ -107,7 +107,7 @@ async fn accept_loop<E>(
     E: Exchanges<Sender<Out>>,
 {
     loop {
-        let (stream, peer) = match listener.accept().await {
+        let (stream, _) = match listener.accept().await {
             Ok(x) => x,
             Err(_) => {
                 // A failed accept (the peer reset first, or no file descriptors left): pause a
@@ -127,7 +127,7 @@ async fn accept_loop<E>(
         // its own removal below always finds it.
         let mut open = lock(&conns.open);
         let task = smol::spawn(async move {
-            serve_connection(stream, peer, glue, limits).await;
+            serve_connection(stream, glue, limits).await;
             // Removing its own entry drops the task's handle, which does not cancel a task
             // that is finishing; detach it first so the removal is only bookkeeping.
             if let Some(me) = lock(&conns2.open).remove(&id) {
@@ -150,14 +150,14 @@ async fn refuse_busy(mut stream: TcpStream) {
     .await;
 }
 
-async fn serve_connection<E>(stream: TcpStream, peer: SocketAddr, glue: Arc<E>, limits: HttpLimits)
+async fn serve_connection<E>(stream: TcpStream, glue: Arc<E>, limits: HttpLimits)
 where
     E: Exchanges<Sender<Out>>,
 {
     let _ = stream.set_nodelay(true);
     let service = service_fn(move |req| {
         let glue = glue.clone();
-        async move { Ok::<_, Infallible>(exchange(req, peer, glue, limits).await) }
+        async move { Ok::<_, Infallible>(exchange(req, glue, limits).await) }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -185,7 +185,6 @@ fn plain(status: u16, why: &str) -> hyper::Response<OutBody> {
 
 async fn exchange<E>(
     req: hyper::Request<HyperIncoming>,
-    peer: SocketAddr,
     glue: Arc<E>,
     limits: HttpLimits,
 ) -> hyper::Response<OutBody>
@@ -217,7 +216,6 @@ where
             target,
             headers,
             body,
-            peer,
         },
         tx,
     );
