@@ -17,7 +17,7 @@ use mcpwire_core::mcp::headers::request_headers_for;
 use mcpwire_core::mcp::server::{
     Application, CallContext, Reply, RequestContext, RequestId, ServerConfig, SessionId,
 };
-use mcpwire_core::mcp::{Implementation, Tool};
+use mcpwire_core::mcp::{Implementation, ListKind, Tool};
 use serde_json::{json, Map, Value};
 
 const MODERN: &str = "2026-07-28";
@@ -58,6 +58,7 @@ impl Application for Demo {
             tool("echo", json!({"text": {"type": "string"}})),
             tool("count", json!({"to": {"type": "integer"}})),
             tool("wait", json!({})),
+            tool("change", json!({})),
         ])
     }
 
@@ -81,6 +82,12 @@ impl Application for Demo {
                         .unwrap();
                 });
                 Reply::Pending
+            }
+            // Reports a change from inside the application: the Responder call is applied once
+            // this method returns.
+            "change" => {
+                self.responder.list_changed(ListKind::Tools);
+                Reply::tool_text("changed")
             }
             // Never answers: only a cancellation ends it.
             "wait" => {
@@ -215,6 +222,13 @@ impl Running {
         match self {
             Running::Blocking(s) => s.url().to_owned(),
             Running::Smol(s) => s.url().to_owned(),
+        }
+    }
+
+    fn responder(&self) -> Responder {
+        match self {
+            Running::Blocking(s) => s.responder(),
+            Running::Smol(s) => s.responder(),
         }
     }
 
@@ -389,7 +403,10 @@ fn http_lists_and_calls(driver: Driver) {
     assert_eq!(list.status, 200);
     let answer = list.answer();
     assert_eq!(answer["id"], 1);
-    assert_eq!(tool_names(&answer["result"]), ["echo", "count", "wait"]);
+    assert_eq!(
+        tool_names(&answer["result"]),
+        ["echo", "count", "wait", "change"]
+    );
 
     let call = post(
         addr,
@@ -516,6 +533,200 @@ fn http_disconnect_cancels(driver: Driver) {
     server.stop();
 }
 
+/// Opens a legacy session; its id.
+fn open_session(addr: SocketAddr) -> String {
+    let init = post(
+        addr,
+        &initialize(1),
+        &[("Accept", "application/json, text/event-stream")],
+    );
+    assert_eq!(init.status, 200);
+    let session = init.header("mcp-session-id").unwrap().to_owned();
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let ready = post(
+        addr,
+        &note,
+        &[
+            ("Mcp-Session-Id", session.as_str()),
+            ("MCP-Protocol-Version", LEGACY),
+        ],
+    );
+    assert_eq!(ready.status, 202);
+    session
+}
+
+/// Reads a streamed (chunked) response until `want` is in its body; what came so far.
+fn read_stream_until(r: &mut BufReader<TcpStream>, want: &str) -> String {
+    let mut body = String::new();
+    let mut line = String::new();
+    let deadline = Instant::now() + PATIENCE;
+    while !body.contains(want) {
+        assert!(Instant::now() < deadline, "no {want:?} in {body:?}");
+        line.clear();
+        if r.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        let Ok(size) = usize::from_str_radix(line.trim(), 16) else {
+            continue;
+        };
+        if size == 0 {
+            break;
+        }
+        let mut chunk = vec![0u8; size + 2];
+        r.read_exact(&mut chunk).unwrap();
+        body.push_str(&String::from_utf8_lossy(&chunk[..size]));
+    }
+    body
+}
+
+/// A legacy session's GET stream stays open and carries what the server reports later: a
+/// list change from a `Responder` on another thread, and one from inside the application.
+fn http_get_stream_carries_later_notifications(driver: Driver) {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let mut server = Running::start(driver, &seen);
+    let addr = server.addr();
+    let session = open_session(addr);
+    let with_session = [
+        ("Accept", "text/event-stream"),
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", LEGACY),
+    ];
+    let get = send_head(
+        addr,
+        "GET",
+        &with_session
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+            .collect::<Vec<_>>(),
+        b"",
+    );
+    let mut r = BufReader::new(get);
+    let mut head = String::new();
+    r.read_line(&mut head).unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let mut line = String::new();
+    let mut sse = false;
+    loop {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        if line.trim().is_empty() {
+            break;
+        }
+        sse |= line
+            .to_ascii_lowercase()
+            .starts_with("content-type: text/event-stream");
+    }
+    assert!(sse, "the GET stream is an event stream");
+    // A change reported from this thread reaches the open stream.
+    let responder = server.responder();
+    let deadline = Instant::now() + PATIENCE;
+    let mut body = String::new();
+    // The stream may be registered a moment after its head is written: report until it shows.
+    while !body.contains("notifications/tools/list_changed") {
+        assert!(Instant::now() < deadline);
+        responder.list_changed(ListKind::Tools);
+        r.get_ref()
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut chunk = [0u8; 4096];
+        match r.read(&mut chunk) {
+            Ok(0) => panic!("the GET stream ended: {body}"),
+            Ok(n) => body.push_str(&String::from_utf8_lossy(&chunk[..n])),
+            Err(_) => {}
+        }
+    }
+    // Drain what the reports above still have in flight, so what follows is new.
+    r.get_ref()
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut chunk = [0u8; 4096];
+    while let Ok(n) = r.read(&mut chunk) {
+        assert!(n > 0, "the GET stream ended");
+    }
+    r.get_ref().set_read_timeout(Some(PATIENCE)).unwrap();
+    // A change reported from inside a tool (the deferred path) reaches it too.
+    let before = body.matches("notifications/tools/list_changed").count();
+    let call = post(
+        addr,
+        &legacy(5, "tools/call", json!({"name": "change", "arguments": {}})),
+        &[
+            ("Accept", "application/json, text/event-stream"),
+            ("Mcp-Session-Id", session.as_str()),
+            ("MCP-Protocol-Version", LEGACY),
+        ],
+    );
+    assert_eq!(text_of(&call.answer()["result"]), "changed");
+    let more = read_stream_until(&mut r, "notifications/tools/list_changed");
+    assert!(
+        before >= 1 && more.contains("notifications/tools/list_changed"),
+        "{more}"
+    );
+    server.stop();
+}
+
+/// A body over the core's bound is cut by the listener and answered by the core (413), and
+/// the connection is closed after the answer.
+fn http_body_over_the_bound_is_refused(driver: Driver) {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let mut server = Running::start(driver, &seen);
+    let big = "x".repeat(4 * 1024 * 1024 + 10);
+    let message = modern(
+        3,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": big}}),
+    );
+    let answer = post(server.addr(), &message, &[]);
+    assert_eq!(answer.status, 413);
+    server.stop();
+}
+
+/// Stopping the server with a call in flight cancels it (the application hears it) and
+/// returns promptly.
+fn http_stop_cancels_what_is_in_flight(driver: Driver) {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let mut server = Running::start(driver, &seen);
+    let message = modern(4, "tools/call", json!({"name": "wait", "arguments": {}}));
+    let s = send_head(
+        server.addr(),
+        "POST",
+        &headers_for(&message, &[]),
+        message.to_string().as_bytes(),
+    );
+    wait_until("the call to reach the application", || {
+        !seen.lock().unwrap().waiting.is_empty()
+    });
+    let started = Instant::now();
+    server.stop();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let waiting = seen.lock().unwrap().waiting[0];
+    assert_eq!(seen.lock().unwrap().cancelled, [waiting]);
+    drop(s);
+}
+
+#[test]
+fn blocking_http_get_stream_carries_later_notifications() {
+    http_get_stream_carries_later_notifications(Driver::Blocking);
+}
+#[test]
+fn smol_http_get_stream_carries_later_notifications() {
+    http_get_stream_carries_later_notifications(Driver::Smol);
+}
+#[test]
+fn blocking_http_body_over_the_bound_is_refused() {
+    http_body_over_the_bound_is_refused(Driver::Blocking);
+}
+#[test]
+fn smol_http_body_over_the_bound_is_refused() {
+    http_body_over_the_bound_is_refused(Driver::Smol);
+}
+#[test]
+fn blocking_http_stop_cancels_what_is_in_flight() {
+    http_stop_cancels_what_is_in_flight(Driver::Blocking);
+}
+#[test]
+fn smol_http_stop_cancels_what_is_in_flight() {
+    http_stop_cancels_what_is_in_flight(Driver::Smol);
+}
 #[test]
 fn blocking_http_lists_and_calls() {
     http_lists_and_calls(Driver::Blocking);
@@ -556,6 +767,8 @@ fn smol_http_disconnect_cancels() {
 struct PipeIn {
     rx: mpsc::Receiver<Vec<u8>>,
     pending: Vec<u8>,
+    /// How many bytes the server has read.
+    taken: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Read for PipeIn {
@@ -569,15 +782,34 @@ impl Read for PipeIn {
         let n = buf.len().min(self.pending.len());
         buf[..n].copy_from_slice(&self.pending[..n]);
         self.pending.drain(..n);
+        self.taken.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
         Ok(n)
     }
 }
 
-/// The write end the server's stdout goes to.
-struct PipeOut(mpsc::Sender<Vec<u8>>);
+/// The write end the server's stdout goes to; a write waits while the gate is shut (a client
+/// that does not read).
+struct PipeOut(mpsc::Sender<Vec<u8>>, Gate);
+
+/// Open (`true`) or shut.
+type Gate = Arc<(Mutex<bool>, std::sync::Condvar)>;
+
+fn gate(open: bool) -> Gate {
+    Arc::new((Mutex::new(open), std::sync::Condvar::new()))
+}
+
+fn open_gate(g: &Gate) {
+    *g.0.lock().unwrap() = true;
+    g.1.notify_all();
+}
 
 impl Write for PipeOut {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut open = self.1 .0.lock().unwrap();
+        while !*open {
+            open = self.1 .1.wait(open).unwrap();
+        }
+        drop(open);
         self.0
             .send(buf.to_vec())
             .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))?;
@@ -590,6 +822,8 @@ impl Write for PipeOut {
 
 struct Stdio {
     stdin: Option<mpsc::Sender<Vec<u8>>>,
+    taken: Arc<std::sync::atomic::AtomicUsize>,
+    gate: Gate,
     stdout: mpsc::Receiver<Vec<u8>>,
     buffered: Vec<u8>,
     thread: Option<std::thread::JoinHandle<Result<(), mcpwire::server::ServeError>>>,
@@ -597,27 +831,36 @@ struct Stdio {
 
 impl Stdio {
     fn start(driver: Driver, seen: &Arc<Mutex<Seen>>) -> Stdio {
+        Stdio::start_gated(driver, seen, gate(true))
+    }
+
+    fn start_gated(driver: Driver, seen: &Arc<Mutex<Seen>>, gate: Gate) -> Stdio {
         let (in_tx, in_rx) = mpsc::channel();
         let (out_tx, out_rx) = mpsc::channel();
+        let taken = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let input = PipeIn {
             rx: in_rx,
             pending: Vec::new(),
+            taken: taken.clone(),
         };
-        let output = PipeOut(out_tx);
+        let output = PipeOut(out_tx, gate.clone());
         let make = make(seen);
         let thread = std::thread::spawn(move || match driver {
             Driver::Blocking => {
                 mcpwire::server::blocking::serve_stdio_on(config(), input, output, make)
             }
+            // Small pipes, as serve_stdio has them (Unblock's default reads 8 MiB ahead).
             Driver::Smol => smol::block_on(mcpwire::server::smol::serve_stdio_on(
                 config(),
-                smol::Unblock::new(input),
-                smol::Unblock::new(output),
+                smol::Unblock::with_capacity(64 * 1024, input),
+                smol::Unblock::with_capacity(64 * 1024, output),
                 make,
             )),
         });
         Stdio {
             stdin: Some(in_tx),
+            taken,
+            gate,
             stdout: out_rx,
             buffered: Vec::new(),
             thread: Some(thread),
@@ -674,7 +917,10 @@ fn stdio_serves_both_eras(driver: Driver) {
     // 2026-07-28: self-contained requests.
     io.send(&modern(1, "tools/list", json!({})));
     let list = io.until_answer(1).pop().unwrap();
-    assert_eq!(tool_names(&list["result"]), ["echo", "count", "wait"]);
+    assert_eq!(
+        tool_names(&list["result"]),
+        ["echo", "count", "wait", "change"]
+    );
     io.send(&modern(
         2,
         "tools/call",
@@ -738,6 +984,50 @@ fn stdio_cancellation(driver: Driver) {
     assert_eq!(seen.lock().unwrap().cancelled, [first, second]);
 }
 
+/// A client that does not read its answers stops being read: with stdout stuck, stdin is read
+/// only until about 8 MiB of answers wait; once stdout moves, every answer comes.
+fn stdio_backpressure(driver: Driver) {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let stuck = gate(false);
+    let mut io = Stdio::start_gated(driver, &seen, stuck.clone());
+    let text = "y".repeat(1024 * 1024);
+    let mut sent = 0;
+    for id in 1..=12u64 {
+        let m = modern(
+            id,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": text}}),
+        );
+        sent += m.to_string().len() + 1;
+        io.send(&m);
+    }
+    // Let the server read what it will.
+    std::thread::sleep(Duration::from_millis(500));
+    let taken = io.taken.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        taken < sent,
+        "stdin was read to its end ({taken} of {sent} bytes) while stdout was stuck"
+    );
+    assert!(
+        taken > 4 * 1024 * 1024,
+        "stdin was read too little ({taken} bytes)"
+    );
+    open_gate(&io.gate);
+    for id in 1..=12u64 {
+        let answer = io.until_answer(id).pop().unwrap();
+        assert_eq!(text_of(&answer["result"]).len(), text.len());
+    }
+    io.close();
+}
+
+#[test]
+fn blocking_stdio_backpressure() {
+    stdio_backpressure(Driver::Blocking);
+}
+#[test]
+fn smol_stdio_backpressure() {
+    stdio_backpressure(Driver::Smol);
+}
 #[test]
 fn blocking_stdio_serves_both_eras() {
     stdio_serves_both_eras(Driver::Blocking);

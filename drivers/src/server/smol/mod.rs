@@ -30,13 +30,7 @@ pub async fn serve_stdio<A>(config: ServerConfig, app: A) -> Result<(), ServeErr
 where
     A: Application + Send + 'static,
 {
-    serve_stdio_on(
-        config,
-        smol::Unblock::new(std::io::stdin()),
-        smol::Unblock::new(std::io::stdout()),
-        |_| app,
-    )
-    .await
+    serve_stdio_with(config, |_| app).await
 }
 
 /// [`serve_stdio`] with the application made from the server's [`Responder`].
@@ -47,17 +41,21 @@ pub async fn serve_stdio_with<A>(
 where
     A: Application + Send + 'static,
 {
+    // Small pipes: `Unblock`'s default (8 MiB each way) would read that much of stdin ahead of
+    // the server and hide that much unwritten output from the backlog bound.
     serve_stdio_on(
         config,
-        smol::Unblock::new(std::io::stdin()),
-        smol::Unblock::new(std::io::stdout()),
+        smol::Unblock::with_capacity(READ_CHUNK, std::io::stdin()),
+        smol::Unblock::with_capacity(READ_CHUNK, std::io::stdout()),
         make_app,
     )
     .await
 }
 
 /// [`serve_stdio_with`] on any async reader and writer: `input` is read in this future until
-/// it ends, `output` written by a task of its own.
+/// it ends, `output` written by a task of its own (each line flushed). The backlog bound counts
+/// what `output` has not taken: a writer that buffers (an `Unblock` with a large pipe) or a
+/// reader that reads ahead widens it by its buffer.
 pub async fn serve_stdio_on<A, R, W>(
     config: ServerConfig,
     mut input: R,
