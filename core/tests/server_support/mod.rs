@@ -48,6 +48,7 @@ pub struct Fixture {
     pub calls: Vec<(String, JsonObject, Option<JsonObject>, Option<String>)>,
     pub cancelled: Vec<mcpwire_core::mcp::server::RequestId>,
     pub extra_tools: usize,
+    pub closed_sessions: Vec<String>,
 }
 
 impl Application for Fixture {
@@ -220,6 +221,10 @@ impl Application for Fixture {
 
     fn cancelled(&mut self, request: mcpwire_core::mcp::server::RequestId) {
         self.cancelled.push(request);
+    }
+
+    fn session_closed(&mut self, session: &mcpwire_core::mcp::server::SessionId) {
+        self.closed_sessions.push(session.as_str().to_owned());
     }
 }
 
