@@ -116,7 +116,9 @@ pub(super) fn required_capability(input: &InputRequest) -> Option<Value> {
     }
 }
 
-pub(super) fn resource_not_found(era: Era, uri: &str) -> ErrorObject {
+/// The error for a resource that does not exist: `-32602` in `2026-07-28` (SEP-2164), `-32002`
+/// before; `data.uri` names it either way.
+pub fn resource_not_found(era: Era, uri: &str) -> ErrorObject {
     ErrorObject {
         code: match era {
             Era::Modern => code::INVALID_PARAMS,

@@ -86,6 +86,7 @@ pub use config::{
     CacheHint, CacheHints, Eras, Limits, OriginPolicy, ServerConfig, ServerSecrets, Timeouts,
     WallClock,
 };
+pub use dispatch::resource_not_found;
 
 /// The protocol versions of the legacy era the server negotiates in `initialize`, newest first.
 pub const LEGACY_VERSIONS: &[&str] = crate::mcp::KNOWN_LEGACY_VERSIONS;
@@ -93,6 +94,20 @@ pub const LEGACY_VERSIONS: &[&str] = crate::mcp::KNOWN_LEGACY_VERSIONS;
 /// The server's handle of one HTTP exchange (one request and its response), numbered in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ExchangeId(pub(crate) u64);
+
+impl ExchangeId {
+    /// The number (handles are numbered from 0 in the order issued; a driver may key its own
+    /// maps by it).
+    pub fn raw(self) -> u64 {
+        self.0
+    }
+
+    /// The handle numbered `n` (one never issued is refused by the server's calls with a
+    /// [`UsageError`]).
+    pub fn from_raw(n: u64) -> Self {
+        ExchangeId(n)
+    }
+}
 
 impl fmt::Display for ExchangeId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -104,6 +119,20 @@ impl fmt::Display for ExchangeId {
 /// clients may reuse across sessions), numbered in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RequestId(pub(crate) u64);
+
+impl RequestId {
+    /// The number (handles are numbered from 0 in the order issued; a driver may key its own
+    /// maps by it).
+    pub fn raw(self) -> u64 {
+        self.0
+    }
+
+    /// The handle numbered `n` (one never issued is refused by the server's calls with a
+    /// [`UsageError`]).
+    pub fn from_raw(n: u64) -> Self {
+        RequestId(n)
+    }
+}
 
 impl fmt::Display for RequestId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
