@@ -41,6 +41,7 @@ pub mod host;
 pub mod mcp;
 #[cfg(any(feature = "blocking", feature = "smol"))]
 mod net;
+pub mod server;
 pub mod tunnel;
 
 /// How long an idle kept-alive connection may wait and still be reused; an older one is closed

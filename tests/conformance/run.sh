@@ -21,7 +21,12 @@
 #      scenario must pass.
 #    - @modelcontextprotocol/conformance@0.1.16, the 2025-11-25 era's non-auth client scenarios,
 #      one at a time (that mode also fails on the client's exit status or a timeout).
+#    - the SERVER scenarios against `mcpwire conformance-server` (the server core), on both
+#      drivers: server.sh (`--requirements 2026-07-28` and `2025-11-25` with
+#      expected-failures-server-*.yaml, empty; 0.1.16's 2025-11-25 suite).
 # 5. A summary; exit status 0 only when every result is the expected one.
+#
+# CONFORMANCE_PARTS="client server" (the default) picks which halves run.
 #
 # Results (each scenario's checks.json and the client's stdout/stderr) land in
 # <target>/conformance/. Both suites always run; the exit status sums them up.
@@ -55,6 +60,7 @@ AUTH_2025_06_SCENARIOS=(auth/token-endpoint-auth-basic auth/token-endpoint-auth-
   auth/token-endpoint-auth-none)
 BACKCOMPAT_SCENARIOS=(auth/2025-03-26-oauth-metadata-backcompat auth/2025-03-26-oauth-endpoint-fallback)
 SCENARIO_TIMEOUT_MS=30000
+CONFORMANCE_PARTS=${CONFORMANCE_PARTS:-client server}
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -123,6 +129,8 @@ inner() {
   set -u
   ip link set lo up || { echo "conformance: cannot bring loopback up in the namespace" >&2; exit 2; }
   local cmd="$bin conformance-client"
+  case " $CONFORMANCE_PARTS " in *" server "*) bash "$here/server.sh" run ;; esac
+  case " $CONFORMANCE_PARTS " in *" client "*) ;; *) return 0 ;; esac
   echo "--- $SUITE_2026 client --requirements 2026-07-28"
   set +e
   node "$here/node_modules/$SUITE_2026/dist/index.js" client \
@@ -156,7 +164,7 @@ inner() {
   set -e
 }
 export -f inner
-export bin here out SUITE_2026 SUITE_2025 SCENARIO_TIMEOUT_MS
+export bin here out SUITE_2026 SUITE_2025 SCENARIO_TIMEOUT_MS CONFORMANCE_PARTS
 export LEGACY_SCENARIOS_LIST="${LEGACY_SCENARIOS[*]}"
 start=$SECONDS
 "${ns[@]}" -- bash -c 'LEGACY_SCENARIOS=($LEGACY_SCENARIOS_LIST); inner'
@@ -168,6 +176,9 @@ passed=0
 failed=0
 problems=()
 
+rc_2026=0
+expected=0
+if [[ " $CONFORMANCE_PARTS " == *" client "* ]]; then
 # The 2026-07-28 suite: the runner's verdict with the baseline, plus a check of our own that
 # each required non-auth scenario ran and passed checks (a scenario with no checks is no pass).
 echo
@@ -231,6 +242,18 @@ for s in "${LEGACY_SCENARIOS[@]}"; do
     problems+=("2025-11-25 $s: exit $rc, ${counts:-no result} (see $log)")
   fi
 done
+fi
+
+# The server scenarios (server.sh).
+if [[ " $CONFORMANCE_PARTS " == *" server "* ]]; then
+  bash "$here/server.sh" summary || true
+  read -r sp sf <"$out/server.counts" || { sp=0; sf=1; }
+  passed=$((passed + sp))
+  failed=$((failed + sf))
+  while IFS= read -r p; do
+    [ -n "$p" ] && problems+=("$p")
+  done <"$out/server.problems"
+fi
 
 echo
 if [ "${#problems[@]}" -gt 0 ]; then

@@ -47,6 +47,7 @@ pub mod meta;
 pub mod mrtr;
 pub mod request;
 pub mod results;
+pub mod server;
 pub mod subscription;
 
 pub use cache::{AuthContext, CacheConfig, ListKind, StaleIfError};
