@@ -1139,7 +1139,10 @@ fn malformed_gateway_uris_are_refused() {
     }
     assert_eq!(parse_prefixed("file:///x"), None);
     // The form of an empty URI (a server may list one) reads back.
-    assert_eq!(parse_prefixed("mcpwire://a/"), Some(Ok((id("a"), String::new()))));
+    assert_eq!(
+        parse_prefixed("mcpwire://a/"),
+        Some(Ok((id("a"), String::new())))
+    );
     assert_eq!(
         parse_prefixed("MCPWIRE://a/x"),
         Some(Err(ResourceRouteError::BadPrefixed {
