@@ -1030,6 +1030,19 @@ fn a_uri_two_servers_list_is_prefixed_for_both() {
 }
 
 #[test]
+fn a_shared_empty_uri_still_routes_back() {
+    // Found by the fuzz target: the form of an empty URI is `mcpwire://<server>/`.
+    let mut r = Resources::new();
+    r.set_server_resources(id("a"), vec![resource("", "empty")], vec![]);
+    r.set_server_resources(id("b"), vec![resource("", "empty")], vec![]);
+    for s in ["a", "b"] {
+        let exposed = r.exposed_uri(&id(s), "");
+        assert_eq!(exposed, format!("mcpwire://{s}/"));
+        assert_eq!(r.route(&exposed).unwrap(), (id(s), String::new()));
+    }
+}
+
+#[test]
 fn an_upstream_uri_in_the_gateways_own_scheme_is_always_prefixed() {
     let mut r = Resources::new();
     r.set_server_resources(
@@ -1112,7 +1125,6 @@ fn malformed_gateway_uris_are_refused() {
         "mcpwire:x",
         "mcpwire://a",
         "mcpwire://9a/x",
-        "mcpwire://a/",
         "mcpwire://a/file:///x",
         "mcpwire://a/%ff",
         "mcpwire://a/%2f",
@@ -1126,6 +1138,11 @@ fn malformed_gateway_uris_are_refused() {
         );
     }
     assert_eq!(parse_prefixed("file:///x"), None);
+    // The form of an empty URI (a server may list one) reads back.
+    assert_eq!(
+        parse_prefixed("mcpwire://a/"),
+        Some(Ok((id("a"), String::new())))
+    );
     assert_eq!(
         parse_prefixed("MCPWIRE://a/x"),
         Some(Err(ResourceRouteError::BadPrefixed {
@@ -1292,7 +1309,7 @@ mod props {
         /// Any URI of any server reads back from its gateway form, and the form is in the
         /// gateway's scheme with one path segment.
         #[test]
-        fn prefixed_uris_read_back(server in "[a-zA-Z][a-zA-Z0-9_-]{0,12}", uri in "\\PC{1,40}") {
+        fn prefixed_uris_read_back(server in "[a-zA-Z][a-zA-Z0-9_-]{0,12}", uri in "\\PC{0,40}") {
             let server = id(&server);
             let p = prefixed_uri(&server, &uri);
             prop_assert_eq!(parse_prefixed(&p), Some(Ok((server.clone(), uri.clone()))));

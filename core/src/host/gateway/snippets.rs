@@ -4,7 +4,7 @@
 //! Desktop without the user's `PATH`).
 //!
 //! The shapes, as each host documents them (the documents
-//! [`crate::host::config::locations`] cites):
+//! [`crate::host::config::known_locations`] cites):
 //! - Claude Desktop, `claude_desktop_config.json`: `mcpServers.<name>` with `command` and
 //!   `args` ([`ServeCommand::claude_desktop`]);
 //! - Claude Code: `claude mcp add --transport stdio --scope user <name> -- <command> <args>`
