@@ -12,6 +12,8 @@
 //! - [`consent`]: the per-call policy (ask, allow, deny), provenance of result text between
 //!   servers, and the approval of local commands;
 //! - [`registry`]: the servers a host has, each with its own state, kept apart.
+//! - [`gateway`]: what `mcpwire host serve` shows its downstream client and where each of its
+//!   requests goes (the listing, routing, consent as elicitation, pass-through, sign-in).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -19,6 +21,7 @@ use std::fmt;
 pub mod catalog;
 pub mod config;
 pub mod consent;
+pub mod gateway;
 pub mod registry;
 
 /// A server's id, chosen by the host (a config file's key), never taken from the server's

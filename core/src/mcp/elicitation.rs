@@ -1112,7 +1112,7 @@ fn match_keyword(text: &str) -> Option<(&'static str, SensitiveCategory)> {
     })
 }
 
-fn find_suspicions(message: &str, schema: &RequestedSchema) -> Vec<Suspicion> {
+pub(crate) fn find_suspicions(message: &str, schema: &RequestedSchema) -> Vec<Suspicion> {
     let mut out = Vec::new();
     let mut push = |field: Option<&str>, location, text: &str| {
         if let Some((keyword, category)) = match_keyword(text) {

@@ -76,7 +76,7 @@ pub mod policy;
 pub mod prompt;
 pub mod provenance;
 pub mod rules;
-mod shown;
+pub(crate) mod shown;
 
 pub use approvals::{ApprovalState, ToolApprovals, ToolFingerprint};
 pub use command::{
