@@ -470,6 +470,7 @@ fn availability_follows_the_registry() {
         .unwrap();
     registry
         .handle_failed(
+            Instant::now(),
             attempt,
             ConnectFailure::new(
                 Stage::Discover,
