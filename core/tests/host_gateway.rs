@@ -1396,3 +1396,30 @@ mod props {
             .prop_map(|m| Value::Object(m.into_iter().collect()))
     }
 }
+
+#[test]
+fn an_upstream_result_goes_downstream_without_what_the_upstream_said_of_itself() {
+    use mcpwire_core::host::gateway::downstream_result;
+    let upstream = serde_json::json!({
+        "content": [{"type": "text", "text": "yo"}],
+        "structuredContent": {"result": "yo"},
+        "isError": false,
+        "resultType": "complete",
+        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "up", "version": "1"}, "x/trace": 7}
+    });
+    assert_eq!(
+        downstream_result(upstream),
+        serde_json::json!({
+            "content": [{"type": "text", "text": "yo"}],
+            "structuredContent": {"result": "yo"},
+            "isError": false,
+            "_meta": {"x/trace": 7}
+        })
+    );
+    let only_info =
+        serde_json::json!({"content": [], "_meta": {"io.modelcontextprotocol/serverInfo": {}}});
+    assert_eq!(
+        downstream_result(only_info),
+        serde_json::json!({"content": []})
+    );
+}

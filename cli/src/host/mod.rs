@@ -9,6 +9,7 @@
 //! because nobody could be asked: not a terminal and no `--yes`).
 
 mod load;
+mod serve;
 mod state;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -88,6 +89,10 @@ pub(crate) struct HostArgs {
 enum HostCommand {
     /// Each server: id, state, era, transport, tool count, trust.
     Servers,
+    /// Serve every server of the config as one MCP server (stdio, or --listen for HTTP), for
+    /// a host you already use: tools, prompts and resources, calls through the consent policy.
+    #[command(long_about = serve::SERVE_ABOUT)]
+    Serve(serve::ServeArgs),
     /// The tool catalog, grouped by server, with the exposed names the model sees, the
     /// token estimate and how the tools would be presented.
     Tools {
@@ -160,6 +165,9 @@ pub(crate) fn run(args: HostArgs) -> ExitCode {
 }
 
 fn run_inner(args: &HostArgs) -> Result<Outcome, Failure> {
+    if let HostCommand::Serve(serve) = &args.command {
+        return serve::run(args, serve);
+    }
     let threshold = DiscoveryThreshold::from_percent(args.threshold)?;
     let loaded = load::load(&args.configs)?;
     for (path, location) in &loaded.read {
@@ -437,7 +445,7 @@ impl Session {
                     .map_err(|e| Failure(format!("--args is not JSON: {e}")))?;
                 self.call(name, arguments, io)
             }
-            HostCommand::Shell => Ok(Outcome::Done),
+            HostCommand::Shell | HostCommand::Serve(_) => Ok(Outcome::Done),
         }
     }
 

@@ -319,3 +319,25 @@ impl fmt::Display for ToolRefusal {
         }
     }
 }
+
+/// An upstream's result as the gateway answers it downstream: what the upstream said of
+/// itself at the protocol level is dropped (its `resultType` and its
+/// `_meta["io.modelcontextprotocol/serverInfo"]`, which the gateway's server core writes
+/// for the gateway), everything else (content, `structuredContent`, `isError`, other `_meta`
+/// keys) is kept as sent. `_meta` left empty is removed.
+pub fn downstream_result(mut result: Value) -> Value {
+    if let Some(o) = result.as_object_mut() {
+        o.remove("resultType");
+        let emptied = match o.get_mut("_meta") {
+            Some(Value::Object(meta)) => {
+                meta.remove(crate::mcp::meta::SERVER_INFO_KEY);
+                meta.is_empty()
+            }
+            _ => false,
+        };
+        if emptied {
+            o.remove("_meta");
+        }
+    }
+    result
+}

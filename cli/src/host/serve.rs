@@ -1,0 +1,734 @@
+//! `mcpwire host serve`: the host as one MCP server. A host the user already has (Claude
+//! Desktop, Claude Code, Cursor, VS Code) starts it as its only server entry; it connects
+//! every server of the config, and serves their tools under the host's exposed names (or,
+//! above the discovery threshold, `search_tools` and `call_tool`), their prompts and
+//! resources, every call through the consent policy: "ask" is an elicitation to the downstream
+//! client (MRTR in 2026-07-28, `elicitation/create` in 2025-11-25, mapped by the server core).
+//!
+//! The decisions are the core's (`mcpwire_core::host::gateway`, `host::consent`,
+//! `host::catalog`, `mcp::server`); the upstream servers run on the blocking host
+//! (`mcpwire::host::blocking::Host`, reconnecting by itself), the downstream on the blocking
+//! server driver (`mcpwire::server::blocking`). Nothing is read from stdin but the protocol:
+//! stdout carries only the protocol too, and everything for a person goes to stderr.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use mcpwire::host::blocking::Host;
+use mcpwire::host::{
+    FileTokens, HostAuthorization, HostOptions, ReconnectPolicy, RegistryEvent, ServerId,
+};
+use mcpwire::mcp::{ClientOptions, LoopbackBrowser, UserAgent};
+use mcpwire::server::{blocking as server, HttpOptions, Responder};
+use mcpwire_core::host::catalog::{Catalog, PresentationConfig};
+use mcpwire_core::host::consent::{ApprovalScope, ConsentPolicy};
+use mcpwire_core::host::gateway::{
+    self, search_result, ConsentStep, ExposedTools, Prompts, Resources, RouteError, Routed,
+    ServeCommand, ToolRefusal, UpstreamCall, Upstreams,
+};
+use mcpwire_core::jsonrpc::{code, ErrorObject};
+use mcpwire_core::mcp::results::{Prompt, Resource, ResourceTemplate, Tool};
+use mcpwire_core::mcp::server::{
+    Application, CallContext, InputRequest, Reply, RequestContext, ServerConfig,
+};
+use mcpwire_core::mcp::{Implementation, JsonObject, ListKind};
+use serde_json::Value;
+
+use super::{approve_command, describe, load, rules, state, Failure, Outcome, Terminal};
+
+/// The key the consent form's answer comes back under (MRTR `inputResponses`).
+const CONSENT_INPUT: &str = "consent";
+
+/// `mcpwire host serve`: one MCP server in front of every server of the config.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct ServeArgs {
+    /// Serve Streamable HTTP on this address (e.g. 127.0.0.1:8808; the endpoint is /mcp)
+    /// instead of stdio. Only loopback clients' Host and Origin headers are accepted.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// Print the config entry to paste into Claude Desktop, Claude Code, Cursor and VS Code
+    /// (with this binary's and the config's absolute paths), then exit.
+    #[arg(long)]
+    print_config: bool,
+}
+
+pub(super) const SERVE_ABOUT: &str = "\
+Serves every server of the config as one MCP server: put it into the host you already use as
+its only server entry (--print-config prints the entry for Claude Desktop, Claude Code, Cursor
+and VS Code). Over stdio by default (what hosts start), or Streamable HTTP with --listen.
+
+Below the discovery threshold (--threshold percent of --context-window) the client sees every
+upstream tool as <server>__<tool>; above it only search_tools and call_tool. Every call goes
+through the config's permissions and the consent policy: a call that needs approval becomes a
+form the client shows you (the server, the tool, its description and the exact arguments); a
+client that cannot show forms gets a tool error naming the rule that would allow the call.
+
+A server that is down or slow holds up no other: its tools answer that it is unavailable, and
+it is reconnected with backoff. Local commands run only once approved: run
+`mcpwire host --config FILE servers` on a terminal first (or pass --approve-commands).";
+
+/// Runs `mcpwire host serve`.
+pub(super) fn run(args: &super::HostArgs, serve: &ServeArgs) -> Result<Outcome, Failure> {
+    if serve.print_config {
+        return print_config(&args.configs);
+    }
+    if args.configs.is_empty() {
+        return Err(Failure(
+            "host serve needs --config FILE (the servers it fronts); see --help".into(),
+        ));
+    }
+    let threshold = mcpwire_core::host::catalog::DiscoveryThreshold::from_percent(args.threshold)?;
+    let loaded = load::load(&args.configs)?;
+    for (path, location) in &loaded.read {
+        match location {
+            Some(l) => eprintln!(
+                "mcpwire host serve: reading {} ({})",
+                path.display(),
+                describe(l)
+            ),
+            None => eprintln!("mcpwire host serve: reading {}", path.display()),
+        }
+    }
+    for e in &loaded.errors {
+        eprintln!("mcpwire host serve: {e}");
+    }
+    let rules = rules(&loaded.permissions)?;
+    let mut state = state::State::load(state::state_dir(args.state_dir.as_deref()))?;
+    // stdin is the protocol (or, with --listen, nobody's): nobody can be asked here.
+    let mut io = Terminal {
+        interactive: false,
+        terminal: false,
+    };
+    let mut specs = Vec::new();
+    let mut not_approved = Vec::new();
+    for entry in &loaded.entries {
+        let spec = entry.spec.clone();
+        if gateway::runs_gateway(&spec) {
+            eprintln!(
+                "mcpwire host serve: server \"{}\" is mcpwire host serve itself: skipped",
+                spec.id
+            );
+            continue;
+        }
+        if spec.disabled || approve_command(&spec, args.approve_commands, &mut io, &mut state)? {
+            specs.push(spec);
+        } else {
+            not_approved.push(spec.id.clone());
+        }
+    }
+    let config_file = args
+        .configs
+        .first()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+
+    let tokens = FileTokens::in_data_dir()?;
+    // The gateway never opens a browser: a login is shown on stderr.
+    let user_agent: Arc<dyn UserAgent> = Arc::new(LoopbackBrowser::new().with_show(|url| {
+        eprintln!("mcpwire host serve: a server asks for a login. Open this URL in a browser:");
+        eprintln!("  {url}");
+    }));
+    let mut authorization = HostAuthorization::new(user_agent, Arc::new(tokens));
+    authorization.client_name = "mcpwire host serve".to_owned();
+    let host = Host::new(
+        HostOptions::default()
+            .with_client(ClientOptions::default())
+            .with_connect_timeout(args.connect_timeout)
+            .with_authorization(authorization)
+            .with_reconnect(ReconnectPolicy::default()),
+    );
+    for spec in specs {
+        let id = spec.id.clone();
+        if let Err(e) = host.add(spec).and_then(|()| host.connect(&id)) {
+            eprintln!("mcpwire host serve: {e}");
+        }
+    }
+
+    let gateway = Arc::new(Gateway {
+        host: host.clone(),
+        config_file,
+        presentation: PresentationConfig::new(args.context_window).with_threshold(threshold),
+        pins: args.pins.clone(),
+        not_approved,
+        inner: Mutex::new(Inner {
+            catalog: Catalog::new(),
+            prompts: Prompts::new(),
+            resources: Resources::new(),
+            upstreams: Upstreams::new(),
+            exposed: None,
+            policy: ConsentPolicy::new(rules).with_approvals(state.tools.clone()),
+            state,
+            changed: BTreeSet::new(),
+            fresh_until: BTreeMap::new(),
+            listed_extras: BTreeSet::new(),
+        }),
+    });
+    // What the client sees first: the servers ready within a moment (the rest follow with
+    // `list_changed`).
+    wait_briefly(&host, Duration::from_secs(2));
+    gateway.refresh(None);
+
+    let mut config = mcpwire::server::config(Implementation::new(
+        "mcpwire-host",
+        env!("CARGO_PKG_VERSION"),
+    ))?;
+    config.prompts = true;
+    config.resources = true;
+    config.instructions = Some(
+        "Tools of several MCP servers, named <server>__<tool>. When only search_tools and \
+         call_tool are listed, search first, then call a tool by the name the search gave."
+            .to_owned(),
+    );
+    let outcome = match serve.listen {
+        None => serve_stdio(config, &gateway),
+        Some(addr) => serve_http(config, addr, &gateway),
+    };
+    host.close();
+    outcome
+}
+
+fn serve_stdio(config: ServerConfig, gateway: &Arc<Gateway>) -> Result<Outcome, Failure> {
+    let g = Arc::clone(gateway);
+    server::serve_stdio_with(config, move |responder| {
+        g.watch(responder.clone());
+        GatewayApp {
+            gateway: g,
+            responder,
+        }
+    })?;
+    Ok(Outcome::Done)
+}
+
+fn serve_http(
+    config: ServerConfig,
+    addr: SocketAddr,
+    gateway: &Arc<Gateway>,
+) -> Result<Outcome, Failure> {
+    let g = Arc::clone(gateway);
+    let mut http =
+        server::HttpServer::start_with(config, HttpOptions::listen(addr), move |responder| {
+            g.watch(responder.clone());
+            GatewayApp {
+                gateway: g,
+                responder,
+            }
+        })?;
+    eprintln!("mcpwire host serve: serving {}", http.url());
+    wait_for_signal()?;
+    http.stop();
+    Ok(Outcome::Done)
+}
+
+#[cfg(unix)]
+fn wait_for_signal() -> Result<(), Failure> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+        .map_err(|e| Failure(format!("cannot watch for SIGINT/SIGTERM: {e}")))?;
+    let _ = signals.forever().next();
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn wait_for_signal() -> Result<(), Failure> {
+    loop {
+        thread::park();
+    }
+}
+
+/// Waits until no server is connecting, or `at_most`.
+fn wait_briefly(host: &Host, at_most: Duration) {
+    let until = Instant::now() + at_most;
+    while Instant::now() < until {
+        let connecting = host
+            .servers()
+            .iter()
+            .any(|s| s.state().kind() == mcpwire::host::StateKind::Connecting);
+        if !connecting {
+            return;
+        }
+        let _ = host.wait_event(Duration::from_millis(50));
+    }
+}
+
+/// `--print-config`: the entry for each host, for the first config file.
+fn print_config(configs: &[PathBuf]) -> Result<Outcome, Failure> {
+    let Some(config) = configs.first() else {
+        return Err(Failure(
+            "--print-config needs --config FILE (the file the gateway will read)".into(),
+        ));
+    };
+    let config =
+        std::fs::canonicalize(config).map_err(|e| Failure(format!("{}: {e}", config.display())))?;
+    let binary = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .map_err(|e| Failure(format!("cannot find this program's path: {e}")))?;
+    let command = ServeCommand::new(&path_text(&binary), &path_text(&config))?;
+    print!("{}", command.render());
+    Ok(Outcome::Done)
+}
+
+fn path_text(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The gateway's state.
+
+struct Gateway {
+    host: Host,
+    config_file: String,
+    presentation: PresentationConfig,
+    pins: Vec<String>,
+    not_approved: Vec<ServerId>,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    catalog: Catalog,
+    prompts: Prompts,
+    resources: Resources,
+    upstreams: Upstreams,
+    /// What was last listed downstream (`None`: nothing yet).
+    exposed: Option<ExposedTools>,
+    policy: ConsentPolicy,
+    state: state::State,
+    /// Servers that announced `list_changed` since their tools were listed.
+    changed: BTreeSet<ServerId>,
+    /// When each listing with a positive `ttlMs` goes stale.
+    fresh_until: BTreeMap<ServerId, Instant>,
+    /// Servers whose prompts and resources were listed in their current connection.
+    listed_extras: BTreeSet<ServerId>,
+}
+
+impl Gateway {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Follows the upstream servers on a thread of its own: every change of the registry
+    /// refreshes the catalog, and `list_changed` goes downstream when what is listed changed
+    /// (and only then).
+    fn watch(self: &Arc<Self>, responder: Responder) {
+        let weak = Arc::downgrade(self);
+        let spawned = thread::Builder::new()
+            .name("mcpwire-gateway-watch".to_owned())
+            .spawn(move || loop {
+                let Some(g) = weak.upgrade() else { return };
+                let event = g.host.wait_event(Duration::from_millis(500));
+                if g.host.with_registry(|r| r.is_shut_down()) {
+                    return;
+                }
+                let mut events = Vec::new();
+                events.extend(event);
+                g.refresh_with(events, Some(&responder));
+            });
+        if let Err(e) = spawned {
+            eprintln!("mcpwire host serve: cannot follow the servers' changes: {e}");
+        }
+    }
+
+    fn refresh(&self, responder: Option<&Responder>) {
+        self.refresh_with(Vec::new(), responder);
+    }
+
+    /// The catalog follows the servers (as in `mcpwire host`), except that a server that is
+    /// not ready keeps its tools there: they answer that it is unavailable, and its reconnect
+    /// with the same tools changes nothing downstream.
+    fn refresh_with(&self, mut events: Vec<RegistryEvent>, responder: Option<&Responder>) {
+        while let Some(e) = self.host.poll_event() {
+            events.push(e);
+        }
+        let servers = self.host.servers();
+        let mut inner = self.lock();
+        for e in events {
+            if let RegistryEvent::ToolsChanged { server } = e {
+                inner.changed.insert(server);
+            }
+        }
+        let mut upstreams = Upstreams::from_servers(&servers);
+        for id in &self.not_approved {
+            upstreams.insert(
+                id.clone(),
+                mcpwire_core::host::Trust::Untrusted,
+                gateway::Availability::Unavailable {
+                    reason: format!(
+                        "its local command is not approved yet: run `mcpwire host --config {} servers` on a terminal to approve it",
+                        self.config_file
+                    ),
+                },
+            );
+        }
+        let mut prompts_changed = false;
+        let mut resources_changed = false;
+        for s in &servers {
+            let id = s.id();
+            if !s.is_ready() {
+                inner.listed_extras.remove(id);
+                continue;
+            }
+            let known = inner.catalog.servers().any(|k| k == id);
+            let expired = inner
+                .fresh_until
+                .get(id)
+                .is_some_and(|t| Instant::now() >= *t);
+            if !known || expired || inner.changed.contains(id) {
+                match self.host.tools_listing(id) {
+                    Ok(list) => {
+                        match list
+                            .ttl_ms
+                            .and_then(|ms| u64::try_from(ms).ok())
+                            .filter(|ms| *ms > 0)
+                        {
+                            Some(ms) => {
+                                inner
+                                    .fresh_until
+                                    .insert(id.clone(), Instant::now() + Duration::from_millis(ms));
+                            }
+                            None => {
+                                inner.fresh_until.remove(id);
+                            }
+                        }
+                        inner.catalog.set_server_tools(id.clone(), list.tools);
+                        inner.changed.remove(id);
+                    }
+                    Err(e) => eprintln!("mcpwire host serve: {id}: cannot list the tools: {e}"),
+                }
+            }
+            if !inner.listed_extras.contains(id) {
+                let (p, r) = self.list_extras(id, s);
+                prompts_changed |= inner.prompts.set_server_prompts(id.clone(), p);
+                resources_changed |= inner.resources.set_server_resources(id.clone(), r.0, r.1);
+                inner.listed_extras.insert(id.clone());
+            }
+        }
+        // Servers no longer in the host (none are removed today) leave.
+        let gone: Vec<ServerId> = inner
+            .catalog
+            .servers()
+            .filter(|k| !servers.iter().any(|s| s.id() == *k))
+            .cloned()
+            .collect();
+        for id in gone {
+            inner.catalog.remove_server(&id);
+            prompts_changed |= inner.prompts.remove_server(&id);
+            resources_changed |= inner.resources.remove_server(&id);
+        }
+        for name in &self.pins {
+            if let Some((server, tool)) = inner.catalog.route(name) {
+                let (server, tool) = (server.clone(), tool.name.clone());
+                inner.catalog.pin(&server, &tool);
+            }
+        }
+        let next = ExposedTools::new(&inner.catalog, &self.presentation, &upstreams);
+        let tools_changed = inner
+            .exposed
+            .as_ref()
+            .is_some_and(|prev| gateway::list_changed(prev, &next));
+        inner.exposed = Some(next);
+        inner.upstreams = upstreams;
+        drop(inner);
+        if let Some(r) = responder {
+            if tools_changed {
+                r.list_changed(ListKind::Tools);
+            }
+            if prompts_changed {
+                r.list_changed(ListKind::Prompts);
+            }
+            if resources_changed {
+                r.list_changed(ListKind::Resources);
+            }
+        }
+    }
+
+    /// A ready server's prompts and resources (empty where it has none or they fail).
+    fn list_extras(
+        &self,
+        id: &ServerId,
+        s: &mcpwire::host::Server,
+    ) -> (Vec<Prompt>, (Vec<Resource>, Vec<ResourceTemplate>)) {
+        let caps = s.summary().map(|m| m.capabilities.clone());
+        let Ok(client) = self.host.client(id) else {
+            return (Vec::new(), (Vec::new(), Vec::new()));
+        };
+        let has = |f: fn(&mcpwire_core::mcp::discover::ServerCapabilities) -> bool| {
+            caps.as_ref().is_some_and(f)
+        };
+        let prompts = if has(|c| c.prompts.is_some()) {
+            client
+                .list_all_prompts()
+                .map(|l| l.prompts)
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let (resources, templates) = if has(|c| c.resources.is_some()) {
+            (
+                client
+                    .list_all_resources()
+                    .map(|l| l.resources)
+                    .unwrap_or_default(),
+                client
+                    .list_resource_templates(None)
+                    .map(|l| l.resource_templates)
+                    .unwrap_or_default(),
+            )
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        (prompts, (resources, templates))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The downstream server's application.
+
+struct GatewayApp {
+    gateway: Arc<Gateway>,
+    responder: Responder,
+}
+
+impl GatewayApp {
+    /// Sends `call` upstream on a thread of its own; the answer goes downstream through the
+    /// responder.
+    fn call_upstream(&self, cx: &CallContext, call: UpstreamCall) -> Reply {
+        let g = Arc::clone(&self.gateway);
+        let responder = self.responder.clone();
+        let request = cx.request.request.clone();
+        let spawned = thread::Builder::new()
+            .name("mcpwire-gateway-call".to_owned())
+            .spawn(move || {
+                let reply = match g
+                    .host
+                    .call_tool(&call.server, &call.tool.name, &call.arguments)
+                {
+                    Ok(result) => {
+                        g.lock().policy.record_result(&call.server, &result);
+                        Reply::Result(gateway::downstream_result(result.raw().clone()))
+                    }
+                    Err(e) => Reply::tool_error(format!(
+                        "server {}: the call of {:?} failed: {e}",
+                        call.server, call.tool.name
+                    )),
+                };
+                // The client may have gone or cancelled: nothing left to answer.
+                let _ = responder.respond(request, reply);
+                // A call that found the server gone changed its state.
+                g.refresh(Some(&responder));
+            });
+        match spawned {
+            Ok(_) => Reply::Pending,
+            Err(e) => Reply::error(code::INTERNAL_ERROR, format!("cannot start the call: {e}")),
+        }
+    }
+}
+
+fn refusal(r: &ToolRefusal) -> Reply {
+    Reply::Result(r.to_call_result())
+}
+
+impl Application for GatewayApp {
+    fn list_tools(&mut self, _: &RequestContext) -> Result<Vec<Tool>, ErrorObject> {
+        Ok(self
+            .gateway
+            .lock()
+            .exposed
+            .as_ref()
+            .map(|e| e.tools.clone())
+            .unwrap_or_default())
+    }
+
+    fn tool(&mut self, _: &RequestContext, name: &str) -> Option<Tool> {
+        let inner = self.gateway.lock();
+        if let Some(t) = inner
+            .exposed
+            .as_ref()
+            .and_then(|e| e.tools.iter().find(|t| t.name == name))
+        {
+            return Some(t.clone());
+        }
+        // A tool reached through discovery (not listed) still has its definition.
+        inner.catalog.route(name).map(|(server, tool)| {
+            gateway::downstream_tool(name, tool, inner.upstreams.trust(server))
+        })
+    }
+
+    fn call_tool(&mut self, cx: &mut CallContext, name: &str, arguments: &JsonObject) -> Reply {
+        let args = Value::Object(arguments.clone());
+        let mut inner = self.gateway.lock();
+        let routed = route_call_in(&inner, name, &args);
+        let call = match routed {
+            Err(RouteError::Refused(r)) => return refusal(&r),
+            Err(e) => {
+                return match e.to_error_object() {
+                    Some(err) => Reply::Error(err),
+                    None => Reply::tool_error(format!("{name}: the call cannot be routed")),
+                }
+            }
+            Ok(Routed::Search { query, limit }) => {
+                return match inner.catalog.search(&query, limit) {
+                    Ok(results) => Reply::Result(search_result(&results, &inner.upstreams)),
+                    Err(e) => refusal(&ToolRefusal::SearchFailed {
+                        message: e.to_string(),
+                    }),
+                };
+            }
+            Ok(Routed::Call(call)) => *call,
+        };
+        let step = gateway::consent::decide(
+            &inner.policy,
+            &call,
+            &cx.client_capabilities,
+            &self.gateway.config_file,
+        );
+        match step {
+            ConsentStep::Call => {
+                drop(inner);
+                self.call_upstream(cx, call)
+            }
+            ConsentStep::Refuse(r) => refusal(&r),
+            ConsentStep::Ask(form) => {
+                // The retry carries the answer to the form shown, bound to this very call.
+                let answer = match (cx.state.as_deref(), cx.input_response(CONSENT_INPUT)) {
+                    (Some(digest), Some(answer)) if digest == form.digest() => answer.clone(),
+                    (Some(_), Some(_)) => {
+                        return refusal(&ToolRefusal::AnswerForAnotherCall {
+                            server: call.server.clone(),
+                            tool: call.tool.name.clone(),
+                        })
+                    }
+                    _ => {
+                        let params = match form.params() {
+                            Value::Object(p) => p,
+                            _ => JsonObject::new(),
+                        };
+                        return Reply::InputRequired {
+                            inputs: vec![(
+                                CONSENT_INPUT.to_owned(),
+                                InputRequest {
+                                    method: "elicitation/create".to_owned(),
+                                    params,
+                                },
+                            )],
+                            state: Some(form.digest().to_owned()),
+                        };
+                    }
+                };
+                let applied = form
+                    .read_answer(&answer)
+                    .and_then(|a| form.apply(&mut inner.policy, &call, a));
+                match applied {
+                    Ok(scope) => {
+                        if matches!(scope, ApprovalScope::Always) {
+                            let approvals = inner.policy.approvals().clone();
+                            if let Err(e) = inner.state.save_tools(&approvals) {
+                                eprintln!("mcpwire host serve: cannot save the approval: {e}");
+                            }
+                        }
+                        drop(inner);
+                        self.call_upstream(cx, call)
+                    }
+                    Err(r) => refusal(&r),
+                }
+            }
+        }
+    }
+
+    fn list_prompts(&mut self, _: &RequestContext) -> Result<Vec<Prompt>, ErrorObject> {
+        Ok(self.gateway.lock().prompts.list())
+    }
+
+    fn get_prompt(&mut self, cx: &mut CallContext, name: &str, arguments: &JsonObject) -> Reply {
+        let routed = {
+            let inner = self.gateway.lock();
+            inner
+                .prompts
+                .route(name)
+                .map(|(s, p)| (s.clone(), p.name.clone()))
+        };
+        let Some((server, prompt)) = routed else {
+            return Reply::invalid_params(format!("Unknown prompt: {name}"));
+        };
+        let g = Arc::clone(&self.gateway);
+        let responder = self.responder.clone();
+        let request = cx.request.request.clone();
+        let arguments = arguments.clone();
+        self.spawn(move || {
+            let reply = match g.host.client(&server) {
+                Ok(client) => match client.get_prompt(&prompt, Value::Object(arguments)) {
+                    Ok(r) => Reply::Result(gateway::downstream_result(r.raw().clone())),
+                    Err(e) => upstream_error(&server, &e),
+                },
+                Err(e) => Reply::error(code::INTERNAL_ERROR, e.to_string()),
+            };
+            let _ = responder.respond(request, reply);
+        })
+    }
+
+    fn list_resources(&mut self, _: &RequestContext) -> Result<Vec<Resource>, ErrorObject> {
+        Ok(self.gateway.lock().resources.list_resources())
+    }
+
+    fn list_resource_templates(
+        &mut self,
+        _: &RequestContext,
+    ) -> Result<Vec<ResourceTemplate>, ErrorObject> {
+        Ok(self.gateway.lock().resources.list_templates())
+    }
+
+    fn read_resource(&mut self, cx: &mut CallContext, uri: &str) -> Reply {
+        let routed = self.gateway.lock().resources.route(uri);
+        let (server, upstream_uri) = match routed {
+            Ok(r) => r,
+            Err(e) => return Reply::Error(e.to_error_object()),
+        };
+        let g = Arc::clone(&self.gateway);
+        let responder = self.responder.clone();
+        let request = cx.request.request.clone();
+        self.spawn(move || {
+            let reply = match g.host.client(&server) {
+                Ok(client) => match client.read_resource(&upstream_uri) {
+                    Ok(r) => {
+                        let mut value = gateway::downstream_result(r.raw().clone());
+                        g.lock().resources.rewrite_read_result(&server, &mut value);
+                        Reply::Result(value)
+                    }
+                    Err(e) => upstream_error(&server, &e),
+                },
+                Err(e) => Reply::error(code::INTERNAL_ERROR, e.to_string()),
+            };
+            let _ = responder.respond(request, reply);
+        })
+    }
+}
+
+impl GatewayApp {
+    fn spawn(&self, f: impl FnOnce() + Send + 'static) -> Reply {
+        match thread::Builder::new()
+            .name("mcpwire-gateway-request".to_owned())
+            .spawn(f)
+        {
+            Ok(_) => Reply::Pending,
+            Err(e) => Reply::error(
+                code::INTERNAL_ERROR,
+                format!("cannot start the request: {e}"),
+            ),
+        }
+    }
+}
+
+fn route_call_in(inner: &Inner, name: &str, args: &Value) -> Result<Routed, RouteError> {
+    gateway::route_call(&inner.catalog, &inner.upstreams, name, Some(args))
+}
+
+/// An upstream's error for a prompt or resource: its own error object when it sent one.
+fn upstream_error(server: &ServerId, e: &mcpwire::mcp::Error) -> Reply {
+    match e.server_error() {
+        Some(err) => Reply::Error(err.clone()),
+        None => Reply::error(code::INTERNAL_ERROR, format!("server {server}: {e}")),
+    }
+}
