@@ -170,8 +170,8 @@ pub(super) fn run(args: &super::HostArgs, serve: &ServeArgs) -> Result<Outcome, 
     });
     // What the client sees first: the servers ready within a moment (the rest follow with
     // `list_changed`).
-    wait_briefly(&host, Duration::from_secs(2));
-    gateway.refresh(None);
+    let seen = wait_briefly(&host, Duration::from_secs(2));
+    gateway.refresh_with(seen, None);
 
     let mut config = mcpwire::server::config(Implementation::new(
         "mcpwire-host",
@@ -240,19 +240,21 @@ fn wait_for_signal() -> Result<(), Failure> {
     }
 }
 
-/// Waits until no server is connecting, or `at_most`.
-fn wait_briefly(host: &Host, at_most: Duration) {
+/// Waits until no server is connecting, or `at_most`; the events seen meanwhile.
+fn wait_briefly(host: &Host, at_most: Duration) -> Vec<RegistryEvent> {
     let until = Instant::now() + at_most;
+    let mut seen = Vec::new();
     while Instant::now() < until {
         let connecting = host
             .servers()
             .iter()
             .any(|s| s.state().kind() == mcpwire::host::StateKind::Connecting);
         if !connecting {
-            return;
+            break;
         }
-        let _ = host.wait_event(Duration::from_millis(50));
+        seen.extend(host.wait_event(Duration::from_millis(50)));
     }
+    seen
 }
 
 /// `--print-config`: the entry for each host, for the first config file.
@@ -346,8 +348,28 @@ impl Gateway {
         let servers = self.host.servers();
         let mut inner = self.lock();
         for e in events {
-            if let RegistryEvent::ToolsChanged { server } = e {
-                inner.changed.insert(server);
+            match e {
+                RegistryEvent::ToolsChanged { server } => {
+                    inner.changed.insert(server);
+                }
+                // What the person sees on stderr (the host's log): each server's state.
+                RegistryEvent::StateChanged { server, state } => {
+                    let detail =
+                        servers
+                            .iter()
+                            .find(|s| *s.id() == server)
+                            .and_then(|s| match s.state() {
+                                mcpwire::host::ConnectionState::Failed(f) => Some(f.to_string()),
+                                _ => None,
+                            });
+                    match detail {
+                        Some(d) => eprintln!("mcpwire host serve: server {server}: {d}"),
+                        None => {
+                            eprintln!("mcpwire host serve: server {server}: {}", state.as_str())
+                        }
+                    }
+                }
+                _ => {}
             }
         }
         let mut upstreams = Upstreams::from_servers(&servers);
