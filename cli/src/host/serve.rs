@@ -520,7 +520,7 @@ impl GatewayApp {
     fn call_upstream(&self, cx: &CallContext, call: UpstreamCall) -> Reply {
         let g = Arc::clone(&self.gateway);
         let responder = self.responder.clone();
-        let request = cx.request.request.clone();
+        let request = cx.request.request;
         let spawned = thread::Builder::new()
             .name("mcpwire-gateway-call".to_owned())
             .spawn(move || {
@@ -677,7 +677,7 @@ impl Application for GatewayApp {
         };
         let g = Arc::clone(&self.gateway);
         let responder = self.responder.clone();
-        let request = cx.request.request.clone();
+        let request = cx.request.request;
         let arguments = arguments.clone();
         self.spawn(move || {
             let reply = match g.host.client(&server) {
@@ -710,7 +710,7 @@ impl Application for GatewayApp {
         };
         let g = Arc::clone(&self.gateway);
         let responder = self.responder.clone();
-        let request = cx.request.request.clone();
+        let request = cx.request.request;
         self.spawn(move || {
             let reply = match g.host.client(&server) {
                 Ok(client) => match client.read_resource(&upstream_uri) {
