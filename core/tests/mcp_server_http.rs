@@ -432,7 +432,7 @@ fn progress_streams_as_sse_and_a_plain_answer_is_json() {
     for (i, n) in msgs[..3].iter().enumerate() {
         assert_eq!(n["method"], "notifications/progress");
         assert_eq!(n["params"]["progressToken"], "p1");
-        assert_eq!(n["params"]["progress"], json!((i + 1) as f64));
+        assert_eq!(n["params"]["progress"], json!(i + 1));
     }
     assert_eq!(msgs[3]["id"], 3);
     assert!(

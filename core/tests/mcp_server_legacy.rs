@@ -103,7 +103,7 @@ fn delete_ends_the_session_and_later_requests_get_404() {
     assert_eq!(a.status, Some(204));
     assert_eq!(
         h.app.closed_sessions,
-        [sid.clone()],
+        std::slice::from_ref(&sid),
         "the application heard of it"
     );
     assert_eq!(

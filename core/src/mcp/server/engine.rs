@@ -161,6 +161,16 @@ fn response_text(id: &Id, result: &Value) -> String {
     json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()
 }
 
+/// A number as JSON: an integral value as an integer (`3`, not `3.0`), else the float; a
+/// non-finite one (which JSON has not) as `0`.
+fn number(x: f64) -> Value {
+    if x.is_finite() && x.fract() == 0.0 && x.abs() < 9.0e15 {
+        json!(x as i64)
+    } else {
+        serde_json::Number::from_f64(x).map_or(json!(0), Value::Number)
+    }
+}
+
 fn notification_text(method: &str, params: Value) -> String {
     json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string()
 }
@@ -2028,10 +2038,10 @@ impl Engine {
                 let Some(token) = req.context.progress_token.clone() else {
                     return Err(UsageError::NoProgressToken(rid));
                 };
-                let mut params = json!({"progressToken": token, "progress": progress});
+                let mut params = json!({"progressToken": token, "progress": number(progress)});
                 if let Some(m) = params.as_object_mut() {
                     if let Some(total) = total {
-                        m.insert("total".into(), json!(total));
+                        m.insert("total".into(), number(total));
                     }
                     if let Some(message) = message {
                         m.insert("message".into(), Value::String(message));
