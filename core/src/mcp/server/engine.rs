@@ -305,8 +305,17 @@ fn read_call(method: &str, params: &JsonObject) -> Result<Call, String> {
     })
 }
 
-/// The `requestState` binding of a call.
-fn binding_of(call: &Call, method: &str) -> Binding {
+/// The `requestState` binding of a call: its method, name and arguments, and the HTTP
+/// `Authorization` it came with.
+fn binding_of(call: &Call, method: &str, headers: Option<&Headers>) -> Binding {
+    let binding = binding_of_call(call, method);
+    match headers.and_then(|h| h.get("Authorization")) {
+        Some(credentials) => binding.with_principal(credentials.trim()),
+        None => binding,
+    }
+}
+
+fn binding_of_call(call: &Call, method: &str) -> Binding {
     match call {
         Call::CallTool { name, arguments } | Call::GetPrompt { name, arguments } => {
             Binding::new(method, name, Some(&Value::Object(arguments.clone())))
@@ -1857,7 +1866,7 @@ impl Engine {
             let state = match token {
                 None => None,
                 Some(token) => {
-                    let binding = binding_of(&call, &method);
+                    let binding = binding_of(&call, &method, nr.headers.as_ref());
                     let unix = self.unix_now(now);
                     match request_state::open(
                         &self.config.secrets.request_state_key,
@@ -2343,7 +2352,7 @@ impl Engine {
                         self.finish_error(rid, 200, &e);
                         return Ok(());
                     }
-                    let binding = binding_of(&req.call, &req.method);
+                    let binding = binding_of(&req.call, &req.method, req.context.headers.as_ref());
                     let expiry = self
                         .unix_now(now)
                         .saturating_add(self.config.timeouts.request_state_ttl.as_secs().max(1));
