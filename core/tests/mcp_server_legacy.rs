@@ -532,3 +532,29 @@ fn idle_sessions_close_when_configured() {
         Some(404)
     );
 }
+
+#[test]
+fn a_legacy_only_server_answers_modern_requests_as_a_legacy_server_would() {
+    let mut c = config();
+    c.eras = mcpwire_core::mcp::server::Eras::LEGACY;
+    let mut h = Harness::with(c);
+    let a = h.modern(json!(1), "server/discover", json!({}), &[]);
+    assert_eq!(
+        (a.status, code(&a.json())),
+        (Some(400), -32000),
+        "no session: {}",
+        a.json()
+    );
+    let sid = h.initialize(json!({}));
+    let mut hd = base_headers();
+    let _ = hd.append("Mcp-Session-Id", sid.as_str());
+    let d = h.post(&body(json!(2), "server/discover", with_meta(json!({}))), hd);
+    assert_eq!((d.status, code(&d.json())), (Some(200), -32601));
+    assert_eq!(
+        h.http(request(HttpMethod::Get, base_headers(), b""))
+            .1
+            .status,
+        Some(400),
+        "GET without a session"
+    );
+}

@@ -1484,8 +1484,10 @@ impl Engine {
         let stdio_session =
             matches!(channel, Channel::Stdio) && self.sessions.contains_key(STDIO_SESSION);
         let modern_only = modern::MODERN_ONLY.contains(&method.as_str());
+        // A legacy-only server reads everything as the legacy era, as a server of that era
+        // would (a modern request without a session: `400`; `server/discover`: unknown).
         let legacy = eras.legacy
-            && !meta_version
+            && (!eras.modern || !meta_version)
             && (method == "initialize"
                 || (http && session_header.is_some())
                 || stdio_session
@@ -1607,8 +1609,9 @@ impl Engine {
         if let Some(s) = session.as_ref().and_then(|s| self.sessions.get_mut(s)) {
             s.last_seen = now;
         }
-        if session.is_none() && method != "ping" {
-            // stdio before initialize.
+        if session.is_none() && method != "ping" && !modern::MODERN_ONLY.contains(&method.as_str())
+        {
+            // stdio before initialize (a modern-only method is unknown instead, below).
             let r = Refusal::new(
                 200,
                 code::INVALID_REQUEST,
