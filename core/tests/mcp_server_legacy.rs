@@ -558,3 +558,48 @@ fn a_legacy_only_server_answers_modern_requests_as_a_legacy_server_would() {
         "GET without a session"
     );
 }
+
+#[test]
+fn long_lived_streams_get_keep_alive_comments_while_open() {
+    let mut h = Harness::new();
+    let sid = h.initialize(json!({}));
+    assert!(
+        h.server.poll_timeout().is_none(),
+        "no stream, no keep-alive"
+    );
+    let mut g = base_headers();
+    let _ = g.append("Mcp-Session-Id", sid.as_str());
+    let (gx, _, _) = h.http(request(HttpMethod::Get, g, b""));
+    let listen = body(
+        json!(7),
+        "subscriptions/listen",
+        with_meta(json!({"notifications": {"toolsListChanged": true}})),
+    );
+    let (lx, _, _) = h.http(request(
+        HttpMethod::Post,
+        modern_headers(&listen),
+        listen.to_string().as_bytes(),
+    ));
+    let t = h
+        .server
+        .poll_timeout()
+        .unwrap_or_else(|| panic!("a keep-alive deadline"));
+    assert_eq!(t.at, h.now + Duration::from_secs(15));
+    h.now = t.at;
+    h.server.handle_timeout(h.now);
+    let (out, _) = drain(&mut h.server);
+    let got: Vec<_> = out.iter().map(|(x, a)| (*x, a.events.clone())).collect();
+    assert_eq!(
+        got,
+        [(gx, vec![b":\n\n".to_vec()]), (lx, vec![b":\n\n".to_vec()])]
+    );
+    assert_eq!(h.server.handle_exchange_closed(h.now, gx), Ok(()));
+    assert_eq!(h.server.handle_exchange_closed(h.now, lx), Ok(()));
+    h.now += Duration::from_secs(15);
+    h.server.handle_timeout(h.now);
+    assert!(drain(&mut h.server).0.is_empty());
+    assert!(
+        h.server.poll_timeout().is_none(),
+        "nothing open: the keep-alive stops"
+    );
+}

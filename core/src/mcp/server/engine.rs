@@ -135,6 +135,8 @@ pub(super) struct Engine {
     events: VecDeque<ServerEvent>,
     outputs: VecDeque<Output>,
     shut: bool,
+    /// When the next keep-alive comment goes out, while long-lived streams are open.
+    keep_alive_at: Option<Instant>,
 }
 
 /// What a new request is, before it is admitted.
@@ -344,6 +346,7 @@ impl Engine {
             events: VecDeque::new(),
             outputs: VecDeque::new(),
             shut: false,
+            keep_alive_at: None,
         }
     }
 
@@ -1002,6 +1005,29 @@ impl Engine {
         if let Some(s) = self.sessions.get_mut(&session) {
             s.get_stream = Some(sid);
         }
+        self.arm_keep_alive(now);
+    }
+
+    fn arm_keep_alive(&mut self, now: Instant) {
+        if let (None, Some(every)) = (self.keep_alive_at, self.config.timeouts.keep_alive) {
+            self.keep_alive_at = Some(now + every);
+        }
+    }
+
+    /// The live connections of long-lived streams: listen streams and GET streams.
+    fn long_lived(&self) -> Vec<ExchangeId> {
+        let mut out: Vec<ExchangeId> = self
+            .streams
+            .values()
+            .filter(|s| {
+                s.exchange.is_some()
+                    && s.request
+                        .is_none_or(|r| self.requests.get(&r).is_some_and(|r| r.listen.is_some()))
+            })
+            .filter_map(|s| s.exchange)
+            .collect();
+        out.sort();
+        out
     }
 
     /// Attaches `x` to stream `sid` and replays what came after event `after`.
@@ -1998,6 +2024,12 @@ impl Engine {
                 },
             );
             self.send_for(rid, ack);
+            if matches!(
+                self.requests.get(&rid).map(|r| &r.channel),
+                Some(Channel::Http { .. })
+            ) {
+                self.arm_keep_alive(now);
+            }
             return;
         }
         self.requests.insert(
@@ -2563,6 +2595,9 @@ impl Engine {
                 consider(w.deadline, TimeoutReason::ServerRequest(*rid));
             }
         }
+        if let Some(at) = self.keep_alive_at {
+            consider(at, TimeoutReason::KeepAlive);
+        }
         if let Some(idle) = self.config.timeouts.session_idle {
             for (id, s) in &self.sessions {
                 if s.http {
@@ -2578,6 +2613,17 @@ impl Engine {
 
     pub(super) fn handle_timeout(&mut self, now: Instant) {
         self.seen(now);
+        if self.keep_alive_at.is_some_and(|at| at <= now) {
+            let live = self.long_lived();
+            for x in &live {
+                self.outputs
+                    .push_back(Output::Http(*x, HttpOutput::StreamEvent(b":\n\n".to_vec())));
+            }
+            self.keep_alive_at = match (live.is_empty(), self.config.timeouts.keep_alive) {
+                (false, Some(every)) => Some(now + every),
+                _ => None,
+            };
+        }
         let expired: Vec<RequestId> = self
             .requests
             .iter()

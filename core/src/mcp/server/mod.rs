@@ -390,6 +390,8 @@ pub enum TimeoutReason {
     ServerRequest(RequestId),
     /// A legacy session's idle deadline.
     SessionIdle(SessionId),
+    /// The next keep-alive comment on the long-lived streams.
+    KeepAlive,
 }
 
 /// A configuration [`Server::new`] refuses.
