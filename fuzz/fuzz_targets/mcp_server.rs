@@ -32,27 +32,63 @@ use serde_json::{json, Value};
 #[derive(Arbitrary, Debug)]
 enum Body {
     Raw(Vec<u8>),
-    Modern { method: u8, tool: u8, caps: u8, junk: u8 },
-    Legacy { method: u8, tool: u8 },
-    Initialize { version: u8, caps: u8 },
-    Notification { kind: u8, id: u8 },
-    Answer { id: u8, error: bool },
+    Modern {
+        method: u8,
+        tool: u8,
+        caps: u8,
+        junk: u8,
+    },
+    Legacy {
+        method: u8,
+        tool: u8,
+    },
+    Initialize {
+        version: u8,
+        caps: u8,
+    },
+    Notification {
+        kind: u8,
+        id: u8,
+    },
+    Answer {
+        id: u8,
+        error: bool,
+    },
 }
 
 #[derive(Arbitrary, Debug)]
 enum Step {
-    Post { body: Body, session: bool, header_mode: u8, accept: u8 },
-    Get { session: bool, last_event: Option<(u8, u8)> },
-    Delete { session: bool },
+    Post {
+        body: Body,
+        session: bool,
+        header_mode: u8,
+        accept: u8,
+    },
+    Get {
+        session: bool,
+        last_event: Option<(u8, u8)>,
+    },
+    Delete {
+        session: bool,
+    },
     Other,
     Close(u8),
-    Stdio { body: Body, cut: u8 },
+    Stdio {
+        body: Body,
+        cut: u8,
+    },
     StdioRaw(Vec<u8>),
     StdioEof,
     Serve,
-    Respond { request: u8, kind: u8 },
+    Respond {
+        request: u8,
+        kind: u8,
+    },
     Progress(u8),
-    Log { request: Option<u8>, level: u8 },
+    Log {
+        request: Option<u8>,
+        level: u8,
+    },
     CloseStream(u8),
     ListChanged(u8),
     Updated,
@@ -67,9 +103,18 @@ struct Input {
 }
 
 const METHODS: [&str; 12] = [
-    "tools/list", "tools/call", "prompts/get", "resources/read", "server/discover",
-    "subscriptions/listen", "ping", "logging/setLevel", "completion/complete", "resources/subscribe",
-    "initialize", "x/y",
+    "tools/list",
+    "tools/call",
+    "prompts/get",
+    "resources/read",
+    "server/discover",
+    "subscriptions/listen",
+    "ping",
+    "logging/setLevel",
+    "completion/complete",
+    "resources/subscribe",
+    "initialize",
+    "x/y",
 ];
 const TOOLS: [&str; 5] = ["echo", "ask", "sample", "slow", "reconnect"];
 
@@ -96,11 +141,17 @@ impl Application for App {
         cx.log(LoggingLevel::Info, None, json!("x"));
         match name {
             "ask" if cx.input_responses.is_none() => Reply::InputRequired {
-                inputs: vec![("k".into(), InputRequest::elicit_form("q", json!({"type": "object"})))],
+                inputs: vec![(
+                    "k".into(),
+                    InputRequest::elicit_form("q", json!({"type": "object"})),
+                )],
                 state: Some("s".into()),
             },
             "sample" if cx.input_responses.is_none() => Reply::InputRequired {
-                inputs: vec![("s".into(), InputRequest::sampling(JsonObject::new())), ("r".into(), InputRequest::roots())],
+                inputs: vec![
+                    ("s".into(), InputRequest::sampling(JsonObject::new())),
+                    ("r".into(), InputRequest::roots()),
+                ],
                 state: None,
             },
             "slow" => Reply::Pending,
@@ -123,18 +174,29 @@ fn message(body: &Body, session_id: Option<&str>) -> (Vec<u8>, Option<Value>) {
         json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": caps})
     };
     let params_for = |method: &str, tool: u8| match method {
-        "tools/call" => json!({"name": TOOLS[usize::from(tool) % TOOLS.len()], "arguments": {"r": "x"}}),
+        "tools/call" => {
+            json!({"name": TOOLS[usize::from(tool) % TOOLS.len()], "arguments": {"r": "x"}})
+        }
         "prompts/get" => json!({"name": "p"}),
         "resources/read" | "resources/subscribe" => json!({"uri": "u://x"}),
         "logging/setLevel" => json!({"level": "info"}),
-        "subscriptions/listen" => json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions": ["u://x"]}}),
-        "completion/complete" => json!({"ref": {"type": "ref/prompt", "name": "p"}, "argument": {"name": "a", "value": "b"}}),
+        "subscriptions/listen" => {
+            json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions": ["u://x"]}})
+        }
+        "completion/complete" => {
+            json!({"ref": {"type": "ref/prompt", "name": "p"}, "argument": {"name": "a", "value": "b"}})
+        }
         _ => json!({}),
     };
     let _ = session_id;
     let v = match body {
         Body::Raw(bytes) => return (bytes.clone(), None),
-        Body::Modern { method, tool, caps, junk } => {
+        Body::Modern {
+            method,
+            tool,
+            caps,
+            junk,
+        } => {
             let m = METHODS[usize::from(*method) % METHODS.len()];
             let mut p = params_for(m, *tool);
             p["_meta"] = meta(*caps);
@@ -152,13 +214,20 @@ fn message(body: &Body, session_id: Option<&str>) -> (Vec<u8>, Option<Value>) {
             json!({"jsonrpc": "2.0", "id": method, "method": m, "params": params_for(m, *tool)})
         }
         Body::Initialize { version, caps } => {
-            let v = ["2025-11-25", "2025-06-18", "1999-01-01", "2026-07-28"][usize::from(*version) % 4];
-            let caps = if caps % 2 == 0 { json!({}) } else { json!({"elicitation": {}, "sampling": {}, "roots": {}}) };
+            let v =
+                ["2025-11-25", "2025-06-18", "1999-01-01", "2026-07-28"][usize::from(*version) % 4];
+            let caps = if caps % 2 == 0 {
+                json!({})
+            } else {
+                json!({"elicitation": {}, "sampling": {}, "roots": {}})
+            };
             json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": v, "capabilities": caps}})
         }
         Body::Notification { kind, id } => match kind % 3 {
             0 => json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-            1 => json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}}),
+            1 => {
+                json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}})
+            }
             _ => json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}),
         },
         Body::Answer { id, error } => {
@@ -215,7 +284,10 @@ fn drain(server: &mut Server, seen: &mut Seen, session: &mut Option<String>) {
 }
 
 fuzz_target!(|input: Input| {
-    let mut config = ServerConfig::new(Implementation::new("fuzz", "1"), ServerSecrets::from_entropy([3; 64]));
+    let mut config = ServerConfig::new(
+        Implementation::new("fuzz", "1"),
+        ServerSecrets::from_entropy([3; 64]),
+    );
     config.prompts = true;
     config.resources = true;
     config.completions = true;
@@ -225,7 +297,9 @@ fuzz_target!(|input: Input| {
     if input.legacy_only {
         config.eras = mcpwire_core::mcp::server::Eras::LEGACY;
     }
-    let Ok(mut server) = Server::new(config) else { return };
+    let Ok(mut server) = Server::new(config) else {
+        return;
+    };
     let mut app = App;
     let mut now = Instant::now();
     let mut seen = Seen::default();
@@ -234,49 +308,115 @@ fuzz_target!(|input: Input| {
     let mut requests: Vec<RequestId> = Vec::new();
     for step in input.steps.into_iter().take(64) {
         match step {
-            Step::Post { body, session: with_session, header_mode, accept } => {
+            Step::Post {
+                body,
+                session: with_session,
+                header_mode,
+                accept,
+            } => {
                 let (bytes, value) = message(&body, session.as_deref());
                 let mut h = match (&value, header_mode % 3) {
-                    (Some(v), 0) => mcpwire_core::mcp::headers::request_headers_for(v, None).unwrap_or_default(),
+                    (Some(v), 0) => {
+                        mcpwire_core::mcp::headers::request_headers_for(v, None).unwrap_or_default()
+                    }
                     _ => Headers::new(),
                 };
-                let _ = h.set("Host", if header_mode % 5 == 4 { "evil.example" } else { "localhost:1" });
+                let _ = h.set(
+                    "Host",
+                    if header_mode % 5 == 4 {
+                        "evil.example"
+                    } else {
+                        "localhost:1"
+                    },
+                );
                 match accept % 3 {
                     0 => {}
-                    1 => { let _ = h.set("Accept", "application/json"); }
-                    _ => { let _ = h.set("Accept", "text/event-stream"); }
+                    1 => {
+                        let _ = h.set("Accept", "application/json");
+                    }
+                    _ => {
+                        let _ = h.set("Accept", "text/event-stream");
+                    }
                 }
                 if with_session {
-                    if let Some(s) = &session { let _ = h.append("Mcp-Session-Id", s.as_str()); }
+                    if let Some(s) = &session {
+                        let _ = h.append("Mcp-Session-Id", s.as_str());
+                    }
                 }
-                let x = server.handle_http_request(now, HttpRequest { method: HttpMethod::Post, path: "/mcp".into(), headers: h, body: bytes });
+                let x = server.handle_http_request(
+                    now,
+                    HttpRequest {
+                        method: HttpMethod::Post,
+                        path: "/mcp".into(),
+                        headers: h,
+                        body: bytes,
+                    },
+                );
                 exchanges.push(x);
             }
-            Step::Get { session: with_session, last_event } => {
+            Step::Get {
+                session: with_session,
+                last_event,
+            } => {
                 let mut h = Headers::new();
                 let _ = h.set("Host", "127.0.0.1");
                 if with_session {
-                    if let Some(s) = &session { let _ = h.append("Mcp-Session-Id", s.as_str()); }
+                    if let Some(s) = &session {
+                        let _ = h.append("Mcp-Session-Id", s.as_str());
+                    }
                 }
-                if let Some((a, b)) = last_event { let _ = h.append("Last-Event-ID", format!("{a}-{b}")); }
-                exchanges.push(server.handle_http_request(now, HttpRequest { method: HttpMethod::Get, path: "/mcp".into(), headers: h, body: Vec::new() }));
+                if let Some((a, b)) = last_event {
+                    let _ = h.append("Last-Event-ID", format!("{a}-{b}"));
+                }
+                exchanges.push(server.handle_http_request(
+                    now,
+                    HttpRequest {
+                        method: HttpMethod::Get,
+                        path: "/mcp".into(),
+                        headers: h,
+                        body: Vec::new(),
+                    },
+                ));
             }
-            Step::Delete { session: with_session } => {
+            Step::Delete {
+                session: with_session,
+            } => {
                 let mut h = Headers::new();
                 let _ = h.set("Host", "127.0.0.1");
                 if with_session {
-                    if let Some(s) = &session { let _ = h.append("Mcp-Session-Id", s.as_str()); }
+                    if let Some(s) = &session {
+                        let _ = h.append("Mcp-Session-Id", s.as_str());
+                    }
                 }
-                exchanges.push(server.handle_http_request(now, HttpRequest { method: HttpMethod::Delete, path: "/mcp".into(), headers: h, body: Vec::new() }));
+                exchanges.push(server.handle_http_request(
+                    now,
+                    HttpRequest {
+                        method: HttpMethod::Delete,
+                        path: "/mcp".into(),
+                        headers: h,
+                        body: Vec::new(),
+                    },
+                ));
             }
             Step::Other => {
                 let mut h = Headers::new();
                 let _ = h.set("Host", "localhost");
-                exchanges.push(server.handle_http_request(now, HttpRequest { method: HttpMethod::Other("PUT".into()), path: "/x".into(), headers: h, body: Vec::new() }));
+                exchanges.push(server.handle_http_request(
+                    now,
+                    HttpRequest {
+                        method: HttpMethod::Other("PUT".into()),
+                        path: "/x".into(),
+                        headers: h,
+                        body: Vec::new(),
+                    },
+                ));
             }
             Step::Close(i) => {
                 if let Some(x) = exchanges.get(usize::from(i) % exchanges.len().max(1)) {
-                    assert!(server.handle_exchange_closed(now, *x).is_ok(), "closing an issued exchange");
+                    assert!(
+                        server.handle_exchange_closed(now, *x).is_ok(),
+                        "closing an issued exchange"
+                    );
                     seen.state.entry(x.raw()).or_default().1 = true;
                 }
             }
@@ -297,17 +437,30 @@ fuzz_target!(|input: Input| {
                         requests.push(i.id());
                     }
                 }
-                let rid = requests.get(usize::from(request) % requests.len().max(1)).copied().unwrap_or(RequestId::from_raw(u64::from(request)));
+                let rid = requests
+                    .get(usize::from(request) % requests.len().max(1))
+                    .copied()
+                    .unwrap_or(RequestId::from_raw(u64::from(request)));
                 let reply = match kind % 5 {
                     0 => Reply::tool_text("late"),
-                    1 => Reply::Error(ErrorObject { code: -32601, message: "m".into(), data: None }),
-                    2 => Reply::InputRequired { inputs: vec![("k".into(), InputRequest::roots())], state: Some("x".into()) },
+                    1 => Reply::Error(ErrorObject {
+                        code: -32601,
+                        message: "m".into(),
+                        data: None,
+                    }),
+                    2 => Reply::InputRequired {
+                        inputs: vec![("k".into(), InputRequest::roots())],
+                        state: Some("x".into()),
+                    },
                     3 => Reply::Result(json!(5)),
                     _ => Reply::Pending,
                 };
                 let r = server.respond(now, rid, reply);
                 if requests.contains(&rid) {
-                    assert!(!matches!(r, Err(mcpwire_core::mcp::server::UsageError::UnknownRequest(_))));
+                    assert!(!matches!(
+                        r,
+                        Err(mcpwire_core::mcp::server::UsageError::UnknownRequest(_))
+                    ));
                 }
             }
             Step::Progress(i) => {
@@ -316,7 +469,11 @@ fuzz_target!(|input: Input| {
                 }
             }
             Step::Log { request, level } => {
-                let r = request.and_then(|i| requests.get(usize::from(i) % requests.len().max(1)).copied());
+                let r = request.and_then(|i| {
+                    requests
+                        .get(usize::from(i) % requests.len().max(1))
+                        .copied()
+                });
                 let level = [LoggingLevel::Debug, LoggingLevel::Error][usize::from(level) % 2];
                 let _ = server.log(now, r, level, Some("f"), json!(1));
             }
@@ -325,7 +482,10 @@ fuzz_target!(|input: Input| {
                     let _ = server.close_stream(now, *r);
                 }
             }
-            Step::ListChanged(k) => server.list_changed(now, [ListKind::Tools, ListKind::Prompts, ListKind::Resources][usize::from(k) % 3]),
+            Step::ListChanged(k) => server.list_changed(
+                now,
+                [ListKind::Tools, ListKind::Prompts, ListKind::Resources][usize::from(k) % 3],
+            ),
             Step::Updated => server.resource_updated(now, "u://x"),
             Step::Time(ms) => {
                 now += Duration::from_millis(u64::from(ms) * 1000);
