@@ -125,16 +125,52 @@ struct CoreDefaults;
 
 impl Application for CoreDefaults {}
 
+/// The fixtures' data: the tools as `tools/list` lists them and the elicitation forms their
+/// tools ask for (JSON, parsed when the server starts, rather than code).
+const FIXTURES: &str = include_str!("conformance_fixtures.json");
+
 /// The scenarios' tools, resources and prompts.
 pub struct Fixtures {
     responder: Responder,
+    tools: Vec<Tool>,
+    forms: JsonObject,
 }
 
 impl Fixtures {
     /// The fixtures, answering later through `responder`.
     pub fn new(responder: Responder) -> Self {
-        Fixtures { responder }
+        let (tools, forms) = fixtures();
+        Fixtures {
+            responder,
+            tools,
+            forms,
+        }
     }
+
+    /// The elicitation form (`requestedSchema`) tool `name` asks for.
+    fn form(&self, name: &str) -> Value {
+        self.forms
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| json!({"type": "object"}))
+    }
+}
+
+/// The tools and forms of [`FIXTURES`] (a test checks they read whole).
+fn fixtures() -> (Vec<Tool>, JsonObject) {
+    let mut data = match serde_json::from_str::<Value>(FIXTURES) {
+        Ok(Value::Object(o)) => o,
+        _ => JsonObject::new(),
+    };
+    let tools = data
+        .remove("tools")
+        .and_then(|t| serde_json::from_value(t).ok())
+        .unwrap_or_default();
+    let forms = match data.remove("forms") {
+        Some(Value::Object(o)) => o,
+        _ => JsonObject::new(),
+    };
+    (tools, forms)
 }
 
 fn object(v: Value) -> JsonObject {
@@ -142,56 +178,6 @@ fn object(v: Value) -> JsonObject {
         Value::Object(o) => o,
         _ => JsonObject::new(),
     }
-}
-
-fn tool(name: &str, description: &str, input_schema: Value) -> Tool {
-    Tool {
-        name: name.into(),
-        description: Some(description.into()),
-        input_schema: object(input_schema),
-        ..Tool::default()
-    }
-}
-
-fn no_arguments() -> Value {
-    json!({"type": "object", "properties": {}})
-}
-
-fn string_argument(name: &str, description: &str) -> Value {
-    json!({
-        "type": "object",
-        "properties": {name: {"type": "string", "description": description}},
-        "required": [name],
-    })
-}
-
-/// The input schema of `json_schema_2020_12_tool`: JSON Schema 2020-12 with `$schema`,
-/// `$defs` (holding an `$anchor`), `additionalProperties`, composition and conditional keywords,
-/// which a listing must pass through untouched (SEP-1613, SEP-2106).
-fn json_schema_2020_12() -> Value {
-    json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "type": "object",
-        "$defs": {
-            "address": {
-                "$anchor": "addressDef",
-                "type": "object",
-                "properties": {"street": {"type": "string"}, "city": {"type": "string"}}
-            }
-        },
-        "properties": {
-            "name": {"type": "string"},
-            "address": {"$ref": "#/$defs/address"},
-            "contactMethod": {"type": "string", "enum": ["phone", "email"]},
-            "phone": {"type": "string"},
-            "email": {"type": "string"}
-        },
-        "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
-        "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
-        "then": {"required": ["phone"]},
-        "else": {"required": ["email"]},
-        "additionalProperties": false
-    })
 }
 
 fn text(text: impl Into<String>) -> Value {
@@ -433,155 +419,7 @@ impl Fixtures {
 
 impl Application for Fixtures {
     fn list_tools(&mut self, _: &RequestContext) -> Result<Vec<Tool>, ErrorObject> {
-        Ok(vec![
-            tool(
-                "test_simple_text",
-                "Tests simple text content response",
-                no_arguments(),
-            ),
-            tool(
-                "test_image_content",
-                "Tests image content response",
-                no_arguments(),
-            ),
-            tool(
-                "test_audio_content",
-                "Tests audio content response",
-                no_arguments(),
-            ),
-            tool(
-                "test_embedded_resource",
-                "Tests embedded resource content response",
-                no_arguments(),
-            ),
-            tool(
-                "test_multiple_content_types",
-                "Tests response with multiple content types (text, image, resource)",
-                no_arguments(),
-            ),
-            tool(
-                "test_tool_with_logging",
-                "Tests tool that emits log messages during execution",
-                no_arguments(),
-            ),
-            tool(
-                "test_tool_with_progress",
-                "Tests tool that reports progress notifications",
-                no_arguments(),
-            ),
-            tool(
-                "test_error_handling",
-                "Tests error response handling",
-                no_arguments(),
-            ),
-            tool(
-                "test_reconnection",
-                "Closes the SSE stream mid-call and answers after the client reconnects (SEP-1699)",
-                no_arguments(),
-            ),
-            tool(
-                "test_sampling",
-                "Tests server-initiated sampling (LLM completion request)",
-                string_argument("prompt", "The prompt to send to the LLM"),
-            ),
-            tool(
-                "test_elicitation",
-                "Tests server-initiated elicitation (user input request)",
-                string_argument("message", "The message to show the user"),
-            ),
-            tool(
-                "test_elicitation_sep1034_defaults",
-                "Tests elicitation with default values per SEP-1034",
-                no_arguments(),
-            ),
-            tool(
-                "test_elicitation_sep1330_enums",
-                "Tests elicitation with enum schema improvements per SEP-1330",
-                no_arguments(),
-            ),
-            tool(
-                "json_schema_2020_12_tool",
-                "Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)",
-                json_schema_2020_12(),
-            ),
-            tool(
-                "test_missing_capability",
-                "Needs the client's sampling capability",
-                no_arguments(),
-            ),
-            tool(
-                "test_input_required_result_elicitation",
-                "MRTR: asks for the user's name by elicitation",
-                no_arguments(),
-            ),
-            tool(
-                "test_input_required_result_sampling",
-                "MRTR: asks the client's model a question",
-                no_arguments(),
-            ),
-            tool(
-                "test_input_required_result_list_roots",
-                "MRTR: asks for the client's roots",
-                no_arguments(),
-            ),
-            tool(
-                "test_input_required_result_request_state",
-                "MRTR: asks for a confirmation, with requestState",
-                no_arguments(),
-            ),
-            tool(
-                "test_input_required_result_multiple_inputs",
-                "MRTR: asks for an elicitation, a sampling and the roots at once",
-                no_arguments(),
-            ),
-            tool(
-                "test_input_required_result_multi_round",
-                "MRTR: two rounds of questions",
-                no_arguments(),
-            ),
-            tool(
-                "test_input_required_result_tampered_state",
-                "MRTR: requestState that must come back unchanged",
-                no_arguments(),
-            ),
-            tool(
-                "test_input_required_result_capabilities",
-                "MRTR: asks only for what the client declared",
-                no_arguments(),
-            ),
-            tool(
-                "test_streaming_elicitation",
-                "Answers on the request's own stream",
-                no_arguments(),
-            ),
-            tool(
-                "test_logging_tool",
-                "Logs only when the request asked for a log level",
-                no_arguments(),
-            ),
-            tool(
-                "test_custom_headers",
-                "Mirrors arguments into Mcp-Param-* headers (x-mcp-header, SEP-2243)",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "region": {"type": "string", "x-mcp-header": "Region"},
-                        "priority": {"type": "integer", "x-mcp-header": "Priority"}
-                    },
-                    "required": ["region"]
-                }),
-            ),
-            tool(
-                "test_trigger_tool_change",
-                "Reports a change of the tool list",
-                no_arguments(),
-            ),
-            tool(
-                "test_trigger_prompt_change",
-                "Reports a change of the prompt list",
-                no_arguments(),
-            ),
-        ])
+        Ok(self.tools.clone())
     }
 
     fn call_tool(&mut self, cx: &mut CallContext, name: &str, arguments: &JsonObject) -> Reply {
@@ -635,17 +473,7 @@ impl Application for Fixtures {
                 None => input_required(
                     vec![(
                         "user",
-                        InputRequest::elicit_form(
-                            arg("message"),
-                            json!({
-                                "type": "object",
-                                "properties": {
-                                    "username": {"type": "string", "description": "User's response"},
-                                    "email": {"type": "string", "description": "User's email address"}
-                                },
-                                "required": ["username", "email"]
-                            }),
-                        ),
+                        InputRequest::elicit_form(arg("message"), self.form("test_elicitation")),
                     )],
                     None,
                 ),
@@ -657,22 +485,7 @@ impl Application for Fixtures {
                         "form",
                         InputRequest::elicit_form(
                             "Please review and update the form fields with defaults",
-                            json!({
-                                "type": "object",
-                                "properties": {
-                                    "name": {"type": "string", "description": "User name", "default": "John Doe"},
-                                    "age": {"type": "integer", "description": "User age", "default": 30},
-                                    "score": {"type": "number", "description": "User score", "default": 95.5},
-                                    "status": {
-                                        "type": "string",
-                                        "description": "User status",
-                                        "enum": ["active", "inactive", "pending"],
-                                        "default": "active"
-                                    },
-                                    "verified": {"type": "boolean", "description": "Verification status", "default": true}
-                                },
-                                "required": []
-                            }),
+                            self.form("test_elicitation_sep1034_defaults"),
                         ),
                     )],
                     None,
@@ -685,52 +498,7 @@ impl Application for Fixtures {
                         "form",
                         InputRequest::elicit_form(
                             "Please select options from the enum fields",
-                            json!({
-                                "type": "object",
-                                "properties": {
-                                    "untitledSingle": {
-                                        "type": "string",
-                                        "description": "Select one option",
-                                        "enum": ["option1", "option2", "option3"]
-                                    },
-                                    "titledSingle": {
-                                        "type": "string",
-                                        "description": "Select one option with titles",
-                                        "oneOf": [
-                                            {"const": "value1", "title": "First Option"},
-                                            {"const": "value2", "title": "Second Option"},
-                                            {"const": "value3", "title": "Third Option"}
-                                        ]
-                                    },
-                                    "legacyEnum": {
-                                        "type": "string",
-                                        "description": "Select one option (legacy)",
-                                        "enum": ["opt1", "opt2", "opt3"],
-                                        "enumNames": ["Option One", "Option Two", "Option Three"]
-                                    },
-                                    "untitledMulti": {
-                                        "type": "array",
-                                        "description": "Select multiple options",
-                                        "minItems": 1,
-                                        "maxItems": 3,
-                                        "items": {"type": "string", "enum": ["option1", "option2", "option3"]}
-                                    },
-                                    "titledMulti": {
-                                        "type": "array",
-                                        "description": "Select multiple options with titles",
-                                        "minItems": 1,
-                                        "maxItems": 3,
-                                        "items": {
-                                            "anyOf": [
-                                                {"const": "value1", "title": "First Choice"},
-                                                {"const": "value2", "title": "Second Choice"},
-                                                {"const": "value3", "title": "Third Choice"}
-                                            ]
-                                        }
-                                    }
-                                },
-                                "required": []
-                            }),
+                            self.form("test_elicitation_sep1330_enums"),
                         ),
                     )],
                     None,
@@ -1015,5 +783,36 @@ impl Application for Fixtures {
             total: Some(0),
             has_more: false,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fixture_data_reads_whole() {
+        let (tools, forms) = fixtures();
+        assert_eq!(tools.len(), 28);
+        assert!(tools.iter().all(
+            |t| t.description.is_some() && t.input_schema.get("type") == Some(&json!("object"))
+        ));
+        let schema = &tools
+            .iter()
+            .find(|t| t.name == "json_schema_2020_12_tool")
+            .map(|t| Value::Object(t.input_schema.clone()));
+        assert_eq!(
+            schema
+                .as_ref()
+                .and_then(|s| s.pointer("/$defs/address/$anchor")),
+            Some(&json!("addressDef"))
+        );
+        for name in [
+            "test_elicitation",
+            "test_elicitation_sep1034_defaults",
+            "test_elicitation_sep1330_enums",
+        ] {
+            assert!(forms.get(name).is_some_and(Value::is_object), "{name}");
+        }
     }
 }

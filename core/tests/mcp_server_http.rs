@@ -432,7 +432,7 @@ fn progress_streams_as_sse_and_a_plain_answer_is_json() {
     for (i, n) in msgs[..3].iter().enumerate() {
         assert_eq!(n["method"], "notifications/progress");
         assert_eq!(n["params"]["progressToken"], "p1");
-        assert_eq!(n["params"]["progress"], json!((i + 1) as f64));
+        assert_eq!(n["params"]["progress"], json!(i + 1));
     }
     assert_eq!(msgs[3]["id"], 3);
     assert!(
@@ -903,4 +903,222 @@ fn completion_prompts_and_resources_reach_the_application() {
     let _ = headers.append("Mcp-Method", "tools/call");
     let r = h.post(&message, headers).json();
     assert_eq!(code(&r), -32602, "tools/call without a name");
+}
+
+#[test]
+fn a_request_state_is_bound_to_the_credentials_it_was_issued_under() {
+    let mut h = Harness::new();
+    let params =
+        json!({"name": "ask", "arguments": {}, "_meta": meta_with(json!({"elicitation": {}}))});
+    let first = h
+        .modern(
+            json!(1),
+            "tools/call",
+            params.clone(),
+            &[("Authorization", "Bearer alice")],
+        )
+        .json();
+    let state = first["result"]["requestState"].clone();
+    let mut retry = params;
+    retry["inputResponses"] = json!({"user_name": {"action": "accept", "content": {"name": "A"}}});
+    retry["requestState"] = state;
+    let bob = h
+        .modern(
+            json!(2),
+            "tools/call",
+            retry.clone(),
+            &[("Authorization", "Bearer bob")],
+        )
+        .json();
+    assert_eq!(code(&bob), -32602, "another principal: {bob}");
+    let alice = h
+        .modern(
+            json!(3),
+            "tools/call",
+            retry,
+            &[("Authorization", "Bearer alice")],
+        )
+        .json();
+    assert_eq!(
+        alice["result"]["content"][0]["text"],
+        "hello A state=round-1"
+    );
+}
+
+#[test]
+fn progress_from_the_event_api_starts_the_stream_then_the_answer_ends_it() {
+    let mut h = Harness::new();
+    let mut m = meta();
+    m["progressToken"] = json!(5);
+    let message = body(
+        json!(1),
+        "tools/call",
+        json!({"name": "slow", "arguments": {}, "_meta": m}),
+    );
+    let (x, a, _) = h.http(request(
+        HttpMethod::Post,
+        modern_headers(&message),
+        message.to_string().as_bytes(),
+    ));
+    assert!(a.status.is_none());
+    let rid = mcpwire_core::mcp::server::RequestId::from_raw(0);
+    assert_eq!(
+        h.server.progress(h.now, rid, 0.5, None, Some("half")),
+        Ok(())
+    );
+    assert_eq!(
+        h.server.log(
+            h.now,
+            Some(rid),
+            mcpwire_core::mcp::LoggingLevel::Error,
+            None,
+            json!("e")
+        ),
+        Ok(()),
+        "no logLevel: dropped, not an error"
+    );
+    let (out, _) = drain(&mut h.server);
+    assert_eq!(out.len(), 1);
+    let started = &out[0].1;
+    assert!(started.streamed && !started.ended);
+    assert_eq!(started.messages()[0]["params"]["message"], "half");
+    assert_eq!(
+        h.server.respond(h.now, rid, Reply::Result(json!(7))),
+        Err(UsageError::BadResult { request: rid })
+    );
+    let (out, _) = drain(&mut h.server);
+    let end = Answer {
+        streamed: true,
+        ..out[0].1.clone()
+    };
+    assert_eq!((out[0].0, code(&end.json()), end.ended), (x, -32603, true));
+    // A request without a token: progress is refused, nothing is sent.
+    let message = body(
+        json!(2),
+        "tools/call",
+        with_meta(json!({"name": "slow", "arguments": {}})),
+    );
+    let _ = h.http(request(
+        HttpMethod::Post,
+        modern_headers(&message),
+        message.to_string().as_bytes(),
+    ));
+    let rid = mcpwire_core::mcp::server::RequestId::from_raw(1);
+    assert_eq!(
+        h.server.progress(h.now, rid, 1.0, None, None),
+        Err(UsageError::NoProgressToken(rid))
+    );
+    assert!(h.server.poll_output().is_none());
+}
+
+#[test]
+fn in_flight_bounds_answer_429_and_503_never_lose_a_reply() {
+    let mut c = config();
+    c.limits.max_in_flight = 2;
+    let mut h = Harness::with(c);
+    let slow = |h: &mut Harness, id: i64| {
+        h.modern(
+            json!(id),
+            "tools/call",
+            json!({"name": "slow", "arguments": {}}),
+            &[],
+        )
+    };
+    assert!(slow(&mut h, 1).status.is_none());
+    assert!(slow(&mut h, 2).status.is_none());
+    let a = slow(&mut h, 3);
+    assert_eq!(
+        (a.status, code(&a.json()), a.json()["id"].clone()),
+        (Some(503), -32000, json!(3))
+    );
+    let mut c = config();
+    c.limits.max_in_flight_per_connection = 1;
+    c.limits.max_sessions = 1;
+    let mut h = Harness::with(c);
+    let sid = h.initialize(json!({}));
+    assert!(h
+        .legacy(
+            &sid,
+            body(
+                json!(1),
+                "tools/call",
+                json!({"name": "slow", "arguments": {}})
+            )
+        )
+        .status
+        .is_none());
+    let a = h.legacy(
+        &sid,
+        body(
+            json!(2),
+            "tools/call",
+            json!({"name": "slow", "arguments": {}}),
+        ),
+    );
+    assert_eq!((a.status, code(&a.json())), (Some(429), -32000));
+    let a = h.post(
+        &body(
+            json!(3),
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {}}),
+        ),
+        base_headers(),
+    );
+    assert_eq!(
+        (a.status, code(&a.json())),
+        (Some(503), -32000),
+        "the session bound"
+    );
+}
+
+#[test]
+fn shutdown_answers_what_is_in_flight_and_refuses_what_comes_after() {
+    let mut h = Harness::new();
+    let message = body(
+        json!(1),
+        "tools/call",
+        with_meta(json!({"name": "slow", "arguments": {}})),
+    );
+    let (x, _, _) = h.http(request(
+        HttpMethod::Post,
+        modern_headers(&message),
+        message.to_string().as_bytes(),
+    ));
+    h.server.shutdown(h.now);
+    let (out, _) = drain(&mut h.server);
+    assert_eq!(out[0].0, x);
+    assert_eq!(code(&out[0].1.json()), -32603);
+    let mut cancelled = false;
+    while let Some(e) = h.server.poll_event() {
+        cancelled |= matches!(
+            e,
+            ServerEvent::Cancelled {
+                reason: CancelReason::Shutdown,
+                ..
+            }
+        );
+    }
+    assert!(cancelled);
+    assert_eq!(
+        h.modern(json!(2), "tools/list", json!({}), &[]).status,
+        Some(503)
+    );
+    assert_eq!(h.server.open_exchanges(), 0);
+}
+
+#[test]
+fn a_legacy_stream_keeps_a_bounded_backlog() {
+    let mut c = config();
+    c.limits.max_sse_backlog = 3;
+    let mut h = Harness::with(c);
+    let sid = h.initialize(json!({}));
+    let mut g = base_headers();
+    let _ = g.append("Mcp-Session-Id", sid.as_str());
+    let (gx, _, _) = h.http(request(HttpMethod::Get, g.clone(), b""));
+    assert_eq!(h.server.handle_exchange_closed(h.now, gx), Ok(()));
+    for _ in 0..10 {
+        h.server.list_changed(h.now, ListKind::Tools);
+    }
+    let a = h.http(request(HttpMethod::Get, g, b"")).1;
+    assert_eq!(a.messages().len(), 3, "the oldest were dropped");
 }

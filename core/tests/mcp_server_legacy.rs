@@ -103,7 +103,7 @@ fn delete_ends_the_session_and_later_requests_get_404() {
     assert_eq!(a.status, Some(204));
     assert_eq!(
         h.app.closed_sessions,
-        [sid.clone()],
+        std::slice::from_ref(&sid),
         "the application heard of it"
     );
     assert_eq!(
@@ -530,5 +530,76 @@ fn idle_sessions_close_when_configured() {
     assert_eq!(
         h.legacy(&sid, body(json!(1), "ping", json!({}))).status,
         Some(404)
+    );
+}
+
+#[test]
+fn a_legacy_only_server_answers_modern_requests_as_a_legacy_server_would() {
+    let mut c = config();
+    c.eras = mcpwire_core::mcp::server::Eras::LEGACY;
+    let mut h = Harness::with(c);
+    let a = h.modern(json!(1), "server/discover", json!({}), &[]);
+    assert_eq!(
+        (a.status, code(&a.json())),
+        (Some(400), -32000),
+        "no session: {}",
+        a.json()
+    );
+    let sid = h.initialize(json!({}));
+    let mut hd = base_headers();
+    let _ = hd.append("Mcp-Session-Id", sid.as_str());
+    let d = h.post(&body(json!(2), "server/discover", with_meta(json!({}))), hd);
+    assert_eq!((d.status, code(&d.json())), (Some(200), -32601));
+    assert_eq!(
+        h.http(request(HttpMethod::Get, base_headers(), b""))
+            .1
+            .status,
+        Some(400),
+        "GET without a session"
+    );
+}
+
+#[test]
+fn long_lived_streams_get_keep_alive_comments_while_open() {
+    let mut h = Harness::new();
+    let sid = h.initialize(json!({}));
+    assert!(
+        h.server.poll_timeout().is_none(),
+        "no stream, no keep-alive"
+    );
+    let mut g = base_headers();
+    let _ = g.append("Mcp-Session-Id", sid.as_str());
+    let (gx, _, _) = h.http(request(HttpMethod::Get, g, b""));
+    let listen = body(
+        json!(7),
+        "subscriptions/listen",
+        with_meta(json!({"notifications": {"toolsListChanged": true}})),
+    );
+    let (lx, _, _) = h.http(request(
+        HttpMethod::Post,
+        modern_headers(&listen),
+        listen.to_string().as_bytes(),
+    ));
+    let t = h
+        .server
+        .poll_timeout()
+        .unwrap_or_else(|| panic!("a keep-alive deadline"));
+    assert_eq!(t.at, h.now + Duration::from_secs(15));
+    h.now = t.at;
+    h.server.handle_timeout(h.now);
+    let (out, _) = drain(&mut h.server);
+    let got: Vec<_> = out.iter().map(|(x, a)| (*x, a.events.clone())).collect();
+    assert_eq!(
+        got,
+        [(gx, vec![b":\n\n".to_vec()]), (lx, vec![b":\n\n".to_vec()])]
+    );
+    assert_eq!(h.server.handle_exchange_closed(h.now, gx), Ok(()));
+    assert_eq!(h.server.handle_exchange_closed(h.now, lx), Ok(()));
+    h.now += Duration::from_secs(15);
+    h.server.handle_timeout(h.now);
+    assert!(drain(&mut h.server).0.is_empty());
+    assert!(
+        h.server.poll_timeout().is_none(),
+        "nothing open: the keep-alive stops"
     );
 }

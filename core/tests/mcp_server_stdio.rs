@@ -238,7 +238,13 @@ fn a_legacy_only_server_refuses_modern_and_a_modern_only_one_initialize() {
     c.eras = Eras::LEGACY;
     let mut h = Harness::with(c);
     let a = h.stdio_json(&modern_line(json!(1), "tools/list", json!({})));
-    assert_eq!(code(&a[0]), -32022, "{a:?}");
+    assert_eq!(
+        code(&a[0]),
+        -32600,
+        "not initialized, as a legacy server says: {a:?}"
+    );
+    let a = h.stdio_json(&modern_line(json!(2), "server/discover", json!({})));
+    assert_eq!(code(&a[0]), -32601);
     let mut c = config();
     c.eras = Eras::MODERN;
     let mut h = Harness::with(c);

@@ -34,10 +34,11 @@ pub fn server() -> Server {
 }
 
 pub fn tool(name: &str, schema: Value) -> Tool {
-    let mut t = Tool::default();
-    t.name = name.into();
-    t.input_schema = schema.as_object().cloned().unwrap_or_default();
-    t
+    Tool {
+        name: name.into(),
+        input_schema: schema.as_object().cloned().unwrap_or_default(),
+        ..Tool::default()
+    }
 }
 
 /// The fixture: tools `echo`, `tenant` (x-mcp-header Region), `ask` (MRTR elicitation, with
@@ -162,9 +163,10 @@ impl Application for Fixture {
     }
 
     fn list_prompts(&mut self, _: &RequestContext) -> Result<Vec<Prompt>, ErrorObject> {
-        let mut p = Prompt::default();
-        p.name = "greeting".into();
-        Ok(vec![p])
+        Ok(vec![Prompt {
+            name: "greeting".into(),
+            ..Prompt::default()
+        }])
     }
 
     fn get_prompt(&mut self, _: &mut CallContext, name: &str, args: &JsonObject) -> Reply {
@@ -178,20 +180,22 @@ impl Application for Fixture {
     }
 
     fn list_resources(&mut self, _: &RequestContext) -> Result<Vec<Resource>, ErrorObject> {
-        let mut r = Resource::default();
-        r.uri = "test://greeting".into();
-        r.name = "greeting".into();
-        Ok(vec![r])
+        Ok(vec![Resource {
+            uri: "test://greeting".into(),
+            name: "greeting".into(),
+            ..Resource::default()
+        }])
     }
 
     fn list_resource_templates(
         &mut self,
         _: &RequestContext,
     ) -> Result<Vec<ResourceTemplate>, ErrorObject> {
-        let mut t = ResourceTemplate::default();
-        t.uri_template = "test://item/{id}".into();
-        t.name = "item".into();
-        Ok(vec![t])
+        Ok(vec![ResourceTemplate {
+            uri_template: "test://item/{id}".into(),
+            name: "item".into(),
+            ..ResourceTemplate::default()
+        }])
     }
 
     fn read_resource(&mut self, cx: &mut CallContext, uri: &str) -> Reply {

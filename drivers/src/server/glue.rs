@@ -85,6 +85,10 @@ pub(crate) trait TimerWake: Send + Sync + 'static {
     fn rearm(&self, at: Option<Instant>);
 }
 
+/// The application, behind a pointer: one copy of the driver's code serves every
+/// application type (the binary carries it once, not once per application and driver).
+pub(crate) type DynApp = Box<dyn Application + Send>;
+
 /// Marks the current thread as the lock's holder while it lives (a panic in the application
 /// unwinds through it too).
 struct Holding<'a>(&'a Mutex<Option<ThreadId>>);
@@ -117,9 +121,9 @@ enum Command {
     ResourceUpdated(String),
 }
 
-struct State<A, S> {
+struct State<S> {
     server: Server,
-    app: A,
+    app: DynApp,
     exchanges: HashMap<ExchangeId, S>,
     stdout: Option<Box<dyn StdoutSink>>,
     deadline: Option<Instant>,
@@ -127,8 +131,8 @@ struct State<A, S> {
 }
 
 /// The engine, the application and where outputs go, behind one lock.
-pub(crate) struct Shared<A, S> {
-    state: Mutex<State<A, S>>,
+pub(crate) struct Shared<S> {
+    state: Mutex<State<S>>,
     /// The thread holding `state` (so a [`Responder`] call from inside the application is
     /// queued instead of locking again).
     holder: Mutex<Option<ThreadId>>,
@@ -137,14 +141,16 @@ pub(crate) struct Shared<A, S> {
     pub(crate) stdout_queue: Arc<StdoutQueue>,
 }
 
-impl<A, S> Shared<A, S>
+impl<S> Shared<S>
 where
-    A: Application + Send + 'static,
     S: Sink,
 {
     /// The shared engine, with the application made from its [`Responder`] (which holds the
     /// engine weakly: an application keeping its responder makes no cycle).
-    pub(crate) fn new_with(server: Server, make_app: impl FnOnce(Responder) -> A) -> Arc<Self> {
+    pub(crate) fn new_with(
+        server: Server,
+        make_app: impl FnOnce(Responder) -> DynApp,
+    ) -> Arc<Self> {
         Arc::new_cyclic(|me: &Weak<Self>| {
             let engine: Weak<dyn Control> = me.clone();
             let app = make_app(Responder { engine });
@@ -179,7 +185,7 @@ where
         self.locked(|state, now| f(&mut state.server, now))
     }
 
-    fn locked<R>(&self, f: impl FnOnce(&mut State<A, S>, Instant) -> R) -> R {
+    fn locked<R>(&self, f: impl FnOnce(&mut State<S>, Instant) -> R) -> R {
         let mut state = lock(&self.state);
         let _holding = Holding::new(&self.holder);
         let now = Instant::now();
@@ -189,10 +195,10 @@ where
     }
 
     /// The application's turn and the outputs' delivery, until nothing is left to do.
-    fn settle(&self, state: &mut State<A, S>, now: Instant) {
+    fn settle(&self, state: &mut State<S>, now: Instant) {
         loop {
             let State { server, app, .. } = &mut *state;
-            server.serve_with(app, now);
+            server.serve_with(&mut **app, now);
             let deferred: Vec<Command> = std::mem::take(&mut *lock(&self.deferred));
             let had_deferred = !deferred.is_empty();
             for c in deferred {
@@ -255,7 +261,7 @@ fn apply(server: &mut Server, now: Instant, c: Command) -> Result<(), UsageError
 }
 
 /// Drains the core's outputs into the sinks; returns the exchanges whose sink refused a piece.
-fn deliver<A, S: Sink>(state: &mut State<A, S>, queue: &StdoutQueue) -> Vec<ExchangeId> {
+fn deliver<S: Sink>(state: &mut State<S>, queue: &StdoutQueue) -> Vec<ExchangeId> {
     let mut closed = Vec::new();
     while let Some(out) = state.server.poll_output() {
         match out {
@@ -305,9 +311,8 @@ fn deliver<A, S: Sink>(state: &mut State<A, S>, queue: &StdoutQueue) -> Vec<Exch
     closed
 }
 
-impl<A, S> Exchanges<S> for Shared<A, S>
+impl<S> Exchanges<S> for Shared<S>
 where
-    A: Application + Send + 'static,
     S: Sink,
 {
     type Id = ExchangeId;
@@ -360,9 +365,8 @@ trait Control: Send + Sync + 'static {
     fn call(&self, c: Command) -> Result<(), UsageError>;
 }
 
-impl<A, S> Control for Shared<A, S>
+impl<S> Control for Shared<S>
 where
-    A: Application + Send + 'static,
     S: Sink,
 {
     fn call(&self, c: Command) -> Result<(), UsageError> {
@@ -371,12 +375,11 @@ where
 }
 
 impl Responder {
-    pub(crate) fn new<A, S>(shared: &Arc<Shared<A, S>>) -> Responder
+    pub(crate) fn new<S>(shared: &Arc<Shared<S>>) -> Responder
     where
-        A: Application + Send + 'static,
         S: Sink,
     {
-        let engine: Weak<dyn Control> = Arc::downgrade(shared) as Weak<Shared<A, S>>;
+        let engine: Weak<dyn Control> = Arc::downgrade(shared) as Weak<Shared<S>>;
         Responder { engine }
     }
 

@@ -168,7 +168,11 @@ pub struct RequestContext {
     pub log_level: Option<LoggingLevel>,
     /// The request's whole `params._meta` as sent.
     pub meta: JsonObject,
-    /// MRTR: the client's responses to the inputs asked in the previous round, by key.
+    /// MRTR: the client's responses to the inputs asked in the previous round, by key (each
+    /// the input request's result, as `inputResponses` carries it; in the legacy era a client
+    /// that answered a server-to-client request with a JSON-RPC error appears as
+    /// `{"error": {code, message, data?}}` under its key). Keys the application did not ask
+    /// for may be present (clients may send extra ones; ignore them).
     pub input_responses: Option<JsonObject>,
     /// MRTR: the application's `state` of the previous round, verified by the core.
     pub state: Option<String>,

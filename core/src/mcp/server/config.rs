@@ -213,6 +213,10 @@ pub struct Timeouts {
     pub session_idle: Option<Duration>,
     /// The `retry` field of the priming event of each SSE stream (SEP-1699; `None`: none).
     pub sse_retry: Option<Duration>,
+    /// How often an SSE comment (`:`) goes down the long-lived streams (`subscriptions/listen`,
+    /// the legacy GET stream) so intermediaries and clients do not close them when quiet
+    /// (`None`: never).
+    pub keep_alive: Option<Duration>,
 }
 
 impl Default for Timeouts {
@@ -222,6 +226,7 @@ impl Default for Timeouts {
             server_request: Duration::from_secs(300),
             session_idle: None,
             sse_retry: Some(Duration::from_millis(1000)),
+            keep_alive: Some(Duration::from_secs(15)),
         }
     }
 }

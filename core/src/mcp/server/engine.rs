@@ -135,6 +135,8 @@ pub(super) struct Engine {
     events: VecDeque<ServerEvent>,
     outputs: VecDeque<Output>,
     shut: bool,
+    /// When the next keep-alive comment goes out, while long-lived streams are open.
+    keep_alive_at: Option<Instant>,
 }
 
 /// What a new request is, before it is admitted.
@@ -159,6 +161,16 @@ enum Early {
 
 fn response_text(id: &Id, result: &Value) -> String {
     json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()
+}
+
+/// A number as JSON: an integral value as an integer (`3`, not `3.0`), else the float; a
+/// non-finite one (which JSON has not) as `0`.
+fn number(x: f64) -> Value {
+    if x.is_finite() && x.fract() == 0.0 && x.abs() < 9.0e15 {
+        json!(x as i64)
+    } else {
+        serde_json::Number::from_f64(x).map_or(json!(0), Value::Number)
+    }
 }
 
 fn notification_text(method: &str, params: Value) -> String {
@@ -295,8 +307,17 @@ fn read_call(method: &str, params: &JsonObject) -> Result<Call, String> {
     })
 }
 
-/// The `requestState` binding of a call.
-fn binding_of(call: &Call, method: &str) -> Binding {
+/// The `requestState` binding of a call: its method, name and arguments, and the HTTP
+/// `Authorization` it came with.
+fn binding_of(call: &Call, method: &str, headers: Option<&Headers>) -> Binding {
+    let binding = binding_of_call(call, method);
+    match headers.and_then(|h| h.get("Authorization")) {
+        Some(credentials) => binding.with_principal(credentials.trim()),
+        None => binding,
+    }
+}
+
+fn binding_of_call(call: &Call, method: &str) -> Binding {
     match call {
         Call::CallTool { name, arguments } | Call::GetPrompt { name, arguments } => {
             Binding::new(method, name, Some(&Value::Object(arguments.clone())))
@@ -325,6 +346,7 @@ impl Engine {
             events: VecDeque::new(),
             outputs: VecDeque::new(),
             shut: false,
+            keep_alive_at: None,
         }
     }
 
@@ -983,6 +1005,29 @@ impl Engine {
         if let Some(s) = self.sessions.get_mut(&session) {
             s.get_stream = Some(sid);
         }
+        self.arm_keep_alive(now);
+    }
+
+    fn arm_keep_alive(&mut self, now: Instant) {
+        if let (None, Some(every)) = (self.keep_alive_at, self.config.timeouts.keep_alive) {
+            self.keep_alive_at = Some(now + every);
+        }
+    }
+
+    /// The live connections of long-lived streams: listen streams and GET streams.
+    fn long_lived(&self) -> Vec<ExchangeId> {
+        let mut out: Vec<ExchangeId> = self
+            .streams
+            .values()
+            .filter(|s| {
+                s.exchange.is_some()
+                    && s.request
+                        .is_none_or(|r| self.requests.get(&r).is_some_and(|r| r.listen.is_some()))
+            })
+            .filter_map(|s| s.exchange)
+            .collect();
+        out.sort();
+        out
     }
 
     /// Attaches `x` to stream `sid` and replays what came after event `after`.
@@ -1465,8 +1510,10 @@ impl Engine {
         let stdio_session =
             matches!(channel, Channel::Stdio) && self.sessions.contains_key(STDIO_SESSION);
         let modern_only = modern::MODERN_ONLY.contains(&method.as_str());
+        // A legacy-only server reads everything as the legacy era, as a server of that era
+        // would (a modern request without a session: `400`; `server/discover`: unknown).
         let legacy = eras.legacy
-            && !meta_version
+            && (!eras.modern || !meta_version)
             && (method == "initialize"
                 || (http && session_header.is_some())
                 || stdio_session
@@ -1588,8 +1635,9 @@ impl Engine {
         if let Some(s) = session.as_ref().and_then(|s| self.sessions.get_mut(s)) {
             s.last_seen = now;
         }
-        if session.is_none() && method != "ping" {
-            // stdio before initialize.
+        if session.is_none() && method != "ping" && !modern::MODERN_ONLY.contains(&method.as_str())
+        {
+            // stdio before initialize (a modern-only method is unknown instead, below).
             let r = Refusal::new(
                 200,
                 code::INVALID_REQUEST,
@@ -1847,7 +1895,7 @@ impl Engine {
             let state = match token {
                 None => None,
                 Some(token) => {
-                    let binding = binding_of(&call, &method);
+                    let binding = binding_of(&call, &method, nr.headers.as_ref());
                     let unix = self.unix_now(now);
                     match request_state::open(
                         &self.config.secrets.request_state_key,
@@ -1976,6 +2024,12 @@ impl Engine {
                 },
             );
             self.send_for(rid, ack);
+            if matches!(
+                self.requests.get(&rid).map(|r| &r.channel),
+                Some(Channel::Http { .. })
+            ) {
+                self.arm_keep_alive(now);
+            }
             return;
         }
         self.requests.insert(
@@ -2028,10 +2082,10 @@ impl Engine {
                 let Some(token) = req.context.progress_token.clone() else {
                     return Err(UsageError::NoProgressToken(rid));
                 };
-                let mut params = json!({"progressToken": token, "progress": progress});
+                let mut params = json!({"progressToken": token, "progress": number(progress)});
                 if let Some(m) = params.as_object_mut() {
                     if let Some(total) = total {
-                        m.insert("total".into(), json!(total));
+                        m.insert("total".into(), number(total));
                     }
                     if let Some(message) = message {
                         m.insert("message".into(), Value::String(message));
@@ -2333,7 +2387,7 @@ impl Engine {
                         self.finish_error(rid, 200, &e);
                         return Ok(());
                     }
-                    let binding = binding_of(&req.call, &req.method);
+                    let binding = binding_of(&req.call, &req.method, req.context.headers.as_ref());
                     let expiry = self
                         .unix_now(now)
                         .saturating_add(self.config.timeouts.request_state_ttl.as_secs().max(1));
@@ -2541,6 +2595,9 @@ impl Engine {
                 consider(w.deadline, TimeoutReason::ServerRequest(*rid));
             }
         }
+        if let Some(at) = self.keep_alive_at {
+            consider(at, TimeoutReason::KeepAlive);
+        }
         if let Some(idle) = self.config.timeouts.session_idle {
             for (id, s) in &self.sessions {
                 if s.http {
@@ -2556,6 +2613,17 @@ impl Engine {
 
     pub(super) fn handle_timeout(&mut self, now: Instant) {
         self.seen(now);
+        if self.keep_alive_at.is_some_and(|at| at <= now) {
+            let live = self.long_lived();
+            for x in &live {
+                self.outputs
+                    .push_back(Output::Http(*x, HttpOutput::StreamEvent(b":\n\n".to_vec())));
+            }
+            self.keep_alive_at = match (live.is_empty(), self.config.timeouts.keep_alive) {
+                (false, Some(every)) => Some(now + every),
+                _ => None,
+            };
+        }
         let expired: Vec<RequestId> = self
             .requests
             .iter()

@@ -45,6 +45,26 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! **Streamable HTTP, as answered.** Every request: a path other than [`ServerConfig::http_path`]
+//! is `404`; a `Host` or `Origin` outside [`OriginPolicy`] `403` (DNS rebinding; loopback by
+//! default); after [`Server::shutdown`] `503`; a method other than GET/POST/DELETE `405`. A POST:
+//! a body over [`Limits::max_body_bytes`] `413`, a `Content-Type` that is not JSON `415`, an
+//! `Accept` with neither JSON nor SSE `406`, bytes that are not one JSON-RPC message `400`
+//! (`-32700`/`-32600`, batches included); a notification or a client's response `202`. A
+//! `2026-07-28` request is checked in this order, each a `400` unless noted: `_meta` version
+//! (`-32602`), `MCP-Protocol-Version` present and equal (`-32020`), the version supported
+//! (`-32022` with `data.supported` and `data.requested`), `clientCapabilities` (`-32602`),
+//! `Mcp-Method`/`Mcp-Name` (`-32020`), a removed, unknown or unadvertised method (`404`,
+//! `-32601`), then for `tools/call` the `Mcp-Param-*` headers (`-32020`). A legacy request needs
+//! its session (`400` without `Mcp-Session-Id`, `404` for an unknown or ended one, `400` for an
+//! unknown `MCP-Protocol-Version`); its JSON-RPC errors are `200`. An answer is JSON unless
+//! something precedes the result (progress, a log message, a server-to-client request, a
+//! stream close): then `text/event-stream`, with a priming event and event ids in a legacy
+//! session (SEP-1699), resumed by GET with `Last-Event-ID`. GET opens a legacy session's
+//! stream (one at a time: `409`; `405` without a session on a server that speaks
+//! `2026-07-28`); DELETE ends the session (`204`). Too many requests in flight: `429` per
+//! session, `503` for the server, `-32000` either way, on stdio the same error as a line.
+//!
 //! **The application** either implements [`Application`] and lets [`Server::serve_with`]
 //! drain the events through it, or takes the events itself ([`Server::poll_event`]) and answers
 //! with [`Server::respond`] when it can (a gateway answers `tools/call` after its upstream
@@ -390,6 +410,8 @@ pub enum TimeoutReason {
     ServerRequest(RequestId),
     /// A legacy session's idle deadline.
     SessionIdle(SessionId),
+    /// The next keep-alive comment on the long-lived streams.
+    KeepAlive,
 }
 
 /// A configuration [`Server::new`] refuses.

@@ -5,8 +5,9 @@
 //! A token is `v1.` followed by base64url (no padding) of:
 //! `expiry (8 bytes, big-endian unix seconds) ‖ state (UTF-8) ‖ HMAC-SHA256 tag (32 bytes)`,
 //! where the tag covers a domain label, the expiry, the [`Binding`] (the method, the
-//! tool/prompt/resource name and the SHA-256 digest of the request's arguments, each
-//! length-prefixed) and the state. A token is refused when it is not of that shape, when its
+//! tool/prompt/resource name, the SHA-256 digests of the request's arguments and of its
+//! principal, each length-prefixed) and the state (`basic/patterns/mrtr.mdx`: the principal,
+//! a short expiry and the originating request, inside the integrity-protected state). A token is refused when it is not of that shape, when its
 //! tag does not verify under the key for the request it came back with (tampered, or sealed for
 //! another request or by a server with another key), or when it has expired.
 //!
@@ -39,6 +40,9 @@ pub struct Binding {
     pub name: String,
     /// SHA-256 of the canonical JSON of the arguments (see [`arguments_digest`]).
     pub arguments_digest: [u8; 32],
+    /// SHA-256 of who asked (the server binds the HTTP `Authorization` value, so a state is
+    /// refused when presented with other credentials); zeros for no one.
+    pub principal_digest: [u8; 32],
 }
 
 impl Binding {
@@ -49,7 +53,14 @@ impl Binding {
             method: method.to_owned(),
             name: name.to_owned(),
             arguments_digest: arguments_digest(arguments),
+            principal_digest: [0; 32],
         }
+    }
+
+    /// Binds the state to `principal` too (the credentials the request came with).
+    pub fn with_principal(mut self, principal: &str) -> Self {
+        self.principal_digest = Sha256::digest(principal.as_bytes()).into();
+        self
     }
 }
 
@@ -96,6 +107,7 @@ fn tag(key: &[u8; 32], binding: &Binding, expiry: u64, state: &[u8]) -> Hmac<Sha
     field(binding.method.as_bytes());
     field(binding.name.as_bytes());
     field(&binding.arguments_digest);
+    field(&binding.principal_digest);
     field(state);
     mac
 }
@@ -189,6 +201,16 @@ mod tests {
         assert_eq!(open(&KEY, &other_tool, &token, 0), Err(OpenError::BadTag));
         let other_method = Binding::new("prompts/get", "ask", Some(&json!({"b": 1, "a": [1, 2]})));
         assert_eq!(open(&KEY, &other_method, &token, 0), Err(OpenError::BadTag));
+        let alice = seal(&KEY, &binding().with_principal("Bearer alice"), "s", 1_000);
+        assert_eq!(
+            open(&KEY, &binding().with_principal("Bearer alice"), &alice, 0).as_deref(),
+            Ok("s")
+        );
+        assert_eq!(
+            open(&KEY, &binding().with_principal("Bearer bob"), &alice, 0),
+            Err(OpenError::BadTag)
+        );
+        assert_eq!(open(&KEY, &binding(), &alice, 0), Err(OpenError::BadTag));
         // Flip one bit of every byte position in turn: never opens.
         let raw = URL_SAFE_NO_PAD
             .decode(&token[PREFIX.len()..])

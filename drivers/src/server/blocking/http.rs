@@ -988,4 +988,91 @@ mod tests {
         assert!(text.ends_with("\r\n\r\n"), "{text}");
         l.stop();
     }
+
+    /// The request's bytes for `body`: sized, or chunked in pieces of the given sizes.
+    fn request_bytes(body: &[u8], chunked: bool, pieces: &[usize]) -> Vec<u8> {
+        let mut out = b"POST /whole HTTP/1.1\r\nHost: x\r\nConnection: close\r\n".to_vec();
+        if !chunked {
+            out.extend_from_slice(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
+            out.extend_from_slice(body);
+            return out;
+        }
+        out.extend_from_slice(b"Transfer-Encoding: chunked\r\n\r\n");
+        let mut rest = body;
+        let mut i = 0;
+        while !rest.is_empty() {
+            let n = pieces[i % pieces.len()].min(rest.len());
+            out.extend_from_slice(format!("{n:x};x=y\r\n").as_bytes());
+            out.extend_from_slice(&rest[..n]);
+            out.extend_from_slice(b"\r\n");
+            rest = &rest[n..];
+            i += 1;
+        }
+        out.extend_from_slice(b"0\r\n\r\n");
+        out
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(40))]
+
+        /// However a body is framed and however its bytes are split on the wire, the glue
+        /// gets it whole, or cut one byte past the bound when it is longer.
+        #[test]
+        fn bodies_arrive_whole_however_framed_and_split(
+            body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..1500),
+            chunked in proptest::prelude::any::<bool>(),
+            pieces in proptest::collection::vec(1usize..400, 1..8),
+            splits in proptest::collection::vec(1usize..300, 1..12),
+        ) {
+            let script = Arc::new(Script::default());
+            let mut l = start(&script);
+            let mut s = connect(&l);
+            let _ = s.set_nodelay(true);
+            let bytes = request_bytes(&body, chunked, &pieces);
+            let mut rest = &bytes[..];
+            let mut i = 0;
+            while !rest.is_empty() {
+                let n = splits[i % splits.len()].min(rest.len());
+                if s.write_all(&rest[..n]).is_err() {
+                    break; // the server answered early (a body over the bound) and closed
+                }
+                rest = &rest[n..];
+                i += 1;
+            }
+            let text = read_to_end(&mut s);
+            l.stop();
+            proptest::prop_assert!(text.starts_with("HTTP/1.1 200 "), "{}", text);
+            let seen = lock(&script.seen);
+            let want = if body.len() > 1024 { &body[..1025] } else { &body[..] };
+            proptest::prop_assert_eq!(seen.len(), 1);
+            proptest::prop_assert_eq!(&seen[0].2[..], want);
+        }
+
+        /// Garbage gets an answer or a close, never a panic, and the listener goes on serving.
+        #[test]
+        fn garbage_never_stops_the_listener(
+            junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600),
+            prefix in proptest::prelude::any::<bool>(),
+        ) {
+            let script = Arc::new(Script::default());
+            let mut l = start(&script);
+            let mut s = connect(&l);
+            s.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+            let mut bytes = if prefix {
+                b"POST /whole HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec()
+            } else {
+                Vec::new()
+            };
+            bytes.extend_from_slice(&junk);
+            let _ = s.write_all(&bytes);
+            let text = read_to_end(&mut s);
+            proptest::prop_assert!(text.is_empty() || text.starts_with("HTTP/1.1 "), "{}", text);
+            let mut ok = connect(&l);
+            ok.write_all(b"POST /whole HTTP/1.1\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+                .unwrap();
+            let answer = read_to_end(&mut ok);
+            l.stop();
+            proptest::prop_assert!(answer.ends_with("ok"), "{}", answer);
+        }
+    }
 }

@@ -58,7 +58,7 @@ where
     W: Write + Send + 'static,
 {
     let server = Server::new(with_clock(config))?;
-    let shared = Shared::<A, mpsc::SyncSender<Out>>::new_with(server, make_app);
+    let shared = Shared::<mpsc::SyncSender<Out>>::new_with(server, |r| Box::new(make_app(r)));
     let timer = ThreadTimer::start(&shared)?;
     let (tx, rx) = mpsc::channel::<Vec<u8>>();
     let queue = shared.stdout_queue.clone();
@@ -153,7 +153,7 @@ trait Stop: Send + Sync {
     fn shutdown(&self);
 }
 
-impl<A: Application + Send + 'static> Stop for Shared<A, mpsc::SyncSender<Out>> {
+impl Stop for Shared<mpsc::SyncSender<Out>> {
     fn shutdown(&self) {
         Shared::shutdown(self);
     }
@@ -188,7 +188,7 @@ impl HttpServer {
             addr: options.listen,
             source,
         })?;
-        let shared = Shared::<A, mpsc::SyncSender<Out>>::new_with(server, make_app);
+        let shared = Shared::<mpsc::SyncSender<Out>>::new_with(server, |r| Box::new(make_app(r)));
         let timer = ThreadTimer::start(&shared)?;
         let listener = http::Listener::start(socket, shared.clone(), limits).map_err(|source| {
             ServeError::Io {
@@ -265,17 +265,14 @@ impl TimerWake for TimerState {
 }
 
 impl ThreadTimer {
-    fn start<A>(shared: &Arc<Shared<A, mpsc::SyncSender<Out>>>) -> Result<ThreadTimer, ServeError>
-    where
-        A: Application + Send + 'static,
-    {
+    fn start(shared: &Arc<Shared<mpsc::SyncSender<Out>>>) -> Result<ThreadTimer, ServeError> {
         let state = Arc::new(TimerState::default());
         shared.set_timer(state.clone());
         let engine = shared.clone();
         let st = state.clone();
         let thread = std::thread::Builder::new()
             .name("mcpwire-server-timer".to_owned())
-            .spawn(move || timer_loop(&st, &*engine))
+            .spawn(move || timer_loop(&st, &engine))
             .map_err(|source| ServeError::Io {
                 what: "starting the timer thread",
                 source,
@@ -290,10 +287,7 @@ impl ThreadTimer {
     }
 }
 
-fn timer_loop<A>(state: &TimerState, engine: &Shared<A, mpsc::SyncSender<Out>>)
-where
-    A: Application + Send + 'static,
-{
+fn timer_loop(state: &TimerState, engine: &Shared<mpsc::SyncSender<Out>>) {
     // A deadline the core keeps in the past after firing would spin; it waits this long.
     const AGAIN: Duration = Duration::from_millis(10);
     let mut guard = lock(&state.at);

@@ -68,7 +68,7 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let server = Server::new(with_clock(config))?;
-    let shared = Shared::<A, Sender<Out>>::new_with(server, make_app);
+    let shared = Shared::<Sender<Out>>::new_with(server, |r| Box::new(make_app(r)));
     let timer = TaskTimer::start(&shared);
     let (tx, rx) = smol::channel::unbounded::<Vec<u8>>();
     let queue = shared.stdout_queue.clone();
@@ -151,7 +151,7 @@ trait Stop: Send + Sync {
     fn shutdown(&self);
 }
 
-impl<A: Application + Send + 'static> Stop for Shared<A, Sender<Out>> {
+impl Stop for Shared<Sender<Out>> {
     fn shutdown(&self) {
         Shared::shutdown(self);
     }
@@ -188,7 +188,7 @@ impl HttpServer {
                 addr: options.listen,
                 source,
             })?;
-        let shared = Shared::<A, Sender<Out>>::new_with(server, make_app);
+        let shared = Shared::<Sender<Out>>::new_with(server, |r| Box::new(make_app(r)));
         let timer = TaskTimer::start(&shared);
         let listener = http::Listener::start(socket, shared.clone(), limits).map_err(|source| {
             ServeError::Io {
@@ -259,10 +259,7 @@ impl TimerWake for TimerState {
 }
 
 impl TaskTimer {
-    fn start<A>(shared: &Arc<Shared<A, Sender<Out>>>) -> TaskTimer
-    where
-        A: Application + Send + 'static,
-    {
+    fn start(shared: &Arc<Shared<Sender<Out>>>) -> TaskTimer {
         let (wake, woken) = smol::channel::bounded(1);
         let state = Arc::new(TimerState {
             at: Mutex::new(None),
@@ -281,10 +278,7 @@ impl TaskTimer {
     }
 }
 
-async fn timer_loop<A>(state: &TimerState, engine: &Shared<A, Sender<Out>>, woken: Receiver<()>)
-where
-    A: Application + Send + 'static,
-{
+async fn timer_loop(state: &TimerState, engine: &Shared<Sender<Out>>, woken: Receiver<()>) {
     // A deadline the core keeps in the past after firing would spin; it waits this long.
     const AGAIN: Duration = Duration::from_millis(10);
     let mut last_fired: Option<Instant> = None;
