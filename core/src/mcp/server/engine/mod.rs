@@ -582,7 +582,15 @@ impl Engine {
                 continue;
             };
             if req.listen.is_some() {
+                // The teardown is announced (`basic/patterns/cancellation.mdx`: a server MUST
+                // send `notifications/cancelled` for a listen stream it ends), then the listen
+                // request gets its graceful result (`subscriptions.mdx`, "Graceful Closure").
                 let id = req.jsonrpc_id.clone();
+                let cancelled = notification_text(
+                    "notifications/cancelled",
+                    json!({"_meta": {SUBSCRIPTION_ID_KEY: id}, "requestId": id, "reason": "the server is shutting down"}),
+                );
+                self.send_for(rid, cancelled);
                 let result = json!({"resultType": "complete", "_meta": {SUBSCRIPTION_ID_KEY: id}});
                 let text = response_text(&id, &result);
                 self.finish(rid, 200, text, &[]);
