@@ -706,7 +706,12 @@ fn listen_acknowledges_first_tags_every_notification_and_honours_the_filter() {
     let msgs = end.messages();
     assert_eq!(msgs[0]["method"], "notifications/prompts/list_changed");
     assert_eq!(
-        msgs[1]["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        msgs[1]["method"], "notifications/cancelled",
+        "the teardown is announced"
+    );
+    assert_eq!(msgs[1]["params"]["requestId"], 2);
+    assert_eq!(
+        msgs[2]["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
         2
     );
     assert!(end.ended);

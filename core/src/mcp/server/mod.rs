@@ -70,7 +70,8 @@
 //! with [`Server::respond`] when it can (a gateway answers `tools/call` after its upstream
 //! did). A [`Reply::Pending`] from the trait means the same.
 //!
-//! The files: `config.rs` (configuration, limits), `application.rs` (the trait, replies,
+//! The files: `engine/` (the state machine: its state, streams, transports, messages and the
+//! application's side), `config.rs` (configuration, limits), `application.rs` (the trait, replies,
 //! contexts), `dispatch.rs` (method routing, capability checks), `modern.rs` (`_meta`, header
 //! checks, `server/discover`, `subscriptions/listen`), `legacy.rs` (`initialize`, sessions,
 //! server-to-client requests), `request_state.rs` (sealing `requestState`), `http.rs`
