@@ -349,7 +349,9 @@ where
 /// A handle to the running server for an application that answers later
 /// ([`Reply::Pending`]) or reports changes: cloneable, usable from any thread or task. A call
 /// made while the server is inside one of the application's methods (on that thread) is
-/// applied as soon as the method returns, and then reports `Ok`.
+/// applied as soon as the method returns, and then reports `Ok`. (An application method must
+/// not wait for another thread that calls the `Responder`: the engine stays locked while the
+/// method runs. Return `Reply::Pending` and let that thread answer instead.)
 #[derive(Clone)]
 pub struct Responder {
     engine: Weak<dyn Control>,
