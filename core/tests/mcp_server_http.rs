@@ -1127,3 +1127,41 @@ fn a_legacy_stream_keeps_a_bounded_backlog() {
     let a = h.http(request(HttpMethod::Get, g, b"")).1;
     assert_eq!(a.messages().len(), 3, "the oldest were dropped");
 }
+
+#[test]
+fn a_client_taking_only_sse_gets_its_answer_as_a_stream_and_listens_do_not_count_as_in_flight() {
+    let mut c = config();
+    c.limits.max_in_flight = 1;
+    let mut h = Harness::with(c);
+    let a = h.modern(
+        json!(1),
+        "tools/list",
+        json!({}),
+        &[("Accept", "text/event-stream")],
+    );
+    assert!(a.streamed && a.ended);
+    assert_eq!(a.header("Content-Type"), Some("text/event-stream"));
+    assert_eq!(a.json()["id"], 1);
+    let listen = body(
+        json!(2),
+        "subscriptions/listen",
+        with_meta(json!({"notifications": {"toolsListChanged": true}})),
+    );
+    let (_, l, _) = h.http(request(
+        HttpMethod::Post,
+        modern_headers(&listen),
+        listen.to_string().as_bytes(),
+    ));
+    assert!(l.streamed && !l.ended);
+    let a = h.modern(
+        json!(3),
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "ok"}}),
+        &[],
+    );
+    assert_eq!(
+        a.json()["result"]["content"][0]["text"],
+        "ok",
+        "the open listen does not use the bound"
+    );
+}

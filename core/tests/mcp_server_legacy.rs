@@ -603,3 +603,28 @@ fn long_lived_streams_get_keep_alive_comments_while_open() {
         "nothing open: the keep-alive stops"
     );
 }
+
+#[test]
+fn sessions_older_than_2025_11_25_get_no_priming_event() {
+    let mut h = Harness::new();
+    let a = init(&mut h, "2025-03-26");
+    let sid = a.header("Mcp-Session-Id").unwrap_or_default().to_owned();
+    let mut g = base_headers();
+    let _ = g.append("Mcp-Session-Id", sid.as_str());
+    let s = h.http(request(HttpMethod::Get, g, b"")).1;
+    assert!(
+        s.streamed && s.events.is_empty(),
+        "SEP-1699 priming is a 2025-11-25 behaviour: {:?}",
+        s.events
+    );
+    let p = h.legacy(
+        &sid,
+        body(
+            json!(1),
+            "tools/call",
+            json!({"name": "progress", "arguments": {}, "_meta": {"progressToken": 1}}),
+        ),
+    );
+    let first = String::from_utf8_lossy(&p.events[0]).into_owned();
+    assert!(first.contains("notifications/progress"), "{first}");
+}

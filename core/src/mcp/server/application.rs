@@ -28,7 +28,8 @@ pub enum Reply {
     /// `prompts/get` and `resources/read` may ask; another method's `InputRequired` becomes a
     /// `-32603` error. `state` is the application's own, returned verified in
     /// [`RequestContext::state`] on the retry (sealed by the core in `2026-07-28`, kept in
-    /// memory in the legacy era).
+    /// memory in the legacy era). A sealed state is authenticated, not encrypted: keep secrets
+    /// out of it.
     InputRequired {
         /// The inputs, each under the key its response comes back with.
         inputs: Vec<(String, InputRequest)>,

@@ -11,6 +11,10 @@
 //! tag does not verify under the key for the request it came back with (tampered, or sealed for
 //! another request or by a server with another key), or when it has expired.
 //!
+//! The seal authenticates, it does not encrypt: the client can read the state (it is only
+//! base64url-encoded), so an application puts no secret in it (a key into its own store
+//! instead), and a state meant to be redeemed once must be tracked by the application.
+//!
 //! HMAC comes from RustCrypto's `hmac` crate (0.13, over the same `sha2` 0.11 the core already
 //! uses); the comparison of tags is its constant-time `verify_slice`.
 

@@ -88,12 +88,13 @@ impl Engine {
         if !resumable {
             return;
         }
-        let (exchange, stream, sse_ok) = match req.channel {
+        let (exchange, stream, sse_ok, json_ok) = match req.channel {
             Channel::Http {
                 exchange,
                 stream,
                 sse_ok,
-            } => (exchange, stream, sse_ok),
+                json_ok,
+            } => (exchange, stream, sse_ok, json_ok),
             Channel::Stdio => return,
         };
         let sid = match stream {
@@ -109,6 +110,7 @@ impl Engine {
                         exchange,
                         stream: Some(sid),
                         sse_ok,
+                        json_ok,
                     };
                 }
                 sid

@@ -553,9 +553,11 @@ impl Engine {
             );
         }
         let limits = &self.config.limits;
+        // Listen streams are bounded by `max_streams`, not as requests in flight.
         let same_connection = self
             .requests
             .values()
+            .filter(|r| r.listen.is_none())
             .filter(|r| match (&r.channel, &nr.channel) {
                 (Channel::Stdio, Channel::Stdio) => true,
                 (Channel::Http { .. }, Channel::Http { .. }) => {
@@ -564,7 +566,7 @@ impl Engine {
                 _ => false,
             })
             .count();
-        let total = self.requests.len();
+        let total = self.in_flight();
         if same_connection >= limits.max_in_flight_per_connection || total >= limits.max_in_flight {
             let (status, max) = if total >= limits.max_in_flight {
                 (503, limits.max_in_flight)

@@ -55,6 +55,9 @@ enum Channel {
         stream: Option<u64>,
         /// The client accepts `text/event-stream`.
         sse_ok: bool,
+        /// The client accepts `application/json` (one that takes only SSE gets its answer as
+        /// a stream of one event).
+        json_ok: bool,
     },
 }
 

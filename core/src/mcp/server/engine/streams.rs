@@ -136,6 +136,7 @@ impl Engine {
                 exchange,
                 stream: None,
                 sse_ok,
+                json_ok,
             } => {
                 if !sse_ok || !self.exchanges.contains_key(&exchange) {
                     return false;
@@ -147,6 +148,7 @@ impl Engine {
                         exchange,
                         stream: Some(sid),
                         sse_ok,
+                        json_ok,
                     };
                 }
                 self.stream_send(sid, &text);
@@ -212,6 +214,19 @@ impl Engine {
         }
         match req.channel {
             Channel::Stdio => self.stdio_line(text),
+            // A client that takes only `text/event-stream`: the answer as a stream of one.
+            Channel::Http {
+                exchange,
+                stream: None,
+                json_ok: false,
+                sse_ok: true,
+            } if self.exchanges.contains_key(&exchange) => {
+                let session = req.session.clone().filter(|_| req.era == Era::Legacy);
+                let sid = self.open_stream(exchange, session, None);
+                self.stream_send(sid, &text);
+                self.stream_end_connection(sid);
+                self.streams.remove(&sid);
+            }
             Channel::Http {
                 exchange,
                 stream: None,

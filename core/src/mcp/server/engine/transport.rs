@@ -179,6 +179,7 @@ impl Engine {
             exchange: x,
             stream: None,
             sse_ok,
+            json_ok,
         };
         self.message_in(now, text, channel, Some(req.headers));
     }
