@@ -155,6 +155,7 @@ pub(super) fn run(args: &super::HostArgs, serve: &ServeArgs) -> Result<Outcome, 
         presentation: PresentationConfig::new(args.context_window).with_threshold(threshold),
         pins: args.pins.clone(),
         not_approved,
+        refreshing: Mutex::new(()),
         inner: Mutex::new(Inner {
             catalog: Catalog::new(),
             prompts: Prompts::new(),
@@ -199,6 +200,7 @@ fn serve_stdio(config: ServerConfig, gateway: &Arc<Gateway>) -> Result<Outcome, 
         GatewayApp {
             gateway: g,
             responder,
+            workers: Workers::new(),
         }
     })?;
     Ok(Outcome::Done)
@@ -216,6 +218,7 @@ fn serve_http(
             GatewayApp {
                 gateway: g,
                 responder,
+                workers: Workers::new(),
             }
         })?;
     eprintln!("mcpwire host serve: serving {}", http.url());
@@ -287,6 +290,7 @@ struct Gateway {
     presentation: PresentationConfig,
     pins: Vec<String>,
     not_approved: Vec<ServerId>,
+    refreshing: Mutex<()>,
     inner: Mutex<Inner>,
 }
 
@@ -342,6 +346,11 @@ impl Gateway {
     /// not ready keeps its tools there: they answer that it is unavailable, and its reconnect
     /// with the same tools changes nothing downstream.
     fn refresh_with(&self, mut events: Vec<RegistryEvent>, responder: Option<&Responder>) {
+        // One refresh at a time (the watch thread's, a failed call's); calls go on meanwhile.
+        let _one = self
+            .refreshing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         while let Some(e) = self.host.poll_event() {
             events.push(e);
         }
@@ -387,6 +396,10 @@ impl Gateway {
         }
         let mut prompts_changed = false;
         let mut resources_changed = false;
+        // What to ask the servers, decided under the lock; asked without it (a slow server
+        // must not hold up the calls of the others); applied under it again.
+        let mut to_list = Vec::new();
+        let mut to_extras = Vec::new();
         for s in &servers {
             let id = s.id();
             if !s.is_ready() {
@@ -399,34 +412,52 @@ impl Gateway {
                 .get(id)
                 .is_some_and(|t| Instant::now() >= *t);
             if !known || expired || inner.changed.contains(id) {
-                match self.host.tools_listing(id) {
-                    Ok(list) => {
-                        match list
-                            .ttl_ms
-                            .and_then(|ms| u64::try_from(ms).ok())
-                            .filter(|ms| *ms > 0)
-                        {
-                            Some(ms) => {
-                                inner
-                                    .fresh_until
-                                    .insert(id.clone(), Instant::now() + Duration::from_millis(ms));
-                            }
-                            None => {
-                                inner.fresh_until.remove(id);
-                            }
-                        }
-                        inner.catalog.set_server_tools(id.clone(), list.tools);
-                        inner.changed.remove(id);
-                    }
-                    Err(e) => eprintln!("mcpwire host serve: {id}: cannot list the tools: {e}"),
-                }
+                to_list.push(id.clone());
             }
             if !inner.listed_extras.contains(id) {
-                let (p, r) = self.list_extras(id, s);
-                prompts_changed |= inner.prompts.set_server_prompts(id.clone(), p);
-                resources_changed |= inner.resources.set_server_resources(id.clone(), r.0, r.1);
-                inner.listed_extras.insert(id.clone());
+                to_extras.push(s);
             }
+        }
+        drop(inner);
+        let listings: Vec<_> = to_list
+            .into_iter()
+            .map(|id| {
+                let listing = self.host.tools_listing(&id);
+                (id, listing)
+            })
+            .collect();
+        let extras: Vec<_> = to_extras
+            .into_iter()
+            .map(|s| (s.id().clone(), self.list_extras(s.id(), s)))
+            .collect();
+        let mut inner = self.lock();
+        for (id, listing) in listings {
+            match listing {
+                Ok(list) => {
+                    match list
+                        .ttl_ms
+                        .and_then(|ms| u64::try_from(ms).ok())
+                        .filter(|ms| *ms > 0)
+                    {
+                        Some(ms) => {
+                            inner
+                                .fresh_until
+                                .insert(id.clone(), Instant::now() + Duration::from_millis(ms));
+                        }
+                        None => {
+                            inner.fresh_until.remove(&id);
+                        }
+                    }
+                    inner.catalog.set_server_tools(id.clone(), list.tools);
+                    inner.changed.remove(&id);
+                }
+                Err(e) => eprintln!("mcpwire host serve: {id}: cannot list the tools: {e}"),
+            }
+        }
+        for (id, (p, r)) in extras {
+            prompts_changed |= inner.prompts.set_server_prompts(id.clone(), p);
+            resources_changed |= inner.resources.set_server_resources(id.clone(), r.0, r.1);
+            inner.listed_extras.insert(id);
         }
         // Servers no longer in the host (none are removed today) leave.
         let gone: Vec<ServerId> = inner
@@ -507,11 +538,75 @@ impl Gateway {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The threads upstream calls wait on.
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The threads that wait on upstream calls: kept and reused (a thread per call would add its
+/// start-up to every call's latency), more started while every one is busy, up to
+/// [`Workers::MAX`]; past that a job waits for a free thread.
+struct Workers {
+    jobs: Mutex<std::sync::mpsc::Sender<Job>>,
+    queue: Arc<Mutex<std::sync::mpsc::Receiver<Job>>>,
+    /// Threads started, and how many of them wait for a job.
+    counts: Arc<Mutex<(usize, usize)>>,
+}
+
+impl Workers {
+    const MAX: usize = 64;
+
+    fn new() -> Workers {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        Workers {
+            jobs: Mutex::new(tx),
+            queue: Arc::new(Mutex::new(rx)),
+            counts: Arc::new(Mutex::new((0, 0))),
+        }
+    }
+
+    fn run(&self, job: Job) -> Result<(), std::io::Error> {
+        let start_one = {
+            let mut c = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+            let start = c.1 == 0 && c.0 < Self::MAX;
+            if start {
+                c.0 += 1;
+            } else if c.1 > 0 {
+                // This job takes one of the waiting threads.
+                c.1 -= 1;
+            }
+            start
+        };
+        if start_one {
+            let queue = Arc::clone(&self.queue);
+            let counts = Arc::clone(&self.counts);
+            let started = thread::Builder::new()
+                .name("mcpwire-gateway-call".to_owned())
+                .spawn(move || loop {
+                    let next = queue.lock().unwrap_or_else(PoisonError::into_inner).recv();
+                    let Ok(job) = next else { return };
+                    job();
+                    counts.lock().unwrap_or_else(PoisonError::into_inner).1 += 1;
+                });
+            if let Err(e) = started {
+                self.counts.lock().unwrap_or_else(PoisonError::into_inner).0 -= 1;
+                return Err(e);
+            }
+        }
+        self.jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .send(job)
+            .map_err(|_| std::io::Error::other("the gateway's call threads have stopped"))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // The downstream server's application.
 
 struct GatewayApp {
     gateway: Arc<Gateway>,
     responder: Responder,
+    workers: Workers,
 }
 
 impl GatewayApp {
@@ -521,29 +616,31 @@ impl GatewayApp {
         let g = Arc::clone(&self.gateway);
         let responder = self.responder.clone();
         let request = cx.request.request;
-        let spawned = thread::Builder::new()
-            .name("mcpwire-gateway-call".to_owned())
-            .spawn(move || {
-                let reply = match g
-                    .host
-                    .call_tool(&call.server, &call.tool.name, &call.arguments)
-                {
-                    Ok(result) => {
-                        g.lock().policy.record_result(&call.server, &result);
-                        Reply::Result(gateway::downstream_result(result.raw().clone()))
-                    }
-                    Err(e) => Reply::tool_error(format!(
-                        "server {}: the call of {:?} failed: {e}",
-                        call.server, call.tool.name
-                    )),
-                };
-                // The client may have gone or cancelled: nothing left to answer.
-                let _ = responder.respond(request, reply);
-                // A call that found the server gone changed its state.
+        let spawned = self.workers.run(Box::new(move || {
+            let outcome = g
+                .host
+                .call_tool(&call.server, &call.tool.name, &call.arguments);
+            let failed = outcome.is_err();
+            let reply = match outcome {
+                Ok(result) => {
+                    // Before the answer: the next call's consent sees where this text went.
+                    g.lock().policy.record_result(&call.server, &result);
+                    Reply::Result(gateway::downstream_result(result.raw().clone()))
+                }
+                Err(e) => Reply::tool_error(format!(
+                    "server {}: the call of {:?} failed: {e}",
+                    call.server, call.tool.name
+                )),
+            };
+            // The client may have gone or cancelled: nothing left to answer.
+            let _ = responder.respond(request, reply);
+            // A failed call may have found the server gone: its state changed.
+            if failed {
                 g.refresh(Some(&responder));
-            });
+            }
+        }));
         match spawned {
-            Ok(_) => Reply::Pending,
+            Ok(()) => Reply::Pending,
             Err(e) => Reply::error(code::INTERNAL_ERROR, format!("cannot start the call: {e}")),
         }
     }
@@ -730,11 +827,8 @@ impl Application for GatewayApp {
 
 impl GatewayApp {
     fn spawn(&self, f: impl FnOnce() + Send + 'static) -> Reply {
-        match thread::Builder::new()
-            .name("mcpwire-gateway-request".to_owned())
-            .spawn(f)
-        {
-            Ok(_) => Reply::Pending,
+        match self.workers.run(Box::new(f)) {
+            Ok(()) => Reply::Pending,
             Err(e) => Reply::error(
                 code::INTERNAL_ERROR,
                 format!("cannot start the request: {e}"),
