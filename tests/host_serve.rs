@@ -372,3 +372,57 @@ fn an_upstream_killed_mid_session_is_unavailable_holds_up_no_other_and_comes_bac
         }
     }
 }
+
+#[test]
+fn prompts_and_resources_pass_through_under_the_servers_names() {
+    let fx = Fixture::new("passthrough");
+    let lines = run(
+        Downstream::Python("auto"),
+        &fx.gateway(&[]),
+        json!([
+            {"op": "list_prompts"},
+            {"op": "get_prompt", "name": "py__greet", "arguments": {"name": "Ada"}},
+            {"op": "list_resources"},
+            {"op": "read_resource", "uri": "mcpwire://py/peer%3A%2F%2Freadme"},
+            {"op": "read_resource", "uri": "peer://readme"},
+        ]),
+        "none",
+        json!({}),
+    );
+    let prompts: Vec<&str> = lines[1]["prompts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{}", lines[1]))
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(prompts.contains(&"py__greet"), "{prompts:?}");
+    assert!(prompts.iter().all(|p| p.contains("__")), "{prompts:?}");
+    let greeting = lines[2]["result"]["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{}", lines[2]));
+    assert!(greeting.contains("Ada"), "{greeting}");
+    let uris: Vec<&str> = lines[3]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap())
+        .collect();
+    // Both peers have peer://readme: each under the gateway's form naming its server; a URI
+    // only one has (peer://whoami) is kept as sent.
+    for want in [
+        "mcpwire://py/peer%3A%2F%2Freadme",
+        "mcpwire://ts/peer%3A%2F%2Freadme",
+        "peer://whoami",
+    ] {
+        assert!(uris.contains(&want), "{uris:?}");
+    }
+    let read = &lines[4]["result"];
+    assert_eq!(
+        read["contents"][0]["text"], "mcpwire client peer resource",
+        "{read}"
+    );
+    assert_eq!(
+        read["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "mcpwire-host"
+    );
+}

@@ -10,6 +10,8 @@ Options:
                        {"op": "list_tools"}
                        {"op": "call", "name": N, "arguments": {...}}
                        {"op": "search", "query": Q, "limit": L}     (calls search_tools)
+                       {"op": "list_prompts"}, {"op": "get_prompt", "name": N, "arguments": {...}}
+                       {"op": "list_resources"}, {"op": "read_resource", "uri": U}
                        {"op": "pause"}    prints its line, then waits for a line on stdin (or
                                           its end): the test acts meanwhile (kills an upstream)
     --elicit MODE    accept | decline | cancel | none (default none: no elicitation callback,
@@ -157,6 +159,18 @@ async def run_step(client: Client, step: dict[str, Any], seen: list[Any], heard:
                 arguments["limit"] = step["limit"]
             result = await client.call_tool("search_tools", arguments)
             out({"op": op, "ok": True, "result": dump(result)})
+        elif op == "list_prompts":
+            listed = await client.list_prompts()
+            out({"op": op, "ok": True, "prompts": [dump(p) for p in listed.prompts]})
+        elif op == "get_prompt":
+            result = await client.get_prompt(step["name"], step.get("arguments") or {})
+            out({"op": op, "name": step["name"], "ok": True, "result": dump(result)})
+        elif op == "list_resources":
+            listed = await client.list_resources()
+            out({"op": op, "ok": True, "resources": [dump(r) for r in listed.resources]})
+        elif op == "read_resource":
+            result = await client.read_resource(step["uri"])
+            out({"op": op, "uri": step["uri"], "ok": True, "result": dump(result)})
         elif op == "pause":
             out({"op": op, "ok": True})
             await anyio.to_thread.run_sync(sys.stdin.readline)
