@@ -141,3 +141,79 @@ fn stdio_operation_futures_dropped_at_any_point_leave_the_client_usable() {
         );
     });
 }
+
+/// Counts the wake-ups a task's waker gets from the thread that polls it while it polls.
+struct CountingWaker {
+    poller: std::thread::Thread,
+    polling: std::sync::atomic::AtomicBool,
+    during_poll: std::sync::atomic::AtomicUsize,
+}
+
+impl std::task::Wake for CountingWaker {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        use std::sync::atomic::Ordering;
+        if self.polling.load(Ordering::SeqCst) && std::thread::current().id() == self.poller.id() {
+            self.during_poll.fetch_add(1, Ordering::SeqCst);
+        }
+        self.poller.unpark();
+    }
+}
+
+/// Runs `future` on this thread with a [`CountingWaker`] (parking between polls, bounded by
+/// `limit`); its output and the wake-ups it gave itself while polled.
+fn run_counting<T>(future: impl std::future::Future<Output = T>, limit: Duration) -> (T, usize) {
+    use std::sync::atomic::Ordering;
+    use std::task::{Context, Poll};
+    let counter = std::sync::Arc::new(CountingWaker {
+        poller: std::thread::current(),
+        polling: false.into(),
+        during_poll: 0.into(),
+    });
+    let waker = std::task::Waker::from(std::sync::Arc::clone(&counter));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    let deadline = Instant::now() + limit;
+    loop {
+        counter.polling.store(true, Ordering::SeqCst);
+        let poll = future.as_mut().poll(&mut cx);
+        counter.polling.store(false, Ordering::SeqCst);
+        if let Poll::Ready(out) = poll {
+            return (out, counter.during_poll.load(Ordering::SeqCst));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(!left.is_zero(), "the calls did not end within {limit:?}");
+        std::thread::park_timeout(left);
+    }
+}
+
+#[test]
+fn a_call_that_reads_its_own_answer_does_not_wake_its_own_task_again() {
+    // The future that waits for its answer itself feeds the answer to the core; were its waker
+    // left in the operation's slot, ending the operation would wake its own task from inside
+    // its poll, and the executor would poll every future once more for nothing before the
+    // next call could sleep (one wasted round per call).
+    let srv = server(EraMode::Dual);
+    let c = McpClient::connect_http(&srv.url(), ClientOptions::default()).unwrap();
+    smol::block_on(c.discover()).unwrap();
+    let (texts, self_wakes) = run_counting(
+        async {
+            let mut texts = Vec::new();
+            for i in 0..20 {
+                let answer = c.call_tool("echo", json!({ "text": format!("t{i}") }));
+                texts.push(answer.await.unwrap().text());
+            }
+            texts
+        },
+        Duration::from_secs(30),
+    );
+    let expected: Vec<String> = (0..20).map(|i| format!("t{i}")).collect();
+    assert_eq!(texts, expected);
+    assert_eq!(
+        self_wakes, 0,
+        "wake-ups of the task from inside its own poll"
+    );
+}

@@ -264,6 +264,20 @@ impl<R: Runtime> Session<R> {
         op: OpId,
         waker: &Waker,
     ) -> Option<Result<(String, bool), Error>> {
+        self.outcome_or_wait(op, Some(waker))
+    }
+
+    /// `op`'s outcome once it ended, as [`Session::outcome`]; otherwise `Some(waker)` is kept
+    /// to be woken when it does, and `None` forgets the one kept: the caller is about to wait
+    /// for input itself and looks again after every turn, so the operation ending in its own
+    /// turn must not wake it (a stale wake-up costs an empty poll of every future on its task
+    /// before the next operation can sleep). A caller that passed `None` passes its waker
+    /// before it returns `Pending`.
+    pub(crate) fn outcome_or_wait(
+        &mut self,
+        op: OpId,
+        waker: Option<&Waker>,
+    ) -> Option<Result<(String, bool), Error>> {
         let Some(slot) = self.ops.get_mut(&op) else {
             // Not started here, or already taken.
             return Some(Err(Error::Cancelled));
@@ -274,8 +288,12 @@ impl<R: Runtime> Session<R> {
                 Some(outcome.map_err(|e| self.explain(e)))
             }
             None => {
-                if !slot.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
-                    slot.waker = Some(waker.clone());
+                match waker {
+                    Some(waker) if !slot.waker.as_ref().is_some_and(|w| w.will_wake(waker)) => {
+                        slot.waker = Some(waker.clone());
+                    }
+                    Some(_) => {}
+                    None => slot.waker = None,
                 }
                 None
             }

@@ -12,7 +12,7 @@
 //! poll: an HTTP exchange task is spawned, a stdio request line is written as far as the pipe
 //! takes it. While polled, the future also waits for what comes back when nobody else does
 //! (its task is then woken by its own answer); one background task per client (the loop, on
-//! smol's global executor) waits whenever no future has for a couple of milliseconds. Whoever
+//! smol's global executor) waits whenever no future has for 20 milliseconds. Whoever
 //! waits feeds what came to the core and wakes the futures whose operations ended. Events
 //! reach the [`Host`] while calls run, and subscriptions are [`Stream`]s. This
 //! runtime makes no protocol decision; it only moves bytes:
@@ -452,6 +452,21 @@ impl Pending {
             op: self.op,
         }
     }
+
+    fn ready(&mut self, outcome: Result<(String, bool), Error>) -> Poll<Result<Value, Error>> {
+        self.done = true;
+        Poll::Ready(parse_value(outcome))
+    }
+
+    /// Leaves `waker` in the operation's slot, unless the outcome came meanwhile (a cancel, a
+    /// close, another poller's turn).
+    fn wait_for(&mut self, waker: &Waker) -> Poll<Result<Value, Error>> {
+        let op = self.op;
+        match self.shared.with(|s| s.outcome_or_wait(op, Some(waker))) {
+            Some(outcome) => self.ready(outcome),
+            None => Poll::Pending,
+        }
+    }
 }
 
 impl Future for Pending {
@@ -463,17 +478,21 @@ impl Future for Pending {
         let op = self.op;
         // Bounded: each round feeds input or returns.
         for _ in 0..64 {
-            if let Some(outcome) = self.shared.with(|s| s.outcome(op, cx.waker())) {
-                self.done = true;
-                return Poll::Ready(parse_value(outcome));
+            // While this future waits with the waiting half, it looks at its outcome after each
+            // turn: its slot keeps no waker meanwhile, so an answer fed in its own turn does not
+            // wake its task again for nothing.
+            if let Some(outcome) = self.shared.with(|s| s.outcome_or_wait(op, None)) {
+                return self.ready(outcome);
             }
             let Some(mut io) = self.poller.take_for_caller(cx.waker()) else {
-                return Poll::Pending;
+                return self.wait_for(cx.waker());
             };
             let turn = io.poll_turn(&self.shared, cx);
             self.poller.put_back(io, &turn);
             if turn.is_pending() {
-                return Poll::Pending;
+                // Whoever waits next (the loop's task, another future) wakes this one by its
+                // slot.
+                return self.wait_for(cx.waker());
             }
         }
         // Plenty came at once: let other tasks run, then look again.
@@ -679,8 +698,14 @@ impl Smol {
 }
 
 /// How long after a caller last waited for input the loop's task leaves the waiting to
-/// callers: a caller that makes call after call keeps reading its own answers.
-const CALLER_GRACE: Duration = Duration::from_millis(2);
+/// callers: a caller that makes call after call keeps reading its own answers. While callers
+/// keep coming back, the loop's task wakes about once per grace to look (and goes back to
+/// sleep), so the grace is also what those wake-ups cost: at 2 ms, 500 wake-ups a second of
+/// the executor's thread, which then tended to keep the reactor, cost a sequential HTTP caller
+/// about 40% more CPU per call than at 20 ms (bench/README.md, "the loop's wake-ups"). What
+/// comes while no future waits (server notifications, a deadline) is taken up within this
+/// long after the last caller's turn; once the loop's task holds the waiting half, at once.
+const CALLER_GRACE: Duration = Duration::from_millis(20);
 
 /// Who waits for input ([`Loop`]): an operation's future, while it is polled and the waiting
 /// half is free, so that its answer wakes its own task directly (no hand-off through the
