@@ -151,12 +151,15 @@ fn each_client_lists_searches_and_calls_through_the_gateway_with_consent_by_elic
         let lines = run(
             client,
             &gateway,
+            // The calls first: a call to a server still starting waits for it, so the listing
+            // after them has both servers whatever the machine's speed (a listing before
+            // would have what is ready, the rest following with list_changed).
             json!([
-                {"op": "list_tools"},
-                {"op": "search", "query": "echo", "limit": 5},
                 {"op": "call", "name": "ts__echo", "arguments": {"text": "to ts"}},
                 {"op": "call", "name": "py__echo", "arguments": {"text": "to py"}},
                 {"op": "call", "name": "call_tool", "arguments": {"name": "py__echo", "arguments": {"text": "via call_tool"}}},
+                {"op": "list_tools"},
+                {"op": "search", "query": "echo", "limit": 5},
             ]),
             "accept",
             json!({}),
@@ -170,7 +173,7 @@ fn each_client_lists_searches_and_calls_through_the_gateway_with_consent_by_elic
         assert_eq!(lines[0]["server"]["name"], "mcpwire-host", "{at}");
 
         // Every upstream tool under its server's prefix, nothing unprefixed.
-        let listed = names(&lines[1]);
+        let listed = names(&lines[4]);
         for want in ["py__echo", "py__confirm_action", "ts__echo"] {
             assert!(listed.contains(&want.to_owned()), "{at}: {listed:?}");
         }
@@ -182,10 +185,10 @@ fn each_client_lists_searches_and_calls_through_the_gateway_with_consent_by_elic
         );
 
         // The search gives definitions of both servers' echo.
-        let found = lines[2]["result"]["structuredContent"]["tools"].clone();
+        let found = lines[5]["result"]["structuredContent"]["tools"].clone();
         let found: Vec<&str> = found
             .as_array()
-            .unwrap_or_else(|| panic!("{at}: {}", lines[2]))
+            .unwrap_or_else(|| panic!("{at}: {}", lines[5]))
             .iter()
             .map(|t| t["name"].as_str().unwrap())
             .collect();
@@ -195,11 +198,11 @@ fn each_client_lists_searches_and_calls_through_the_gateway_with_consent_by_elic
         );
 
         // ts__echo is allowed by the config: no form.
-        let to_ts = &lines[3];
+        let to_ts = &lines[1];
         assert_eq!(to_ts["elicitations"], json!([]), "{at}: {to_ts}");
         assert!(text(&to_ts["result"]).contains("to ts"), "{at}: {to_ts}");
         // py is untrusted: the form names the server, the tool and the exact arguments.
-        for (line, arg) in [(&lines[4], "to py"), (&lines[5], "via call_tool")] {
+        for (line, arg) in [(&lines[2], "to py"), (&lines[3], "via call_tool")] {
             let forms = line["elicitations"].as_array().unwrap();
             assert_eq!(forms.len(), 1, "{at}: {line}");
             let message = forms[0]["message"].as_str().unwrap();
@@ -270,18 +273,19 @@ fn above_the_threshold_only_the_meta_tools_are_listed_and_call_tool_reaches_ever
         Downstream::Python("auto"),
         &gateway,
         json!([
+            {"op": "call", "name": "call_tool", "arguments": {"name": "ts__echo", "arguments": {"text": "found"}}},
             {"op": "list_tools"},
             {"op": "search", "query": "echo", "limit": 3},
-            {"op": "call", "name": "call_tool", "arguments": {"name": "ts__echo", "arguments": {"text": "found"}}},
         ]),
         "accept",
         json!({}),
     );
+    assert!(text(&lines[1]["result"]).contains("found"), "{}", lines[1]);
     assert_eq!(
-        names(&lines[1]),
+        names(&lines[2]),
         vec!["search_tools".to_owned(), "call_tool".to_owned()]
     );
-    let found = &lines[2]["result"]["structuredContent"]["tools"];
+    let found = &lines[3]["result"]["structuredContent"]["tools"];
     assert!(
         found
             .as_array()
@@ -290,7 +294,6 @@ fn above_the_threshold_only_the_meta_tools_are_listed_and_call_tool_reaches_ever
             .any(|t| t["name"] == "ts__echo" && t["inputSchema"].is_object()),
         "{found}"
     );
-    assert!(text(&lines[3]["result"]).contains("found"), "{}", lines[3]);
 }
 
 #[test]
@@ -380,6 +383,10 @@ fn prompts_and_resources_pass_through_under_the_servers_names() {
         Downstream::Python("auto"),
         &fx.gateway(&[]),
         json!([
+            // Both servers ready first (a call waits for a server still starting; py's is
+            // refused, as this client cannot approve it, after py is up).
+            {"op": "call", "name": "ts__echo", "arguments": {"text": "x"}},
+            {"op": "call", "name": "py__stats"},
             {"op": "list_prompts"},
             {"op": "get_prompt", "name": "py__greet", "arguments": {"name": "Ada"}},
             {"op": "list_resources"},
@@ -389,19 +396,19 @@ fn prompts_and_resources_pass_through_under_the_servers_names() {
         "none",
         json!({}),
     );
-    let prompts: Vec<&str> = lines[1]["prompts"]
+    let prompts: Vec<&str> = lines[3]["prompts"]
         .as_array()
-        .unwrap_or_else(|| panic!("{}", lines[1]))
+        .unwrap_or_else(|| panic!("{}", lines[3]))
         .iter()
         .map(|p| p["name"].as_str().unwrap())
         .collect();
     assert!(prompts.contains(&"py__greet"), "{prompts:?}");
     assert!(prompts.iter().all(|p| p.contains("__")), "{prompts:?}");
-    let greeting = lines[2]["result"]["messages"][0]["content"]["text"]
+    let greeting = lines[4]["result"]["messages"][0]["content"]["text"]
         .as_str()
-        .unwrap_or_else(|| panic!("{}", lines[2]));
+        .unwrap_or_else(|| panic!("{}", lines[4]));
     assert!(greeting.contains("Ada"), "{greeting}");
-    let uris: Vec<&str> = lines[3]["resources"]
+    let uris: Vec<&str> = lines[5]["resources"]
         .as_array()
         .unwrap()
         .iter()
@@ -416,7 +423,7 @@ fn prompts_and_resources_pass_through_under_the_servers_names() {
     ] {
         assert!(uris.contains(&want), "{uris:?}");
     }
-    let read = &lines[4]["result"];
+    let read = &lines[6]["result"];
     assert_eq!(
         read["contents"][0]["text"], "mcpwire client peer resource",
         "{read}"

@@ -617,21 +617,8 @@ impl GatewayApp {
         let responder = self.responder.clone();
         let request = cx.request.request;
         let spawned = self.workers.run(Box::new(move || {
-            let outcome = g
-                .host
-                .call_tool(&call.server, &call.tool.name, &call.arguments);
-            let failed = outcome.is_err();
-            let reply = match outcome {
-                Ok(result) => {
-                    // Before the answer: the next call's consent sees where this text went.
-                    g.lock().policy.record_result(&call.server, &result);
-                    Reply::Result(gateway::downstream_result(result.raw().clone()))
-                }
-                Err(e) => Reply::tool_error(format!(
-                    "server {}: the call of {:?} failed: {e}",
-                    call.server, call.tool.name
-                )),
-            };
+            let reply = call_now(&g, &call);
+            let failed = matches!(&reply, Reply::Result(v) if v["isError"] == Value::Bool(true));
             // The client may have gone or cancelled: nothing left to answer.
             let _ = responder.respond(request, reply);
             // A failed call may have found the server gone: its state changed.
@@ -643,6 +630,120 @@ impl GatewayApp {
             Ok(()) => Reply::Pending,
             Err(e) => Reply::error(code::INTERNAL_ERROR, format!("cannot start the call: {e}")),
         }
+    }
+}
+
+/// What a downstream `tools/call` comes to.
+enum Decided {
+    /// Answer this.
+    Reply(Reply),
+    /// Call the upstream.
+    Call(UpstreamCall),
+    /// The server is connecting: wait for it, then decide again.
+    WaitFor(ServerId),
+}
+
+/// Routes a downstream call and puts it through the consent policy (with the answer to an
+/// approval form, when the request is the retry that carries it).
+fn decide(gateway: &Gateway, cx: &RequestContext, name: &str, args: &Value) -> Decided {
+    let mut inner = gateway.lock();
+    let call = match route_call_in(&inner, name, args) {
+        Err(RouteError::Refused(ToolRefusal::Unavailable { server, reason })) => {
+            let connecting = gateway
+                .host
+                .server(&server)
+                .is_some_and(|s| s.state().kind() == mcpwire::host::StateKind::Connecting);
+            if connecting {
+                return Decided::WaitFor(server);
+            }
+            return Decided::Reply(refusal(&ToolRefusal::Unavailable { server, reason }));
+        }
+        Err(RouteError::Refused(r)) => return Decided::Reply(refusal(&r)),
+        Err(e) => {
+            return Decided::Reply(match e.to_error_object() {
+                Some(err) => Reply::Error(err),
+                None => Reply::tool_error(format!("{name}: the call cannot be routed")),
+            })
+        }
+        Ok(Routed::Search { query, limit }) => {
+            return Decided::Reply(match inner.catalog.search(&query, limit) {
+                Ok(results) => Reply::Result(search_result(&results, &inner.upstreams)),
+                Err(e) => refusal(&ToolRefusal::SearchFailed {
+                    message: e.to_string(),
+                }),
+            });
+        }
+        Ok(Routed::Call(call)) => *call,
+    };
+    let step = gateway::consent::decide(
+        &inner.policy,
+        &call,
+        &cx.client_capabilities,
+        &gateway.config_file,
+    );
+    let form = match step {
+        ConsentStep::Call => return Decided::Call(call),
+        ConsentStep::Refuse(r) => return Decided::Reply(refusal(&r)),
+        ConsentStep::Ask(form) => form,
+    };
+    // The retry carries the answer to the form shown, bound to this very call.
+    let answer = match (cx.state.as_deref(), cx.input_response(CONSENT_INPUT)) {
+        (Some(digest), Some(answer)) if digest == form.digest() => answer.clone(),
+        (Some(_), Some(_)) => {
+            return Decided::Reply(refusal(&ToolRefusal::AnswerForAnotherCall {
+                server: call.server.clone(),
+                tool: call.tool.name.clone(),
+            }))
+        }
+        _ => {
+            let params = match form.params() {
+                Value::Object(p) => p,
+                _ => JsonObject::new(),
+            };
+            return Decided::Reply(Reply::InputRequired {
+                inputs: vec![(
+                    CONSENT_INPUT.to_owned(),
+                    InputRequest {
+                        method: "elicitation/create".to_owned(),
+                        params,
+                    },
+                )],
+                state: Some(form.digest().to_owned()),
+            });
+        }
+    };
+    let applied = form
+        .read_answer(&answer)
+        .and_then(|a| form.apply(&mut inner.policy, &call, a));
+    match applied {
+        Ok(scope) => {
+            if matches!(scope, ApprovalScope::Always) {
+                let approvals = inner.policy.approvals().clone();
+                if let Err(e) = inner.state.save_tools(&approvals) {
+                    eprintln!("mcpwire host serve: cannot save the approval: {e}");
+                }
+            }
+            Decided::Call(call)
+        }
+        Err(r) => Decided::Reply(refusal(&r)),
+    }
+}
+
+/// Calls the upstream on this thread; the reply for downstream.
+fn call_now(g: &Gateway, call: &UpstreamCall) -> Reply {
+    match g
+        .host
+        .call_tool(&call.server, &call.tool.name, &call.arguments)
+    {
+        Ok(result) => {
+            // Before the answer: the next call's consent sees where this text went.
+            g.lock().policy.record_result(&call.server, &result);
+            Reply::Result(gateway::downstream_result(result.raw().clone()))
+        }
+        Err(e) => Reply::tool_error(format!(
+            "server {}: the call of {:?} failed: {e}",
+            call.server, call.tool.name
+        )),
     }
 }
 
@@ -678,81 +779,30 @@ impl Application for GatewayApp {
 
     fn call_tool(&mut self, cx: &mut CallContext, name: &str, arguments: &JsonObject) -> Reply {
         let args = Value::Object(arguments.clone());
-        let mut inner = self.gateway.lock();
-        let routed = route_call_in(&inner, name, &args);
-        let call = match routed {
-            Err(RouteError::Refused(r)) => return refusal(&r),
-            Err(e) => {
-                return match e.to_error_object() {
-                    Some(err) => Reply::Error(err),
-                    None => Reply::tool_error(format!("{name}: the call cannot be routed")),
-                }
-            }
-            Ok(Routed::Search { query, limit }) => {
-                return match inner.catalog.search(&query, limit) {
-                    Ok(results) => Reply::Result(search_result(&results, &inner.upstreams)),
-                    Err(e) => refusal(&ToolRefusal::SearchFailed {
-                        message: e.to_string(),
-                    }),
-                };
-            }
-            Ok(Routed::Call(call)) => *call,
-        };
-        let step = gateway::consent::decide(
-            &inner.policy,
-            &call,
-            &cx.client_capabilities,
-            &self.gateway.config_file,
-        );
-        match step {
-            ConsentStep::Call => {
-                drop(inner);
-                self.call_upstream(cx, call)
-            }
-            ConsentStep::Refuse(r) => refusal(&r),
-            ConsentStep::Ask(form) => {
-                // The retry carries the answer to the form shown, bound to this very call.
-                let answer = match (cx.state.as_deref(), cx.input_response(CONSENT_INPUT)) {
-                    (Some(digest), Some(answer)) if digest == form.digest() => answer.clone(),
-                    (Some(_), Some(_)) => {
-                        return refusal(&ToolRefusal::AnswerForAnotherCall {
-                            server: call.server.clone(),
-                            tool: call.tool.name.clone(),
-                        })
-                    }
-                    _ => {
-                        let params = match form.params() {
-                            Value::Object(p) => p,
-                            _ => JsonObject::new(),
-                        };
-                        return Reply::InputRequired {
-                            inputs: vec![(
-                                CONSENT_INPUT.to_owned(),
-                                InputRequest {
-                                    method: "elicitation/create".to_owned(),
-                                    params,
-                                },
-                            )],
-                            state: Some(form.digest().to_owned()),
-                        };
-                    }
-                };
-                let applied = form
-                    .read_answer(&answer)
-                    .and_then(|a| form.apply(&mut inner.policy, &call, a));
-                match applied {
-                    Ok(scope) => {
-                        if matches!(scope, ApprovalScope::Always) {
-                            let approvals = inner.policy.approvals().clone();
-                            if let Err(e) = inner.state.save_tools(&approvals) {
-                                eprintln!("mcpwire host serve: cannot save the approval: {e}");
-                            }
-                        }
-                        drop(inner);
-                        self.call_upstream(cx, call)
-                    }
-                    Err(r) => refusal(&r),
-                }
+        match decide(&self.gateway, &cx.request, name, &args) {
+            Decided::Reply(reply) => reply,
+            Decided::Call(call) => self.call_upstream(cx, call),
+            Decided::WaitFor(server) => {
+                // A server still connecting (the gateway just started, or it is reconnecting):
+                // this call waits for it, on a thread of its own, and no other call does.
+                let g = Arc::clone(&self.gateway);
+                let responder = self.responder.clone();
+                let context = cx.request.clone();
+                let name = name.to_owned();
+                self.spawn(move || {
+                    let _ = g.host.wait_for(&server);
+                    g.refresh(Some(&responder));
+                    let reply = match decide(&g, &context, &name, &args) {
+                        Decided::Reply(reply) => reply,
+                        Decided::Call(call) => call_now(&g, &call),
+                        // Still not ready within its connect timeout: what routing says now.
+                        Decided::WaitFor(_) => match route_call_in(&g.lock(), &name, &args) {
+                            Err(RouteError::Refused(r)) => refusal(&r),
+                            _ => Reply::tool_error(format!("server {server} is not ready")),
+                        },
+                    };
+                    let _ = responder.respond(context.request, reply);
+                })
             }
         }
     }
