@@ -638,7 +638,7 @@ enum Decided {
     /// Answer this.
     Reply(Reply),
     /// Call the upstream.
-    Call(UpstreamCall),
+    Call(Box<UpstreamCall>),
     /// The server is connecting: wait for it, then decide again.
     WaitFor(ServerId),
 }
@@ -682,7 +682,7 @@ fn decide(gateway: &Gateway, cx: &RequestContext, name: &str, args: &Value) -> D
         &gateway.config_file,
     );
     let form = match step {
-        ConsentStep::Call => return Decided::Call(call),
+        ConsentStep::Call => return Decided::Call(Box::new(call)),
         ConsentStep::Refuse(r) => return Decided::Reply(refusal(&r)),
         ConsentStep::Ask(form) => form,
     };
@@ -723,7 +723,7 @@ fn decide(gateway: &Gateway, cx: &RequestContext, name: &str, args: &Value) -> D
                     eprintln!("mcpwire host serve: cannot save the approval: {e}");
                 }
             }
-            Decided::Call(call)
+            Decided::Call(Box::new(call))
         }
         Err(r) => Decided::Reply(refusal(&r)),
     }
@@ -781,7 +781,7 @@ impl Application for GatewayApp {
         let args = Value::Object(arguments.clone());
         match decide(&self.gateway, &cx.request, name, &args) {
             Decided::Reply(reply) => reply,
-            Decided::Call(call) => self.call_upstream(cx, call),
+            Decided::Call(call) => self.call_upstream(cx, *call),
             Decided::WaitFor(server) => {
                 // A server still connecting (the gateway just started, or it is reconnecting):
                 // this call waits for it, on a thread of its own, and no other call does.
