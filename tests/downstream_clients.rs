@@ -32,7 +32,7 @@ mod support;
 
 use downstream::*;
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -368,21 +368,7 @@ fn pause_waits_for_the_test_and_notifications_are_reported() {
         Downstream::Python("legacy"),
         Downstream::TypeScript("legacy"),
     ] {
-        let mut cmd = match client {
-            Downstream::Python(era) => {
-                let mut c = Command::new(python());
-                c.arg(support::peer_script("py_mcp_downstream.py"))
-                    .args(["--era", era]);
-                c
-            }
-            Downstream::TypeScript(era) => {
-                node_peers::require("@modelcontextprotocol/client", TS_CLIENT_VERSION);
-                let mut c = Command::new(node_peers::node());
-                c.arg(node_peers::node_dir().join("ts_downstream.mjs"))
-                    .args(["--era", era]);
-                c
-            }
-        };
+        let mut cmd = client_command(client);
         let mut child = cmd
             .args(["--steps", &steps.to_string(), "--"])
             .args(ts_peer())

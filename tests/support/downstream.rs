@@ -126,21 +126,7 @@ pub fn run(
     elicit: &str,
     content: Value,
 ) -> Vec<Value> {
-    let mut cmd = match client {
-        Downstream::Python(era) => {
-            let mut c = Command::new(python());
-            c.arg(support::peer_script("py_mcp_downstream.py"))
-                .args(["--era", era]);
-            c
-        }
-        Downstream::TypeScript(era) => {
-            node_peers::require("@modelcontextprotocol/client", TS_CLIENT_VERSION);
-            let mut c = Command::new(node_peers::node());
-            c.arg(node_peers::node_dir().join("ts_downstream.mjs"))
-                .args(["--era", era]);
-            c
-        }
-    };
+    let mut cmd = client_command(client);
     cmd.args(["--steps", &steps.to_string(), "--elicit", elicit])
         .args(["--content", &content.to_string(), "--timeout", "20"]);
     match server {
