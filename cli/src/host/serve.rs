@@ -649,11 +649,16 @@ fn decide(gateway: &Gateway, cx: &RequestContext, name: &str, args: &Value) -> D
     let mut inner = gateway.lock();
     let call = match route_call_in(&inner, name, args) {
         Err(RouteError::Refused(ToolRefusal::Unavailable { server, reason })) => {
-            let connecting = gateway
-                .host
-                .server(&server)
-                .is_some_and(|s| s.state().kind() == mcpwire::host::StateKind::Connecting);
-            if connecting {
+            // Connecting: wait for it. Ready: the host saw it come back before this
+            // gateway's listing followed (the refresh is on its way); wait for that instead of
+            // refusing with what is no longer true.
+            let settling = gateway.host.server(&server).is_some_and(|s| {
+                matches!(
+                    s.state().kind(),
+                    mcpwire::host::StateKind::Connecting | mcpwire::host::StateKind::Ready
+                )
+            });
+            if settling {
                 return Decided::WaitFor(server);
             }
             return Decided::Reply(refusal(&ToolRefusal::Unavailable { server, reason }));
