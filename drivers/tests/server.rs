@@ -11,9 +11,11 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mcpwire::server::{HttpOptions, Responder};
+use mcpwire::server::{HookAnswer, HttpHook, HttpOptions, HttpOverride, Responder};
+use mcpwire_core::http::Headers;
 use mcpwire_core::jsonrpc::ErrorObject;
 use mcpwire_core::mcp::headers::request_headers_for;
+use mcpwire_core::mcp::server::HttpRequest;
 use mcpwire_core::mcp::server::{
     Application, CallContext, Reply, RequestContext, RequestId, ServerConfig, SessionId,
 };
@@ -59,6 +61,7 @@ impl Application for Demo {
             tool("count", json!({"to": {"type": "integer"}})),
             tool("wait", json!({})),
             tool("change", json!({})),
+            tool("override", json!({"raw": {"type": "string"}})),
         ])
     }
 
@@ -88,6 +91,21 @@ impl Application for Demo {
             "change" => {
                 self.responder.list_changed(ListKind::Tools);
                 Reply::tool_text("changed")
+            }
+            // Its own HTTP answer: a 502 with an extra header, or a raw text body.
+            "override" => {
+                let mut change = HttpOverride {
+                    status: Some(502),
+                    ..HttpOverride::default()
+                };
+                change.headers.append("X-Demo", "overridden").unwrap();
+                if let Some(raw) = args.get("raw").and_then(Value::as_str) {
+                    change.body = Some(("text/plain".into(), raw.as_bytes().to_vec()));
+                }
+                if let Some(x) = cx.request.exchange {
+                    self.responder.override_http(x, change);
+                }
+                Reply::error(-1, "overridden")
             }
             // Never answers: only a cancellation ends it.
             "wait" => {
@@ -191,19 +209,19 @@ enum Running {
 
 impl Running {
     fn start(driver: Driver, seen: &Arc<Mutex<Seen>>) -> Running {
+        Running::start_opts(driver, seen, HttpOptions::default())
+    }
+
+    fn start_opts(driver: Driver, seen: &Arc<Mutex<Seen>>, options: HttpOptions) -> Running {
         match driver {
             Driver::Blocking => Running::Blocking(
-                mcpwire::server::blocking::HttpServer::start_with(
-                    config(),
-                    HttpOptions::default(),
-                    make(seen),
-                )
-                .unwrap(),
+                mcpwire::server::blocking::HttpServer::start_with(config(), options, make(seen))
+                    .unwrap(),
             ),
             Driver::Smol => Running::Smol(
                 smol::block_on(mcpwire::server::smol::HttpServer::start_with(
                     config(),
-                    HttpOptions::default(),
+                    options,
                     make(seen),
                 ))
                 .unwrap(),
@@ -405,7 +423,7 @@ fn http_lists_and_calls(driver: Driver) {
     assert_eq!(answer["id"], 1);
     assert_eq!(
         tool_names(&answer["result"]),
-        ["echo", "count", "wait", "change"]
+        ["echo", "count", "wait", "change", "override"]
     );
 
     let call = post(
@@ -703,6 +721,117 @@ fn http_stop_cancels_what_is_in_flight(driver: Driver) {
     drop(s);
 }
 
+/// The hook answers `/hello` itself and refuses a request without `X-Key` with a `401`; what
+/// it lets through reaches the core (and is counted).
+struct KeyGate {
+    passed: Mutex<u32>,
+}
+
+impl HttpHook for KeyGate {
+    fn before(&self, request: &HttpRequest) -> Option<HookAnswer> {
+        let answer = |status: u16, text: &str| {
+            let mut headers = Headers::new();
+            headers.append("Content-Type", "text/plain").unwrap();
+            Some(HookAnswer {
+                status,
+                headers,
+                body: text.as_bytes().to_vec(),
+            })
+        };
+        if request.path == "/hello" {
+            return answer(200, "hello from the hook");
+        }
+        if !request.headers.contains("x-key") {
+            return answer(401, "no key");
+        }
+        *self.passed.lock().unwrap() += 1;
+        None
+    }
+}
+
+fn raw_get(addr: SocketAddr, path: &str) -> Response {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    read_response(s)
+}
+
+fn http_hook_answers_in_front_of_the_core(driver: Driver) {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let gate = Arc::new(KeyGate {
+        passed: Mutex::new(0),
+    });
+    let options = HttpOptions {
+        hook: Some(gate.clone()),
+        ..HttpOptions::default()
+    };
+    let mut server = Running::start_opts(driver, &seen, options);
+    let addr = server.addr();
+    let hello = raw_get(addr, "/hello");
+    assert_eq!(hello.status, 200);
+    assert_eq!(hello.body, b"hello from the hook");
+    let list = modern(1, "tools/list", json!({}));
+    let refused = post(addr, &list, &[]);
+    assert_eq!((refused.status, &refused.body[..]), (401, &b"no key"[..]));
+    let ok = post(addr, &list, &[("X-Key", "1")]);
+    assert_eq!(ok.status, 200);
+    assert_eq!(ok.answer()["id"], 1);
+    assert_eq!(*gate.passed.lock().unwrap(), 1);
+    server.stop();
+}
+
+/// An application's `override_http`: the core's JSON-RPC error goes out with the status and
+/// the header asked, or is replaced by a raw body; a plain call is unaffected.
+fn http_override_changes_one_response(driver: Driver) {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let mut server = Running::start(driver, &seen);
+    let addr = server.addr();
+    let call = |id: u64, args: Value| {
+        modern(
+            id,
+            "tools/call",
+            json!({"name": "override", "arguments": args}),
+        )
+    };
+    let r = post(addr, &call(1, json!({})), &[]);
+    assert_eq!(r.status, 502);
+    assert_eq!(r.header("x-demo"), Some("overridden"));
+    assert_eq!(r.answer()["error"]["message"], "overridden");
+    let r = post(addr, &call(2, json!({"raw": "not json"})), &[]);
+    assert_eq!(r.status, 502);
+    assert_eq!(r.header("content-type"), Some("text/plain"));
+    assert_eq!(r.body, b"not json");
+    let echo = modern(
+        3,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "plain"}}),
+    );
+    let r = post(addr, &echo, &[]);
+    assert_eq!((r.status, r.header("x-demo")), (200, None));
+    server.stop();
+}
+
+#[test]
+fn blocking_http_hook_answers_in_front_of_the_core() {
+    http_hook_answers_in_front_of_the_core(Driver::Blocking);
+}
+#[test]
+fn smol_http_hook_answers_in_front_of_the_core() {
+    http_hook_answers_in_front_of_the_core(Driver::Smol);
+}
+#[test]
+fn blocking_http_override_changes_one_response() {
+    http_override_changes_one_response(Driver::Blocking);
+}
+#[test]
+fn smol_http_override_changes_one_response() {
+    http_override_changes_one_response(Driver::Smol);
+}
+
 #[test]
 fn blocking_http_get_stream_carries_later_notifications() {
     http_get_stream_carries_later_notifications(Driver::Blocking);
@@ -919,7 +1048,7 @@ fn stdio_serves_both_eras(driver: Driver) {
     let list = io.until_answer(1).pop().unwrap();
     assert_eq!(
         tool_names(&list["result"]),
-        ["echo", "count", "wait", "change"]
+        ["echo", "count", "wait", "change", "override"]
     );
     io.send(&modern(
         2,

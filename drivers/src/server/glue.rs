@@ -25,6 +25,7 @@ use mcpwire_core::mcp::server::{
 use mcpwire_core::mcp::ListKind;
 
 use super::transport::{Exchanges, Incoming, Out, Sink};
+use super::{HttpHook, HttpOverride};
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -117,6 +118,7 @@ enum Command {
         serde_json::Value,
     ),
     CloseStream(RequestId),
+    Override(ExchangeId, HttpOverride),
     ListChanged(ListKind),
     ResourceUpdated(String),
 }
@@ -128,6 +130,8 @@ struct State<S> {
     stdout: Option<Box<dyn StdoutSink>>,
     deadline: Option<Instant>,
     stopped: bool,
+    /// What the application asked to change in an exchange's response.
+    overrides: HashMap<ExchangeId, HttpOverride>,
 }
 
 /// The engine, the application and where outputs go, behind one lock.
@@ -139,6 +143,7 @@ pub(crate) struct Shared<S> {
     deferred: Mutex<Vec<Command>>,
     timer: Mutex<Option<Arc<dyn TimerWake>>>,
     pub(crate) stdout_queue: Arc<StdoutQueue>,
+    hook: Mutex<Option<Arc<dyn HttpHook>>>,
 }
 
 impl<S> Shared<S>
@@ -162,17 +167,23 @@ where
                     stdout: None,
                     deadline: None,
                     stopped: false,
+                    overrides: HashMap::new(),
                 }),
                 holder: Mutex::new(None),
                 deferred: Mutex::new(Vec::new()),
                 timer: Mutex::new(None),
                 stdout_queue: Arc::new(StdoutQueue::default()),
+                hook: Mutex::new(None),
             }
         })
     }
 
     pub(crate) fn set_timer(&self, timer: Arc<dyn TimerWake>) {
         *lock(&self.timer) = Some(timer);
+    }
+
+    pub(crate) fn set_hook(&self, hook: Option<Arc<dyn HttpHook>>) {
+        *lock(&self.hook) = hook;
     }
 
     pub(crate) fn set_stdout(&self, sink: Box<dyn StdoutSink>) {
@@ -203,7 +214,7 @@ where
             let had_deferred = !deferred.is_empty();
             for c in deferred {
                 // A deferred call's usage error has no caller left to hear it.
-                let _ = apply(&mut state.server, now, c);
+                let _ = apply(state, now, c);
             }
             let closed = deliver(state, &self.stdout_queue);
             if closed.is_empty() && !had_deferred {
@@ -239,12 +250,20 @@ where
             lock(&self.deferred).push(c);
             return Ok(());
         }
-        self.with(|server, now| apply(server, now, c))
+        self.locked(|state, now| apply(state, now, c))
     }
 }
 
-fn apply(server: &mut Server, now: Instant, c: Command) -> Result<(), UsageError> {
+fn apply<S>(state: &mut State<S>, now: Instant, c: Command) -> Result<(), UsageError> {
+    let server = &mut state.server;
     match c {
+        Command::Override(x, o) => {
+            // Only for an exchange still open (a finished one would keep it forever).
+            if state.exchanges.contains_key(&x) {
+                state.overrides.insert(x, o);
+            }
+            Ok(())
+        }
         Command::Respond(r, notices, reply) => server.respond_with_notices(now, r, notices, reply),
         Command::Progress(r, p, t, m) => server.progress(now, r, p, t, m.as_deref()),
         Command::Log(r, level, logger, data) => server.log(now, r, level, logger.as_deref(), data),
@@ -277,23 +296,37 @@ fn deliver<S: Sink>(state: &mut State<S>, queue: &StdoutQueue) -> Vec<ExchangeId
             Output::Http(x, piece) => {
                 let (piece, last) = match piece {
                     HttpOutput::Response {
-                        status,
-                        headers,
-                        body,
-                    } => (
-                        Out::Response {
-                            status,
-                            headers,
-                            body,
-                        },
-                        true,
-                    ),
-                    HttpOutput::StreamStart { status, headers } => {
+                        mut status,
+                        mut headers,
+                        mut body,
+                    } => {
+                        if let Some(o) = state.overrides.remove(&x) {
+                            o.apply(&mut status, &mut headers, Some(&mut body));
+                        }
+                        (
+                            Out::Response {
+                                status,
+                                headers,
+                                body,
+                            },
+                            true,
+                        )
+                    }
+                    HttpOutput::StreamStart {
+                        mut status,
+                        mut headers,
+                    } => {
+                        if let Some(o) = state.overrides.remove(&x) {
+                            o.apply(&mut status, &mut headers, None);
+                        }
                         (Out::StreamStart { status, headers }, false)
                     }
                     HttpOutput::StreamEvent(bytes) => (Out::Event(bytes), false),
                     HttpOutput::StreamEnd => (Out::End, true),
                 };
+                if last {
+                    state.overrides.remove(&x);
+                }
                 let Some(sink) = state.exchanges.get(&x) else {
                     // Its connection is gone (already reported closed) or the server stopped.
                     continue;
@@ -315,9 +348,9 @@ impl<S> Exchanges<S> for Shared<S>
 where
     S: Sink,
 {
-    type Id = ExchangeId;
+    type Id = Option<ExchangeId>;
 
-    fn open(&self, req: Incoming, sink: S) -> ExchangeId {
+    fn open(&self, req: Incoming, sink: S) -> Option<ExchangeId> {
         let path = match req.target.split_once('?') {
             Some((p, _)) => p.to_owned(),
             None => req.target,
@@ -328,17 +361,30 @@ where
             headers: req.headers,
             body: req.body,
         };
+        // The hook runs outside the engine's lock: what it does (an authorization server's
+        // token check, a page) never holds up the MCP exchanges.
+        let hook = lock(&self.hook).clone();
+        if let Some(answer) = hook.and_then(|h| h.before(&request)) {
+            sink.push(Out::Response {
+                status: answer.status,
+                headers: answer.headers,
+                body: answer.body,
+            });
+            return None;
+        }
         self.locked(|state, now| {
             let x = state.server.handle_http_request(now, request);
             // After a stop the sink is dropped: its connection sees the end and closes.
             if !state.stopped {
                 state.exchanges.insert(x, sink);
             }
-            x
+            Some(x)
         })
     }
 
-    fn closed(&self, x: ExchangeId) {
+    fn closed(&self, x: Option<ExchangeId>) {
+        // A hook's answer was whole: nothing of it is left to close.
+        let Some(x) = x else { return };
         self.with(|server, now| {
             // A finished exchange is dropped with Ok; this one was issued, so no error.
             let _ = server.handle_exchange_closed(now, x);
@@ -446,6 +492,17 @@ impl Responder {
     /// `Last-Event-ID` for what follows.
     pub fn close_stream(&self, request: RequestId) -> Result<(), UsageError> {
         self.call(Command::CloseStream(request))
+    }
+
+    /// Changes the HTTP response of `exchange` (a request's
+    /// [`RequestContext::exchange`](mcpwire_core::mcp::server::RequestContext::exchange)): its
+    /// status, extra headers, or its whole body, for an application whose HTTP behaviour is its
+    /// own business (a test server answering an error with a `502`, a tool adding a header).
+    /// Call it before the answer goes out (from inside the application's method, or before
+    /// [`Responder::respond`]); for an exchange already answered it does nothing. A streamed
+    /// answer takes the extra headers only (its status and events are the protocol's).
+    pub fn override_http(&self, exchange: ExchangeId, change: HttpOverride) {
+        let _ = self.call(Command::Override(exchange, change));
     }
 
     /// A list changed: `notifications/*/list_changed` to whoever listens.

@@ -43,6 +43,14 @@
 //! hand to the code that makes the application. The same handle reports list changes and
 //! resource updates.
 //!
+//! **Around the core.** [`HttpOptions::hook`] looks at each HTTP request before the core
+//! ([`HttpHook`]): it answers the listener's other paths (an authorization server beside the
+//! MCP endpoint) or refuses a request in front of it (a bearer token's `401`), and lets the
+//! rest through. [`Responder::override_http`] changes the one response that carries an answer
+//! (its status, extra headers, or a raw body), keyed by the request's
+//! `RequestContext::exchange`: for a test server whose HTTP misbehaviour is the point. Neither
+//! touches the protocol: the core still answers everything the hook lets through.
+//!
 //! **Bounds.** The listener bounds a request head ([`HttpOptions::max_head_bytes`]), reads at
 //! most one byte more than the core's `Limits::max_body_bytes` of a body (the core answers
 //! `413`), serves at most [`HttpOptions::max_connections`] connections (`503` past it), and
@@ -53,7 +61,11 @@
 //! [`Application`]: mcpwire_core::mcp::server::Application
 
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
+
+use mcpwire_core::http::Headers;
+use mcpwire_core::mcp::server::HttpRequest;
 #[cfg(any(feature = "blocking", feature = "smol"))]
 use std::time::{Instant, SystemTime};
 
@@ -131,8 +143,60 @@ pub(crate) fn with_clock(mut config: ServerConfig) -> ServerConfig {
     config
 }
 
+/// A look at each HTTP request before the core gets it, on the listener's connection thread
+/// (or task) and outside the engine's lock: for the paths of the listener that are not the MCP
+/// endpoint (an authorization server's metadata and token endpoints, a page) and for checks in
+/// front of it (a bearer token's `401`). No MCP protocol belongs here: the core still answers
+/// every request the hook lets through.
+pub trait HttpHook: Send + Sync + 'static {
+    /// `Some` answers `request` here (the core never sees it); `None` passes it to the core.
+    fn before(&self, request: &HttpRequest) -> Option<HookAnswer>;
+}
+
+/// A hook's whole answer to one request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HookAnswer {
+    /// The status.
+    pub status: u16,
+    /// The headers (framing ones are the transport's and are dropped).
+    pub headers: Headers,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+/// What an application changes in the HTTP response carrying one of its answers
+/// ([`Responder::override_http`]): applied to the core's response as the driver writes it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HttpOverride {
+    /// The status instead of the core's (a whole response only).
+    pub status: Option<u16>,
+    /// Headers added to the core's (framing ones are the transport's and are dropped).
+    pub headers: Headers,
+    /// The body instead of the core's, with its `Content-Type` (a whole response only).
+    pub body: Option<(String, Vec<u8>)>,
+}
+
+impl HttpOverride {
+    /// Applies the change to a response's head and, for a whole response, its body.
+    #[cfg(any(feature = "blocking", feature = "smol"))]
+    pub(crate) fn apply(self, status: &mut u16, headers: &mut Headers, body: Option<&mut Vec<u8>>) {
+        let whole = body.is_some();
+        if let (Some(s), true) = (self.status, whole) {
+            *status = s;
+        }
+        if let (Some((content_type, new)), Some(body)) = (self.body, body) {
+            headers.remove("content-type");
+            let _ = headers.append("Content-Type", &content_type);
+            *body = new;
+        }
+        for (name, value) in self.headers.iter() {
+            let _ = headers.append(name, value);
+        }
+    }
+}
+
 /// How an HTTP listener binds and what it bounds (both drivers).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct HttpOptions {
     /// The address to listen on: loopback by default (`127.0.0.1`, port 0 picks a free port).
     /// Another address serves the network; the core's `OriginPolicy` still refuses `Host`
@@ -146,6 +210,21 @@ pub struct HttpOptions {
     pub idle_timeout: Duration,
     /// How long one write may block before the client is dropped (blocking driver).
     pub write_timeout: Duration,
+    /// A look at each request before the core (`None`: every request goes to the core).
+    pub hook: Option<Arc<dyn HttpHook>>,
+}
+
+impl std::fmt::Debug for HttpOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpOptions")
+            .field("listen", &self.listen)
+            .field("max_head_bytes", &self.max_head_bytes)
+            .field("max_connections", &self.max_connections)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("write_timeout", &self.write_timeout)
+            .field("hook", &self.hook.is_some())
+            .finish()
+    }
 }
 
 impl Default for HttpOptions {
@@ -156,6 +235,7 @@ impl Default for HttpOptions {
             max_connections: 512,
             idle_timeout: Duration::from_secs(120),
             write_timeout: Duration::from_secs(30),
+            hook: None,
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::mcp::meta::{
 };
 use crate::mcp::results::{Prompt, Resource, ResourceTemplate, Tool};
 
-use super::{RequestId, SessionId};
+use super::{ExchangeId, RequestId, SessionId};
 
 /// What an application answers to one request.
 #[derive(Clone, Debug, PartialEq)]
@@ -159,6 +159,10 @@ pub struct RequestContext {
     pub session: Option<SessionId>,
     /// stdio or HTTP.
     pub transport: TransportKind,
+    /// The HTTP exchange (the POST) that carries the answer (`None` on stdio). A driver keys
+    /// per-response settings by it (`mcpwire::server::Responder::override_http`: the status or
+    /// extra headers of the response an application wants for its own reasons).
+    pub exchange: Option<ExchangeId>,
     /// The HTTP request headers (`None` on stdio).
     pub headers: Option<Headers>,
     /// `_meta.progressToken`, when the client asked for progress.

@@ -189,6 +189,7 @@ impl HttpServer {
             source,
         })?;
         let shared = Shared::<mpsc::SyncSender<Out>>::new_with(server, |r| Box::new(make_app(r)));
+        shared.set_hook(options.hook.clone());
         let timer = ThreadTimer::start(&shared)?;
         let listener = http::Listener::start(socket, shared.clone(), limits).map_err(|source| {
             ServeError::Io {

@@ -752,6 +752,10 @@ impl Engine {
                 Channel::Stdio => TransportKind::Stdio,
                 Channel::Http { .. } => TransportKind::Http,
             },
+            exchange: match nr.channel {
+                Channel::Stdio => None,
+                Channel::Http { exchange, .. } => Some(exchange),
+            },
             headers: nr.headers.clone(),
             progress_token: progress_token(&meta),
             log_level,
