@@ -49,7 +49,7 @@ use std::time::{Duration, Instant};
 use mcpwire_core::http::Headers;
 use serde_json::{json, Value};
 
-use crate::http::{headers, lock, Request, Responder};
+use crate::http::{headers, lock, Request, Respond};
 
 mod authorize;
 mod token;
@@ -486,7 +486,7 @@ impl AuthServer {
     }
 
     /// Answers a refusal: `401` or `403` with the `Bearer` challenge, an RFC 6750 error body.
-    pub(crate) fn refuse(&self, refusal: Refusal, res: &mut Responder<'_>) {
+    pub(crate) fn refuse(&self, refusal: Refusal, res: &mut dyn Respond) {
         let origin = match self.origin() {
             Ok(o) => o,
             Err(e) => return send_error(res, &e),
@@ -539,7 +539,7 @@ impl AuthServer {
 
     /// Serves the metadata documents and the authorization server's endpoints; `false` for any
     /// other path.
-    pub(crate) fn handle(&self, req: &Request, res: &mut Responder<'_>) -> bool {
+    pub(crate) fn handle(&self, req: &Request, res: &mut dyn Respond) -> bool {
         let answer = match req.path.as_str() {
             PRM_PATH => self.get_only(req, |s| s.resource_metadata()),
             AS_METADATA_PATH => self.get_only(req, |s| s.server_metadata()),
@@ -720,7 +720,7 @@ impl AuthServer {
     }
 }
 
-fn send_error(res: &mut Responder<'_>, e: &OAuthError) {
+fn send_error(res: &mut dyn Respond, e: &OAuthError) {
     let mut h = headers(&[
         ("Content-Type", "application/json"),
         ("Cache-Control", "no-store"),

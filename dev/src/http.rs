@@ -164,6 +164,34 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Where a whole answer goes: a connection's [`Responder`], or a [`Captured`] answer that a
+/// server built on the core's engine hands its driver (the authorization server writes to
+/// either).
+pub trait Respond {
+    /// Sends one whole response.
+    fn send(&mut self, status: u16, headers: &Headers, body: &[u8]) -> io::Result<()>;
+}
+
+impl Respond for Responder<'_> {
+    fn send(&mut self, status: u16, headers: &Headers, body: &[u8]) -> io::Result<()> {
+        Responder::send(self, status, headers, body)
+    }
+}
+
+/// A whole response kept instead of written: status, headers, body.
+#[derive(Debug, Default)]
+pub struct Captured(pub Option<(u16, Headers, Vec<u8>)>);
+
+impl Respond for Captured {
+    fn send(&mut self, status: u16, headers: &Headers, body: &[u8]) -> io::Result<()> {
+        if self.0.is_some() {
+            return Err(io::Error::other("response already sent"));
+        }
+        self.0 = Some((status, headers.clone(), body.to_vec()));
+        Ok(())
+    }
+}
+
 /// Answers requests. Called on the connection's thread; it may block (long polls, slow tools)
 /// as long as it returns soon after the server's [`Shutdown`] is raised.
 pub trait Handler: Send + Sync + 'static {

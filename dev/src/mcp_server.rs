@@ -84,6 +84,7 @@ use crate::random_token;
 
 mod ask;
 mod catalog;
+mod on_core;
 mod slow;
 mod transport;
 
@@ -131,11 +132,25 @@ pub enum EraMode {
     Legacy,
 }
 
+/// What implements the protocol.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Engine {
+    /// This crate's own hand-written implementation of both eras (the default while the
+    /// rebuild on the core is under way).
+    #[default]
+    Hand,
+    /// The core's sans-IO server ([`mcpwire_core::mcp::server`]) run by the blocking driver
+    /// ([`mcpwire::server::blocking`]), the tools an `Application` (issue 15's rebuild).
+    Core,
+}
+
 /// The server's settings.
 #[derive(Clone, Debug)]
 pub struct Config {
     /// Which eras are answered.
     pub era: EraMode,
+    /// What implements the protocol (default [`Engine::Hand`]).
+    pub engine: Engine,
     /// The longest sleep the `slow` tool accepts.
     pub max_slow: Duration,
     /// HTTP bounds.
@@ -159,6 +174,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             era: EraMode::Dual,
+            engine: Engine::Hand,
             max_slow: Duration::from_secs(60),
             limits: Limits::default(),
             tools_list_ttl_ms: None,
@@ -221,19 +237,31 @@ pub struct McpServer {
     subscribers: Mutex<catalog::Subscribers>,
     slow: slow::SlowCalls,
     auth: Option<AuthServer>,
+    /// [`Engine::Core`]: the calls running on threads, and the open legacy sessions.
+    work: on_core::Work,
+    core_sessions: std::sync::atomic::AtomicUsize,
 }
 
 /// A running HTTP reference server.
 #[derive(Debug)]
 pub struct McpServerHandle {
-    http: HttpServer,
+    http: Listener,
     server: Arc<McpServer>,
+}
+
+#[derive(Debug)]
+enum Listener {
+    Hand(HttpServer),
+    Core(mcpwire::server::blocking::HttpServer),
 }
 
 impl McpServerHandle {
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
-        self.http.local_addr()
+        match &self.http {
+            Listener::Hand(h) => h.local_addr(),
+            Listener::Core(h) => h.local_addr(),
+        }
     }
 
     /// The MCP endpoint, `http://ADDR/mcp`.
@@ -248,7 +276,11 @@ impl McpServerHandle {
 
     /// Stops the server: in-flight tool calls end without an answer, threads are joined.
     pub fn stop(&mut self) {
-        self.http.stop();
+        self.server.shutdown.stop();
+        match &mut self.http {
+            Listener::Hand(h) => h.stop(),
+            Listener::Core(h) => h.stop(),
+        }
     }
 }
 
@@ -326,6 +358,8 @@ impl McpServer {
             log: Mutex::new(VecDeque::new()),
             subscribers: Mutex::new(catalog::Subscribers::default()),
             slow: slow::SlowCalls::default(),
+            work: on_core::Work::default(),
+            core_sessions: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -333,11 +367,45 @@ impl McpServer {
     pub fn start_http(config: Config, addr: impl ToSocketAddrs) -> io::Result<McpServerHandle> {
         let limits = config.limits;
         let server = McpServer::new(config);
-        let http = HttpServer::start(addr, server.clone(), limits, server.shutdown.clone())?;
-        if let Some(auth) = &server.auth {
-            auth.set_origin(format!("http://{}", http.local_addr()));
+        let http = match server.config.engine {
+            Engine::Hand => Listener::Hand(HttpServer::start(
+                addr,
+                server.clone(),
+                limits,
+                server.shutdown.clone(),
+            )?),
+            Engine::Core => {
+                let listen = addr.to_socket_addrs()?.next().ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::InvalidInput, "no address to listen on")
+                })?;
+                let options = mcpwire::server::HttpOptions {
+                    listen,
+                    max_head_bytes: limits.max_head,
+                    max_connections: limits.max_connections,
+                    idle_timeout: limits.idle_timeout,
+                    write_timeout: limits.write_timeout,
+                    hook: Some(Arc::new(on_core::Front {
+                        server: server.clone(),
+                    })),
+                };
+                let app_server = server.clone();
+                let http = mcpwire::server::blocking::HttpServer::start_with(
+                    on_core::core_config(&server)?,
+                    options,
+                    move |responder| on_core::DevApp {
+                        server: app_server,
+                        responder,
+                    },
+                )
+                .map_err(io::Error::other)?;
+                Listener::Core(http)
+            }
+        };
+        let handle = McpServerHandle { http, server };
+        if let Some(auth) = &handle.server.auth {
+            auth.set_origin(format!("http://{}", handle.local_addr()));
         }
-        Ok(McpServerHandle { http, server })
+        Ok(handle)
     }
 
     /// A snapshot of the counters.
@@ -362,7 +430,10 @@ impl McpServer {
 
     /// The number of open legacy sessions.
     pub fn open_sessions(&self) -> usize {
-        lock(&self.sessions).len()
+        match self.config.engine {
+            Engine::Hand => lock(&self.sessions).len(),
+            Engine::Core => self.core_sessions.load(Ordering::Relaxed),
+        }
     }
 
     fn record(&self, http_method: &str, method: Option<&str>, h: Option<&Headers>) {
@@ -1000,6 +1071,21 @@ impl McpServer {
         R: BufRead,
         W: Write + Send + 'static,
     {
+        if self.config.engine == Engine::Core {
+            let input = on_core::LoggedInput {
+                inner: input,
+                server: self.clone(),
+                partial: Vec::new(),
+            };
+            let server = self.clone();
+            let result = mcpwire::server::blocking::serve_stdio_on(
+                on_core::core_config(self)?,
+                input,
+                output,
+                move |responder| on_core::DevApp { server, responder },
+            );
+            return result.map_err(io::Error::other);
+        }
         let out: Arc<Mutex<Box<dyn Write + Send>>> = Arc::new(Mutex::new(Box::new(output)));
         let stdio = Arc::new(StdioState::default());
         let mut threads: Vec<std::thread::JoinHandle<()>> = Vec::new();

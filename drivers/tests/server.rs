@@ -728,7 +728,7 @@ struct KeyGate {
 }
 
 impl HttpHook for KeyGate {
-    fn before(&self, request: &HttpRequest) -> Option<HookAnswer> {
+    fn before(&self, request: &mut HttpRequest, _: Option<&str>) -> Option<HookAnswer> {
         let answer = |status: u16, text: &str| {
             let mut headers = Headers::new();
             headers.append("Content-Type", "text/plain").unwrap();

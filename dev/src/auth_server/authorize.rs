@@ -5,7 +5,7 @@ use super::*;
 
 impl AuthServer {
     /// `/oauth/authorize`: `GET` the request, `POST` the consent page's answer.
-    pub(super) fn authorize(&self, req: &Request, res: &mut Responder<'_>) {
+    pub(super) fn authorize(&self, req: &Request, res: &mut dyn Respond) {
         let answer = match req.method.as_str() {
             "GET" => self.authorization_request(req),
             "POST" => self.consent_answer(req),

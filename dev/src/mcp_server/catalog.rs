@@ -38,7 +38,7 @@ pub const MOTTO_URI: &str = "mcpwire-dev://motto";
 /// Its text.
 pub const MOTTO_TEXT: &str = "Bytes at the edge, decisions in the middle.";
 /// The `nextCursor` of the first `resources/list` page.
-const RESOURCES_PAGE_2: &str = "resources-page-2";
+pub(super) const RESOURCES_PAGE_2: &str = "resources-page-2";
 /// How often a subscription checks whether its client went away or the server stopped.
 const LISTEN_TICK: Duration = Duration::from_millis(50);
 
@@ -175,7 +175,7 @@ pub(super) fn list_templates(era: Era) -> Answer {
 }
 
 /// The text of a resource this server has: the greeting, or an instance of the template.
-fn resource_text(uri: &str) -> Option<String> {
+pub(super) fn resource_text(uri: &str) -> Option<String> {
     if uri == GREETING_URI {
         return Some(GREETING_TEXT.to_owned());
     }

@@ -216,7 +216,8 @@ where
                 // A deferred call's usage error has no caller left to hear it.
                 let _ = apply(state, now, c);
             }
-            let closed = deliver(state, &self.stdout_queue);
+            let hook = lock(&self.hook).clone();
+            let closed = deliver(state, &self.stdout_queue, hook.as_deref());
             if closed.is_empty() && !had_deferred {
                 break;
             }
@@ -280,7 +281,11 @@ fn apply<S>(state: &mut State<S>, now: Instant, c: Command) -> Result<(), UsageE
 }
 
 /// Drains the core's outputs into the sinks; returns the exchanges whose sink refused a piece.
-fn deliver<S: Sink>(state: &mut State<S>, queue: &StdoutQueue) -> Vec<ExchangeId> {
+fn deliver<S: Sink>(
+    state: &mut State<S>,
+    queue: &StdoutQueue,
+    hook: Option<&dyn HttpHook>,
+) -> Vec<ExchangeId> {
     let mut closed = Vec::new();
     while let Some(out) = state.server.poll_output() {
         match out {
@@ -302,6 +307,9 @@ fn deliver<S: Sink>(state: &mut State<S>, queue: &StdoutQueue) -> Vec<ExchangeId
                     } => {
                         if let Some(o) = state.overrides.remove(&x) {
                             o.apply(&mut status, &mut headers, Some(&mut body));
+                        }
+                        if let Some(hook) = hook {
+                            hook.answered(status, &headers, &body);
                         }
                         (
                             Out::Response {
@@ -351,11 +359,11 @@ where
     type Id = Option<ExchangeId>;
 
     fn open(&self, req: Incoming, sink: S) -> Option<ExchangeId> {
-        let path = match req.target.split_once('?') {
-            Some((p, _)) => p.to_owned(),
-            None => req.target,
+        let (path, query) = match req.target.split_once('?') {
+            Some((p, q)) => (p.to_owned(), Some(q.to_owned())),
+            None => (req.target, None),
         };
-        let request = HttpRequest {
+        let mut request = HttpRequest {
             method: HttpMethod::from_token(&req.method),
             path,
             headers: req.headers,
@@ -364,7 +372,7 @@ where
         // The hook runs outside the engine's lock: what it does (an authorization server's
         // token check, a page) never holds up the MCP exchanges.
         let hook = lock(&self.hook).clone();
-        if let Some(answer) = hook.and_then(|h| h.before(&request)) {
+        if let Some(answer) = hook.and_then(|h| h.before(&mut request, query.as_deref())) {
             sink.push(Out::Response {
                 status: answer.status,
                 headers: answer.headers,

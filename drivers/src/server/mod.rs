@@ -149,8 +149,16 @@ pub(crate) fn with_clock(mut config: ServerConfig) -> ServerConfig {
 /// front of it (a bearer token's `401`). No MCP protocol belongs here: the core still answers
 /// every request the hook lets through.
 pub trait HttpHook: Send + Sync + 'static {
-    /// `Some` answers `request` here (the core never sees it); `None` passes it to the core.
-    fn before(&self, request: &HttpRequest) -> Option<HookAnswer>;
+    /// `Some` answers `request` here (the core never sees it); `None` passes it to the core,
+    /// as the hook may have changed it (a path alias). `query` is the request target's query
+    /// (without `?`), which the core does not read.
+    fn before(&self, request: &mut HttpRequest, query: Option<&str>) -> Option<HookAnswer>;
+
+    /// Every whole response the core gave (not the streamed ones), as it goes to the
+    /// connection: for counters and logs (default: nothing).
+    fn answered(&self, status: u16, headers: &Headers, body: &[u8]) {
+        let _ = (status, headers, body);
+    }
 }
 
 /// A hook's whole answer to one request.

@@ -410,6 +410,11 @@ pub trait Application {
         let _ = request;
     }
 
+    /// A legacy session opened (`initialize` answered; default: nothing).
+    fn session_opened(&mut self, session: &SessionId) {
+        let _ = session;
+    }
+
     /// A legacy session ended (`DELETE`, idle, end of stdio).
     fn session_closed(&mut self, session: &SessionId) {
         let _ = session;

@@ -95,7 +95,7 @@ pub(super) fn serve_with<A: Application + ?Sized>(server: &mut Server, app: &mut
             }
             ServerEvent::Cancelled { request, .. } => app.cancelled(request),
             ServerEvent::SessionClosed { session, .. } => app.session_closed(&session),
-            ServerEvent::SessionOpened { .. } => {}
+            ServerEvent::SessionOpened { session } => app.session_opened(&session),
         }
     }
 }

@@ -632,7 +632,19 @@ struct Writer<'a> {
 impl Writer<'_> {
     fn head_text(&self, status: u16, headers: &Headers) -> String {
         let mut text = format!("HTTP/1.1 {status} {}\r\n", status_text(status));
+        // A response's own `Connection` tokens other than close/keep-alive are kept: they
+        // nominate hop-by-hop headers (which a proxy in front must drop); the transport adds
+        // its own.
+        let mut connection: Vec<&str> = Vec::new();
         for (name, value) in headers.iter() {
+            if name.eq_ignore_ascii_case("connection") {
+                connection.extend(value.split(',').map(str::trim).filter(|t| {
+                    !t.is_empty()
+                        && !t.eq_ignore_ascii_case("close")
+                        && !t.eq_ignore_ascii_case("keep-alive")
+                }));
+                continue;
+            }
             if is_framing_header(name) {
                 continue;
             }
@@ -642,9 +654,14 @@ impl Writer<'_> {
             text.push_str("\r\n");
         }
         if self.close {
-            text.push_str("Connection: close\r\n");
+            connection.push("close");
         } else if self.http10 {
-            text.push_str("Connection: keep-alive\r\n");
+            connection.push("keep-alive");
+        }
+        if !connection.is_empty() {
+            text.push_str("Connection: ");
+            text.push_str(&connection.join(", "));
+            text.push_str("\r\n");
         }
         text
     }
