@@ -240,6 +240,7 @@ pub struct McpServer {
     /// [`Engine::Core`]: the calls running on threads, and the open legacy sessions.
     work: on_core::Work,
     core_sessions: std::sync::atomic::AtomicUsize,
+    responder: Mutex<Option<mcpwire::server::Responder>>,
 }
 
 /// A running HTTP reference server.
@@ -281,6 +282,7 @@ impl McpServerHandle {
             Listener::Hand(h) => h.stop(),
             Listener::Core(h) => h.stop(),
         }
+        self.server.work.join_all();
     }
 }
 
@@ -360,6 +362,7 @@ impl McpServer {
             slow: slow::SlowCalls::default(),
             work: on_core::Work::default(),
             core_sessions: std::sync::atomic::AtomicUsize::new(0),
+            responder: Mutex::new(None),
         })
     }
 
@@ -392,10 +395,7 @@ impl McpServer {
                 let http = mcpwire::server::blocking::HttpServer::start_with(
                     on_core::core_config(&server)?,
                     options,
-                    move |responder| on_core::DevApp {
-                        server: app_server,
-                        responder,
-                    },
+                    move |responder| on_core::DevApp::new(app_server, responder),
                 )
                 .map_err(io::Error::other)?;
                 Listener::Core(http)
@@ -1082,8 +1082,9 @@ impl McpServer {
                 on_core::core_config(self)?,
                 input,
                 output,
-                move |responder| on_core::DevApp { server, responder },
+                move |responder| on_core::DevApp::new(server, responder),
             );
+            self.work.join_all();
             return result.map_err(io::Error::other);
         }
         let out: Arc<Mutex<Box<dyn Write + Send>>> = Arc::new(Mutex::new(Box::new(output)));

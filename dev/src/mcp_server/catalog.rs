@@ -239,6 +239,9 @@ impl McpServer {
     /// graceful-closure result for its listen request, then its stream ends. Returns how many
     /// were told.
     pub fn end_subscriptions(&self) -> usize {
+        if let Some(responder) = lock(&self.responder).as_ref() {
+            return responder.end_listens();
+        }
         let subs = std::mem::take(&mut lock(&self.subscribers).open);
         subs.into_values()
             .filter(|(_, tx)| tx.send(Push::End).is_ok())

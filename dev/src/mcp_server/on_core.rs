@@ -61,6 +61,7 @@ pub(super) fn core_config(server: &McpServer) -> io::Result<ServerConfig> {
 #[derive(Debug, Default)]
 pub(super) struct Work {
     flags: Mutex<HashMap<RequestId, Arc<AtomicBool>>>,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 impl Work {
@@ -74,6 +75,18 @@ impl Work {
         lock(&self.flags).remove(&request);
     }
 
+    /// Stops every call still running and joins its thread (the server stopped or stdio
+    /// ended: the driver cancelled them already, this makes sure).
+    pub(super) fn join_all(&self) {
+        for flag in lock(&self.flags).drain().map(|(_, f)| f) {
+            flag.store(true, Ordering::Relaxed);
+        }
+        let threads = std::mem::take(&mut *lock(&self.threads));
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+
     fn cancel(&self, request: RequestId) {
         if let Some(flag) = lock(&self.flags).remove(&request) {
             flag.store(true, Ordering::Relaxed);
@@ -85,6 +98,15 @@ impl Work {
 pub(super) struct DevApp {
     pub(super) server: Arc<McpServer>,
     pub(super) responder: Responder,
+}
+
+impl DevApp {
+    /// The application of `server`, which keeps a copy of `responder` (for
+    /// [`McpServer::end_subscriptions`]).
+    pub(super) fn new(server: Arc<McpServer>, responder: Responder) -> Self {
+        *lock(&server.responder) = Some(responder.clone());
+        DevApp { server, responder }
+    }
 }
 
 fn to_reply(answer: Answer) -> Reply {
@@ -150,7 +172,12 @@ impl DevApp {
                 }
             });
         match spawned {
-            Ok(_) => Reply::Pending,
+            Ok(t) => {
+                let mut threads = lock(&self.server.work.threads);
+                threads.retain(|t| !t.is_finished());
+                threads.push(t);
+                Reply::Pending
+            }
             Err(e) => {
                 self.server.work.done(request);
                 Reply::error(code::INTERNAL_ERROR, format!("cannot start the call: {e}"))
@@ -390,31 +417,36 @@ impl DevApp {
         }
     }
 
-    fn touch(&self, args: &Map<String, Value>) -> Reply {
+    /// `touch`: announces the change from a thread of its own, so that the core's count of
+    /// who was told comes back (from inside this method it would be applied only after it).
+    fn touch(&self, cx: &CallContext, args: &Map<String, Value>) -> Reply {
         let list = args.get("list").and_then(Value::as_str);
-        let uri = args.get("uri").and_then(Value::as_str);
-        match (list, uri) {
-            (Some(l @ ("tools" | "prompts" | "resources")), None) => {
-                self.responder.list_changed(match l {
-                    "tools" => ListKind::Tools,
-                    "prompts" => ListKind::Prompts,
-                    _ => ListKind::Resources,
-                });
+        let uri = args.get("uri").and_then(Value::as_str).map(str::to_owned);
+        let kind = match (list, &uri) {
+            (Some("tools"), None) => Some(ListKind::Tools),
+            (Some("prompts"), None) => Some(ListKind::Prompts),
+            (Some("resources"), None) => Some(ListKind::Resources),
+            (None, Some(u)) if catalog::resource_text(u).is_some() => None,
+            (None, Some(u)) => {
+                return Reply::invalid_params(format!("Invalid params: no resource {u}"))
             }
-            (None, Some(u)) if catalog::resource_text(u).is_some() => {
-                self.responder.resource_updated(u);
-            }
-            (None, Some(u)) => return Reply::invalid_params(format!("Invalid params: no resource {u}")),
             _ => {
                 return Reply::invalid_params(
                     "Invalid params: touch takes list (tools, prompts or resources) or uri, one of them",
                 )
             }
-        }
-        Reply::Result(json!({
-            "content": [{"type": "text", "text": "announced"}],
-            "structuredContent": {"announced": true}
-        }))
+        };
+        self.later(cx.request.request, move |_, responder, _| {
+            let delivered = match (kind, uri) {
+                (Some(kind), _) => responder.list_changed(kind),
+                (None, Some(uri)) => responder.resource_updated(&uri),
+                (None, None) => 0,
+            };
+            Some(Reply::Result(json!({
+                "content": [{"type": "text", "text": format!("notified {delivered} subscription(s)")}],
+                "structuredContent": {"delivered": delivered}
+            })))
+        })
     }
 }
 
@@ -465,7 +497,7 @@ impl Application for DevApp {
                 }
             },
             "ask" => self.ask(cx, args),
-            "touch" => self.touch(args),
+            "touch" => self.touch(cx, args),
             "headers" => {
                 let list: Vec<Value> = cx
                     .headers

@@ -121,6 +121,7 @@ enum Command {
     Override(ExchangeId, HttpOverride),
     ListChanged(ListKind),
     ResourceUpdated(String),
+    EndListens,
 }
 
 struct State<S> {
@@ -245,38 +246,40 @@ where
         state.stdout = None;
     }
 
-    fn command(&self, c: Command) -> Result<(), UsageError> {
+    fn command(&self, c: Command) -> Result<usize, UsageError> {
         let me = std::thread::current().id();
         if *lock(&self.holder) == Some(me) {
             lock(&self.deferred).push(c);
-            return Ok(());
+            return Ok(0);
         }
         self.locked(|state, now| apply(state, now, c))
     }
 }
 
-fn apply<S>(state: &mut State<S>, now: Instant, c: Command) -> Result<(), UsageError> {
+/// Applies a command; `Ok` carries how many were told (list changes, resource updates, ended
+/// listen streams), 0 otherwise.
+fn apply<S>(state: &mut State<S>, now: Instant, c: Command) -> Result<usize, UsageError> {
     let server = &mut state.server;
+    let done = |r: Result<(), UsageError>| r.map(|()| 0);
     match c {
         Command::Override(x, o) => {
             // Only for an exchange still open (a finished one would keep it forever).
             if state.exchanges.contains_key(&x) {
                 state.overrides.insert(x, o);
             }
-            Ok(())
+            Ok(0)
         }
-        Command::Respond(r, notices, reply) => server.respond_with_notices(now, r, notices, reply),
-        Command::Progress(r, p, t, m) => server.progress(now, r, p, t, m.as_deref()),
-        Command::Log(r, level, logger, data) => server.log(now, r, level, logger.as_deref(), data),
-        Command::CloseStream(r) => server.close_stream(now, r),
-        Command::ListChanged(kind) => {
-            server.list_changed(now, kind);
-            Ok(())
+        Command::Respond(r, notices, reply) => {
+            done(server.respond_with_notices(now, r, notices, reply))
         }
-        Command::ResourceUpdated(uri) => {
-            server.resource_updated(now, &uri);
-            Ok(())
+        Command::Progress(r, p, t, m) => done(server.progress(now, r, p, t, m.as_deref())),
+        Command::Log(r, level, logger, data) => {
+            done(server.log(now, r, level, logger.as_deref(), data))
         }
+        Command::CloseStream(r) => done(server.close_stream(now, r)),
+        Command::ListChanged(kind) => Ok(server.list_changed(now, kind)),
+        Command::ResourceUpdated(uri) => Ok(server.resource_updated(now, &uri)),
+        Command::EndListens => Ok(server.end_listens(now)),
     }
 }
 
@@ -418,14 +421,14 @@ impl fmt::Debug for Responder {
 }
 
 trait Control: Send + Sync + 'static {
-    fn call(&self, c: Command) -> Result<(), UsageError>;
+    fn call(&self, c: Command) -> Result<usize, UsageError>;
 }
 
 impl<S> Control for Shared<S>
 where
     S: Sink,
 {
-    fn call(&self, c: Command) -> Result<(), UsageError> {
+    fn call(&self, c: Command) -> Result<usize, UsageError> {
         self.command(c)
     }
 }
@@ -440,10 +443,14 @@ impl Responder {
     }
 
     fn call(&self, c: Command) -> Result<(), UsageError> {
+        self.count(c).map(|_| ())
+    }
+
+    fn count(&self, c: Command) -> Result<usize, UsageError> {
         match self.engine.upgrade() {
             Some(engine) => engine.call(c),
             // The server is gone: like an answer to a request that ended, dropped.
-            None => Ok(()),
+            None => Ok(0),
         }
     }
 
@@ -513,13 +520,23 @@ impl Responder {
         let _ = self.call(Command::Override(exchange, change));
     }
 
-    /// A list changed: `notifications/*/list_changed` to whoever listens.
-    pub fn list_changed(&self, kind: ListKind) {
-        let _ = self.call(Command::ListChanged(kind));
+    /// A list changed: `notifications/*/list_changed` to whoever listens. Returns how many
+    /// sessions and listen streams were told (0 when called from inside an application
+    /// method: it is applied when the method returns).
+    pub fn list_changed(&self, kind: ListKind) -> usize {
+        self.count(Command::ListChanged(kind)).unwrap_or(0)
     }
 
     /// The resource `uri` changed: `notifications/resources/updated` to its subscribers.
-    pub fn resource_updated(&self, uri: &str) {
-        let _ = self.call(Command::ResourceUpdated(uri.to_owned()));
+    /// Returns how many were told (0 from inside an application method, as above).
+    pub fn resource_updated(&self, uri: &str) -> usize {
+        self.count(Command::ResourceUpdated(uri.to_owned()))
+            .unwrap_or(0)
+    }
+
+    /// Ends every open `subscriptions/listen` stream gracefully (the server goes on); how
+    /// many (0 from inside an application method, as above).
+    pub fn end_listens(&self) -> usize {
+        self.count(Command::EndListens).unwrap_or(0)
     }
 }

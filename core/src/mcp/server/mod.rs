@@ -598,14 +598,22 @@ impl Server {
 
     /// A list changed: `notifications/{tools,prompts,resources}/list_changed` to every legacy
     /// session (GET stream, stdout) and every `subscriptions/listen` stream that asked for it.
-    pub fn list_changed(&mut self, now: Instant, kind: ListKind) {
-        self.engine.list_changed(now, kind);
+    /// Returns how many sessions and listen streams were told.
+    pub fn list_changed(&mut self, now: Instant, kind: ListKind) -> usize {
+        self.engine.list_changed(now, kind)
     }
 
     /// The resource `uri` changed: `notifications/resources/updated` to the sessions and
-    /// listen streams subscribed to it.
-    pub fn resource_updated(&mut self, now: Instant, uri: &str) {
-        self.engine.resource_updated(now, uri);
+    /// listen streams subscribed to it. Returns how many were told.
+    pub fn resource_updated(&mut self, now: Instant, uri: &str) -> usize {
+        self.engine.resource_updated(now, uri)
+    }
+
+    /// Ends every open `subscriptions/listen` stream as a server does on its own initiative
+    /// (`notifications/cancelled` for it, then its graceful-closure result); the server goes
+    /// on serving. Returns how many were ended.
+    pub fn end_listens(&mut self, now: Instant) -> usize {
+        self.engine.end_listens(now)
     }
 
     /// For a `tools/call` served through [`Server::poll_event`]: checks the request's

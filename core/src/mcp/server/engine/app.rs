@@ -463,7 +463,7 @@ impl Engine {
         }
     }
 
-    pub(in crate::mcp::server) fn list_changed(&mut self, now: Instant, kind: ListKind) {
+    pub(in crate::mcp::server) fn list_changed(&mut self, now: Instant, kind: ListKind) -> usize {
         self.seen(now);
         let (method, enabled) = match kind {
             ListKind::Tools => ("notifications/tools/list_changed", self.config.tools),
@@ -474,9 +474,10 @@ impl Engine {
             ),
         };
         if !enabled {
-            return;
+            return 0;
         }
         let sessions: Vec<String> = self.sessions.keys().cloned().collect();
+        let mut told = sessions.len();
         for s in sessions {
             self.session_send(&s, notification_text(method, json!({})));
         }
@@ -492,16 +493,18 @@ impl Engine {
             })
             .map(|(k, r)| (*k, r.jsonrpc_id.clone()))
             .collect();
+        told += listens.len();
         for (rid, id) in listens {
             let text = notification_text(method, json!({"_meta": {SUBSCRIPTION_ID_KEY: id}}));
             self.send_for(rid, text);
         }
+        told
     }
 
-    pub(in crate::mcp::server) fn resource_updated(&mut self, now: Instant, uri: &str) {
+    pub(in crate::mcp::server) fn resource_updated(&mut self, now: Instant, uri: &str) -> usize {
         self.seen(now);
         if !self.config.resources {
-            return;
+            return 0;
         }
         let sessions: Vec<String> = self
             .sessions
@@ -509,6 +512,7 @@ impl Engine {
             .filter(|(_, s)| s.subscriptions.contains(uri))
             .map(|(k, _)| k.clone())
             .collect();
+        let mut told = sessions.len();
         for s in sessions {
             self.session_send(
                 &s,
@@ -525,6 +529,7 @@ impl Engine {
             })
             .map(|(k, r)| (*k, r.jsonrpc_id.clone()))
             .collect();
+        told += listens.len();
         for (rid, id) in listens {
             let text = notification_text(
                 "notifications/resources/updated",
@@ -532,5 +537,6 @@ impl Engine {
             );
             self.send_for(rid, text);
         }
+        told
     }
 }

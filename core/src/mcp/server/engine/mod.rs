@@ -576,6 +576,40 @@ impl Engine {
         }
     }
 
+    /// Ends the listen stream of `rid` as the server does on its own initiative: the teardown
+    /// is announced (`basic/patterns/cancellation.mdx`: a server MUST send
+    /// `notifications/cancelled` for a listen stream it ends), then the listen request gets its
+    /// graceful result (`subscriptions.mdx`, "Graceful Closure").
+    fn end_listen(&mut self, rid: RequestId, reason: &str) {
+        let Some(req) = self.requests.get(&rid) else {
+            return;
+        };
+        let id = req.jsonrpc_id.clone();
+        let cancelled = notification_text(
+            "notifications/cancelled",
+            json!({"_meta": {SUBSCRIPTION_ID_KEY: id}, "requestId": id, "reason": reason}),
+        );
+        self.send_for(rid, cancelled);
+        let result = json!({"resultType": "complete", "_meta": {SUBSCRIPTION_ID_KEY: id}});
+        let text = response_text(&id, &result);
+        self.finish(rid, 200, text, &[]);
+    }
+
+    /// Ends every open listen stream gracefully; how many there were.
+    pub(super) fn end_listens(&mut self, now: Instant) -> usize {
+        self.seen(now);
+        let listens: Vec<RequestId> = self
+            .requests
+            .iter()
+            .filter(|(_, r)| r.listen.is_some())
+            .map(|(k, _)| *k)
+            .collect();
+        for rid in &listens {
+            self.end_listen(*rid, "the server ended the subscription");
+        }
+        listens.len()
+    }
+
     pub(super) fn shutdown(&mut self, now: Instant) {
         self.seen(now);
         self.shut = true;
@@ -585,18 +619,7 @@ impl Engine {
                 continue;
             };
             if req.listen.is_some() {
-                // The teardown is announced (`basic/patterns/cancellation.mdx`: a server MUST
-                // send `notifications/cancelled` for a listen stream it ends), then the listen
-                // request gets its graceful result (`subscriptions.mdx`, "Graceful Closure").
-                let id = req.jsonrpc_id.clone();
-                let cancelled = notification_text(
-                    "notifications/cancelled",
-                    json!({"_meta": {SUBSCRIPTION_ID_KEY: id}, "requestId": id, "reason": "the server is shutting down"}),
-                );
-                self.send_for(rid, cancelled);
-                let result = json!({"resultType": "complete", "_meta": {SUBSCRIPTION_ID_KEY: id}});
-                let text = response_text(&id, &result);
-                self.finish(rid, 200, text, &[]);
+                self.end_listen(rid, "the server is shutting down");
             } else {
                 let e = error_object(
                     code::INTERNAL_ERROR,
