@@ -175,6 +175,7 @@ impl<C: HostClient> Shared<C> {
     }
 
     /// Ready once the generation moved past `seen`; otherwise leaves the waker.
+    #[cfg_attr(not(feature = "smol"), allow(dead_code))]
     pub(crate) fn poll_change(&self, seen: u64, cx: &mut Context<'_>) -> Poll<()> {
         let mut st = self.lock();
         if st.generation != seen {
