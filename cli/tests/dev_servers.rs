@@ -433,7 +433,19 @@ fn an_unsupported_version_is_refused_with_the_supported_list() {
     let e = &r.json()["error"];
     assert_eq!(e["code"], -32022);
     assert_eq!(e["data"]["requested"], "2099-01-01");
-    assert_eq!(e["data"]["supported"], json!(["2026-07-28", "2025-11-25"]));
+    // Every version the server accepts: this era's, then each legacy version `initialize`
+    // negotiates (the hand-written server listed only the newest legacy one here, though it
+    // accepted the others at `initialize`).
+    assert_eq!(
+        e["data"]["supported"],
+        json!([
+            "2026-07-28",
+            "2025-11-25",
+            "2025-06-18",
+            "2025-03-26",
+            "2024-11-05"
+        ])
+    );
     assert_eq!(r.json()["id"], "v");
 }
 

@@ -63,6 +63,20 @@ fn meta_must_carry_version_and_capabilities_with_400_and_the_request_id() {
         assert_eq!(code(&a.json()), -32602, "case {id}: {}", a.json());
         assert_eq!(a.json()["id"], id, "errors carry the request id");
     }
+    // The same for a method both eras have: the header names this era, so a body without
+    // `_meta` is a malformed modern request (-32602), not a legacy one lacking a session.
+    for (id, params) in [(109, json!({})), (110, json!({"cursor": "x"}))] {
+        let message = body(json!(id), "tools/list", params);
+        let mut headers = modern_headers(&message);
+        let _ = headers.set("MCP-Protocol-Version", MODERN);
+        let a = h.post(&message, headers);
+        assert_eq!(
+            (a.status, code(&a.json())),
+            (Some(400), -32602),
+            "case {id}: {}",
+            a.json()
+        );
+    }
     // clientInfo is a SHOULD: without it the request is served.
     let params = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}});
     let a = h.modern(json!(105), "server/discover", params, &[]);

@@ -174,7 +174,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             era: EraMode::Dual,
-            engine: Engine::Hand,
+            engine: Engine::Core,
             max_slow: Duration::from_secs(60),
             limits: Limits::default(),
             tools_list_ttl_ms: None,

@@ -293,6 +293,13 @@ impl Engine {
             .and_then(|m| m.get(PROTOCOL_VERSION_META_KEY))
             .is_some();
         let has_meta = params.contains_key("_meta");
+        // An HTTP request whose `MCP-Protocol-Version` names this era is a modern request,
+        // `_meta` or not: without it, it is malformed (`-32602`, as the spec requires), not
+        // a legacy request lacking its session.
+        let modern_header = headers
+            .as_ref()
+            .and_then(|h| h.get(PROTOCOL_VERSION_HEADER))
+            .is_some_and(|v| v.trim() == MODERN_VERSION);
         let eras = self.config.eras;
         let stdio_session =
             matches!(channel, Channel::Stdio) && self.sessions.contains_key(STDIO_SESSION);
@@ -308,7 +315,13 @@ impl Engine {
                 || (!http && method == "ping"));
         if legacy {
             self.legacy_request(now, channel, headers, session_header, id, method, params);
-        } else if !meta_version && !has_meta && eras.legacy && http && !modern_only {
+        } else if !meta_version
+            && !has_meta
+            && eras.legacy
+            && http
+            && !modern_only
+            && !modern_header
+        {
             // Neither era's shape: no `_meta` and no session.
             let r = Refusal::new(
                 400,
