@@ -1179,3 +1179,53 @@ fn a_client_taking_only_sse_gets_its_answer_as_a_stream_and_listens_do_not_count
         "the open listen does not use the bound"
     );
 }
+
+#[test]
+fn lists_that_never_change_advertise_no_list_changed_and_listen_honours_only_what_can_come() {
+    // Tools only, and they never change: no `listChanged`, and nothing to listen for.
+    let mut c = config();
+    c.prompts = false;
+    c.resources = false;
+    c.list_changed = false;
+    let mut h = Harness::with(c);
+    let a = h.modern(json!(1), "server/discover", json!({}), &[]);
+    assert_eq!(
+        a.json()["result"]["capabilities"],
+        json!({"tools": {}, "completions": {}, "logging": {}})
+    );
+    let listen = with_meta(json!({"notifications": {"toolsListChanged": true}}));
+    let a = h.modern(json!(2), "subscriptions/listen", listen, &[]);
+    assert_eq!(
+        (a.status, code(&a.json())),
+        (Some(404), -32601),
+        "{}",
+        a.json()
+    );
+    // Resources that can be subscribed to, lists that never change: a listen honours the
+    // resource updates only.
+    let mut c = config();
+    c.list_changed = false;
+    let mut h = Harness::with(c);
+    let a = h.modern(json!(3), "server/discover", json!({}), &[]);
+    let caps = &a.json()["result"]["capabilities"];
+    assert_eq!(caps["resources"], json!({"subscribe": true}));
+    assert_eq!(caps["prompts"], json!({}));
+    let message = body(
+        json!(4),
+        "subscriptions/listen",
+        with_meta(json!({"notifications": {
+            "toolsListChanged": true,
+            "resourcesListChanged": true,
+            "resourceSubscriptions": ["test://greeting"]
+        }})),
+    );
+    let (_, a, _) = h.http(request(
+        HttpMethod::Post,
+        modern_headers(&message),
+        message.to_string().as_bytes(),
+    ));
+    assert_eq!(
+        a.json()["params"]["notifications"],
+        json!({"resourceSubscriptions": ["test://greeting"]})
+    );
+}

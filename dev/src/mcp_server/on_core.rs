@@ -54,6 +54,8 @@ pub(super) fn core_config(server: &McpServer) -> io::Result<ServerConfig> {
     config.logging = false;
     config.prompts = server.config.resources_and_prompts;
     config.resources = server.config.resources_and_prompts;
+    // Only `touch` (there with resources and prompts) changes a list.
+    config.list_changed = server.config.resources_and_prompts;
     Ok(config)
 }
 

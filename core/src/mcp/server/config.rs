@@ -267,6 +267,11 @@ pub struct ServerConfig {
     pub prompts: bool,
     /// Advertise `resources` (with `subscribe` and `listChanged`).
     pub resources: bool,
+    /// The application's lists change while it runs (it calls [`super::Server::list_changed`]):
+    /// the `listChanged` capabilities are advertised and `subscriptions/listen` honours the
+    /// list-change notifications. Off: no `listChanged`, and a server with no resources to
+    /// subscribe to either has no `subscriptions/listen` at all (`-32601`).
+    pub list_changed: bool,
 }
 
 impl ServerConfig {
@@ -288,6 +293,7 @@ impl ServerConfig {
             tools: true,
             prompts: false,
             resources: false,
+            list_changed: true,
         }
     }
 

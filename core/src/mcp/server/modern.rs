@@ -278,10 +278,11 @@ pub(super) struct ListenFilter {
 }
 
 impl ListenFilter {
-    /// Reads `params.notifications`; `honour` = (tools, prompts, resources) advertised.
+    /// Reads `params.notifications`; `honour` = what the server can deliver: (tools list,
+    /// prompts list, resources list, resource updates).
     pub(super) fn read(
         params: &JsonObject,
-        honour: (bool, bool, bool),
+        honour: (bool, bool, bool, bool),
     ) -> Result<ListenFilter, Refusal> {
         let bad = |m: &str| malformed(format!("Invalid params: notifications.{m}"));
         let n = match params.get("notifications") {
@@ -307,7 +308,7 @@ impl ListenFilter {
             tools: flag("toolsListChanged")? && honour.0,
             prompts: flag("promptsListChanged")? && honour.1,
             resources: flag("resourcesListChanged")? && honour.2,
-            uris: if honour.2 { uris } else { Vec::new() },
+            uris: if honour.3 { uris } else { Vec::new() },
         })
     }
 

@@ -242,8 +242,8 @@ impl Connection<'_> {
                     return;
                 }
             }
-            // A body over the bound is cut one byte past it (the core answers `413`); the
-            // rest is never read, so the connection closes after the answer.
+            // A body announced over the bound is not read (the core answers `413`), so the
+            // connection closes after the answer.
             let (body, cut) = match self.read_body(&mut buf, &head) {
                 Ok(b) => b,
                 Err(ReadError::Closed) => return,
@@ -459,8 +459,8 @@ impl Connection<'_> {
         }
     }
 
-    /// Reads the body; past [`HttpLimits::max_body`] it stops one byte beyond the bound and
-    /// says so (`true`).
+    /// Reads the body; one announced (by `Content-Length` or a chunk size) past
+    /// [`HttpLimits::max_body`] is not read at all, and says so (`true`).
     fn read_body(&self, buf: &mut Vec<u8>, head: &Head) -> Result<(Vec<u8>, bool), ReadError> {
         let cut_at = self.limits.max_body.saturating_add(1);
         let te: Vec<&str> = head.headers.get_all("Transfer-Encoding").collect();
@@ -503,11 +503,10 @@ impl Connection<'_> {
                     }
                 }
                 if body.len().saturating_add(size) > self.limits.max_body {
-                    let take = cut_at - body.len();
-                    self.need(buf, take)?;
-                    body.extend_from_slice(&buf[..take]);
+                    // Over the bound by its announced size: nothing more is read (a client
+                    // may wait for the answer before sending it).
                     buf.clear();
-                    return Ok((body, true));
+                    return Ok((over_the_bound(cut_at), true));
                 }
                 self.need(buf, size.saturating_add(2))?;
                 body.extend_from_slice(&buf[..size]);
@@ -530,10 +529,8 @@ impl Connection<'_> {
         // A length too large for usize is over any bound.
         let len: usize = first.parse().unwrap_or(usize::MAX);
         if len > self.limits.max_body {
-            self.need(buf, cut_at)?;
-            let body = buf[..cut_at].to_vec();
             buf.clear();
-            return Ok((body, true));
+            return Ok((over_the_bound(cut_at), true));
         }
         self.need(buf, len)?;
         Ok((buf.drain(..len).collect(), false))
@@ -554,6 +551,12 @@ impl Connection<'_> {
         }
         linger(self.stream);
     }
+}
+
+/// What the core is handed for a body announced past its bound: one byte more than the bound
+/// (the core answers `413` on the length alone; these bytes were never the client's).
+fn over_the_bound(cut_at: usize) -> Vec<u8> {
+    vec![0; cut_at]
 }
 
 fn is_timeout(e: &io::Error) -> bool {

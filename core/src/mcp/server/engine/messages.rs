@@ -604,7 +604,9 @@ impl Engine {
             "logging/setLevel" => !c.logging || era == Era::Modern,
             "ping" => era == Era::Modern,
             "initialize" => era == Era::Modern,
-            "server/discover" | "subscriptions/listen" => era == Era::Legacy,
+            "server/discover" => era == Era::Legacy,
+            // Nothing to listen for: no list changes and no resources to subscribe to.
+            "subscriptions/listen" => era == Era::Legacy || !(c.list_changed || c.resources),
             _ => false,
         };
         if gated || (era == Era::Modern && modern::REMOVED.contains(&method.as_str())) {
@@ -784,7 +786,13 @@ impl Engine {
         }
         if method == "subscriptions/listen" {
             let c = &self.config;
-            let filter = match ListenFilter::read(&nr.params, (c.tools, c.prompts, c.resources)) {
+            let honour = (
+                c.tools && c.list_changed,
+                c.prompts && c.list_changed,
+                c.resources && c.list_changed,
+                c.resources,
+            );
+            let filter = match ListenFilter::read(&nr.params, honour) {
                 Ok(f) => f,
                 Err(r) => return self.early(&nr.channel, Some(&nr.id), era, Early::Refuse(r)),
             };

@@ -415,17 +415,22 @@ impl Engine {
     fn capabilities(&self, era: Era) -> Value {
         let c = &self.config;
         let mut m = Map::new();
+        let changes = |mut v: Value| {
+            if c.list_changed {
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("listChanged".into(), Value::Bool(true));
+                }
+            }
+            v
+        };
         if c.tools {
-            m.insert("tools".into(), json!({"listChanged": true}));
+            m.insert("tools".into(), changes(json!({})));
         }
         if c.prompts {
-            m.insert("prompts".into(), json!({"listChanged": true}));
+            m.insert("prompts".into(), changes(json!({})));
         }
         if c.resources {
-            m.insert(
-                "resources".into(),
-                json!({"subscribe": true, "listChanged": true}),
-            );
+            m.insert("resources".into(), changes(json!({"subscribe": true})));
         }
         if c.logging {
             m.insert("logging".into(), json!({}));
