@@ -656,11 +656,17 @@ fn list_commands_with_json_print_each_result_object_exactly_on_one_line() {
     };
     // Two pages: two result objects, two lines, each as received (the cursor included).
     let out = ok(&client(&["--url", &url, "--json", "resources", "list"]));
-    let pages: Vec<Value> = out
+    let mut pages: Vec<Value> = out
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let mut first = page(
+    // The cursor is the server's own opaque string: there, and a string, is what is ours.
+    let cursor = pages
+        .first_mut()
+        .and_then(|p| p.as_object_mut())
+        .and_then(|p| p.remove("nextCursor"));
+    assert!(cursor.as_ref().is_some_and(Value::is_string), "{out}");
+    let first = page(
         "resources",
         json!([{
             "uri": "mcpwire-dev://greeting",
@@ -669,7 +675,6 @@ fn list_commands_with_json_print_each_result_object_exactly_on_one_line() {
             "mimeType": "text/plain"
         }]),
     );
-    first["nextCursor"] = json!("resources-page-2");
     let second = page(
         "resources",
         json!([{"uri": "mcpwire-dev://motto", "name": "motto", "mimeType": "text/plain"}]),
@@ -1147,7 +1152,9 @@ fn subscribe_ended_by_the_server_says_so_and_exits_zero() {
     assert_eq!(srv.server().end_subscriptions(), 1);
     assert_eq!(
         next_line(&sub.err, "the end"),
-        "mcpwire: the server ended the subscription"
+        // The server's teardown notice (`notifications/cancelled`, which a server MUST send
+        // for a listen it ends), with its reason.
+        "mcpwire: the server cancelled the subscription: the server ended the subscription"
     );
     assert_eq!(sub.wait_exit("the server's end").code(), Some(0));
 }

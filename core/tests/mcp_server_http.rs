@@ -1229,3 +1229,46 @@ fn lists_that_never_change_advertise_no_list_changed_and_listen_honours_only_wha
         json!({"resourceSubscriptions": ["test://greeting"]})
     );
 }
+
+#[test]
+fn one_list_can_have_its_own_page_size() {
+    let mut c = config();
+    c.limits.page_sizes.tools = Some(4);
+    let mut h = Harness::with(c);
+    h.app.extra_tools = 10;
+    let mut pages = Vec::new();
+    let mut cursor: Option<Value> = None;
+    for _ in 0..20 {
+        let params = match &cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        let r = h.modern(json!(1), "tools/list", params, &[]).json()["result"].clone();
+        pages.push(r["tools"].as_array().map_or(0, Vec::len));
+        cursor = r.get("nextCursor").cloned();
+        if cursor.is_none() {
+            break;
+        }
+    }
+    let total: usize = pages.iter().sum();
+    assert!(total > 8, "{pages:?}");
+    assert!(
+        pages[..pages.len() - 1].iter().all(|n| *n == 4),
+        "{pages:?}"
+    );
+    assert!(*pages.last().unwrap_or(&0) <= 4, "{pages:?}");
+    // The other lists keep the common size (all of the fixture's prompts on one page).
+    let r = h.modern(json!(2), "prompts/list", json!({}), &[]).json();
+    assert!(r["result"].get("nextCursor").is_none(), "{r}");
+    // A zero size is refused at start, naming it.
+    let mut c = config();
+    c.limits.page_sizes.resources = Some(0);
+    let e = mcpwire_core::mcp::server::Server::new(c)
+        .err()
+        .map(|e| e.to_string());
+    assert!(
+        e.as_deref()
+            .is_some_and(|e| e.contains("page_sizes.resources")),
+        "{e:?}"
+    );
+}

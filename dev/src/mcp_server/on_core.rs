@@ -49,6 +49,8 @@ pub(super) fn core_config(server: &McpServer) -> io::Result<ServerConfig> {
     config.cache.tools.ttl_ms = server.config.tools_list_ttl_ms.unwrap_or(0);
     config.limits.max_body_bytes = server.config.limits.max_body;
     config.limits.max_line_bytes = super::MAX_STDIO_LINE;
+    // One resource per page of `resources/list`, so clients page through it.
+    config.limits.page_sizes.resources = Some(1);
     // The hand-written server checked Origin only (raw-socket tests send any Host).
     config.origin_policy.any_host = true;
     config.logging = false;

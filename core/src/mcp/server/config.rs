@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use crate::mcp::cache::ListKind;
 use crate::mcp::discover::CacheScopeHint;
 use crate::mcp::meta::Implementation;
 use crate::time::{Duration, Instant, SystemTime};
@@ -180,8 +181,37 @@ pub struct Limits {
     pub max_streams: usize,
     /// Items per page of a list result.
     pub page_size: usize,
+    /// Items per page of one list, where it differs from [`Limits::page_size`].
+    pub page_sizes: PageSizes,
     /// MRTR rounds of one legacy request (the core stops asking beyond, `-32603`).
     pub max_input_rounds: u32,
+}
+
+/// Items per page of each list (`None`: [`Limits::page_size`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PageSizes {
+    /// `tools/list`.
+    pub tools: Option<usize>,
+    /// `prompts/list`.
+    pub prompts: Option<usize>,
+    /// `resources/list`.
+    pub resources: Option<usize>,
+    /// `resources/templates/list`.
+    pub resource_templates: Option<usize>,
+}
+
+impl Limits {
+    /// Items per page of `kind`.
+    pub fn page_size_of(&self, kind: ListKind) -> usize {
+        let p = &self.page_sizes;
+        match kind {
+            ListKind::Tools => p.tools,
+            ListKind::Prompts => p.prompts,
+            ListKind::Resources => p.resources,
+            ListKind::ResourceTemplates => p.resource_templates,
+        }
+        .unwrap_or(self.page_size)
+    }
 }
 
 impl Default for Limits {
@@ -196,6 +226,7 @@ impl Default for Limits {
             max_sse_backlog: 256,
             max_streams: 256,
             page_size: 100,
+            page_sizes: PageSizes::default(),
             max_input_rounds: crate::mcp::mrtr::DEFAULT_MAX_ROUNDS,
         }
     }
@@ -321,6 +352,19 @@ impl ServerConfig {
             ("page_size", l.page_size),
         ] {
             if value == 0 {
+                return Err(ConfigError::ZeroLimit(name));
+            }
+        }
+        for (name, size) in [
+            ("page_sizes.tools", l.page_sizes.tools),
+            ("page_sizes.prompts", l.page_sizes.prompts),
+            ("page_sizes.resources", l.page_sizes.resources),
+            (
+                "page_sizes.resource_templates",
+                l.page_sizes.resource_templates,
+            ),
+        ] {
+            if size == Some(0) {
                 return Err(ConfigError::ZeroLimit(name));
             }
         }

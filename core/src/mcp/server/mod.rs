@@ -104,8 +104,8 @@ pub use application::{
     Notice, Reply, RequestContext, TransportKind,
 };
 pub use config::{
-    CacheHint, CacheHints, Eras, Limits, OriginPolicy, ServerConfig, ServerSecrets, Timeouts,
-    WallClock,
+    CacheHint, CacheHints, Eras, Limits, OriginPolicy, PageSizes, ServerConfig, ServerSecrets,
+    Timeouts, WallClock,
 };
 pub use dispatch::resource_not_found;
 

@@ -225,8 +225,9 @@ impl Engine {
                     self.finish_error(rid, 200, &e);
                     return Err(UsageError::BadResult { request: rid });
                 }
-                if let Some((key, _)) = list_key(&req.call) {
-                    pagination::paginate(&mut value, key, req.offset, self.config.limits.page_size);
+                if let Some((key, kind)) = list_key(&req.call) {
+                    let size = self.config.limits.page_size_of(kind);
+                    pagination::paginate(&mut value, key, req.offset, size);
                 }
                 match &req.call {
                     Call::Subscribe { uri } => {
