@@ -49,7 +49,7 @@ fn reference_server() -> McpServerHandle {
 
 /// What both examples print against the reference server: its tools in its own order.
 fn expected_output() -> String {
-    let mut want = String::from("versions: [\"2026-07-28\",\"2025-11-25\"]\nera: Modern\n");
+    let mut want = String::from("versions: [\"2026-07-28\",\"2025-11-25\",\"2025-06-18\",\"2025-03-26\",\"2024-11-05\"]\nera: Modern\n");
     for tool in mcp_server::tool_definitions(Era::Modern) {
         want.push_str(&format!("tool: {}\n", tool["name"].as_str().unwrap()));
     }

@@ -53,7 +53,8 @@
 //!
 //! **Bounds.** The listener bounds a request head ([`HttpOptions::max_head_bytes`]), reads at
 //! most one byte more than the core's `Limits::max_body_bytes` of a body (the core answers
-//! `413`), serves at most [`HttpOptions::max_connections`] connections (`503` past it), and
+//! `413`; the blocking listener does not wait for a body whose `Content-Length` or chunk size
+//! already says it is over), serves at most [`HttpOptions::max_connections`] connections (`503` past it), and
 //! lets one exchange's unwritten output fall at most 1024 pieces behind (past that the client
 //! is treated as gone). stdin is not read while more than 8 MiB of answers wait for stdout.
 //!
