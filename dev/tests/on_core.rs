@@ -1,4 +1,4 @@
-//! The reference server on the core's engine (`Engine::Core`): what rides on the driver's
+//! The reference server on the core's server engine: what rides on the driver's
 //! extension points rather than the protocol — `fail`'s HTTP status and raw body and `echo`'s
 //! response headers (`Responder::override_http`), `/` as an alias of `/mcp`, other paths `404`,
 //! the request log and counters (the `HttpHook`), and `touch` reporting how many listen
@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use mcpwire_core::mcp::headers::request_headers;
 use mcpwire_core::mcp::meta::{build_request, ClientCapabilities, RequestMeta};
-use mcpwire_dev::mcp_server::{Config, Engine, McpServer};
+use mcpwire_dev::mcp_server::{Config, McpServer};
 use serde_json::{json, Value};
 
 fn call(id: i64, tool: &str, arguments: Value) -> String {
@@ -44,10 +44,7 @@ fn post(addr: SocketAddr, path: &str, body: &str) -> (u16, String, String) {
 }
 
 fn core() -> Config {
-    Config {
-        engine: Engine::Core,
-        ..Config::default()
-    }
+    Config::default()
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use mcpwire_core::mcp::headers::request_headers;
 use mcpwire_core::mcp::meta::{build_request, ClientCapabilities, Implementation, RequestMeta};
-use mcpwire_dev::mcp_server::{Config, Engine, McpServer};
+use mcpwire_dev::mcp_server::{Config, McpServer};
 use serde_json::{json, Value};
 
 /// A `slow` call of `ms` as a 2026-07-28 request body.
@@ -55,26 +55,10 @@ fn post(addr: std::net::SocketAddr, body: &str) -> Value {
     })
 }
 
-fn config(engine: Engine) -> Config {
-    Config {
-        engine,
-        ..Config::default()
-    }
-}
-
+/// `slow` answers later, from a thread of its own, so three calls overlap.
 #[test]
 fn three_concurrent_calls_over_http_each_report_three_overlapping() {
-    three_concurrent_calls_over_http(Engine::Hand);
-}
-
-/// The same on the core's engine (`slow` answers later, from a thread of its own).
-#[test]
-fn on_the_core_three_concurrent_calls_over_http_each_report_three_overlapping() {
-    three_concurrent_calls_over_http(Engine::Core);
-}
-
-fn three_concurrent_calls_over_http(engine: Engine) {
-    let mut handle = McpServer::start_http(config(engine), "127.0.0.1:0").unwrap();
+    let mut handle = McpServer::start_http(Config::default(), "127.0.0.1:0").unwrap();
     let addr = handle.local_addr();
     let start = Arc::new(Barrier::new(3));
     let calls: Vec<_> = (0..3)
@@ -156,16 +140,7 @@ impl Output {
 
 #[test]
 fn sixteen_calls_over_stdio_run_at_once() {
-    sixteen_calls_over_stdio(Engine::Hand);
-}
-
-#[test]
-fn on_the_core_sixteen_calls_over_stdio_run_at_once() {
-    sixteen_calls_over_stdio(Engine::Core);
-}
-
-fn sixteen_calls_over_stdio(engine: Engine) {
-    let server = McpServer::new(config(engine));
+    let server = McpServer::new(Config::default());
     let (tx, rx) = mpsc::channel();
     let out = Output::default();
     let (server2, out2) = (server.clone(), out.clone());

@@ -1,4 +1,4 @@
-//! The reference server on the core's engine ([`Engine::Core`](super::Engine::Core)): the
+//! The reference server on the core: the
 //! tools, prompts and resources as an [`Application`] served by
 //! [`mcpwire_core::mcp::server::Server`] through the blocking driver's HTTP listener and stdio
 //! loop, so the protocol of both eras is the core's. What is the dev server's own and not the
@@ -122,7 +122,6 @@ fn to_reply(answer: Answer) -> Reply {
             message: format!("fail: raw_body has no stdio form ({} bytes)", body.len()),
             data: None,
         }),
-        Answer::Nothing => Reply::Pending,
     }
 }
 
@@ -518,14 +517,7 @@ impl Application for DevApp {
     }
 
     fn list_resources(&mut self, cx: &RequestContext) -> Result<Vec<Resource>, ErrorObject> {
-        let mut all: Vec<Resource> =
-            items(catalog::list_resources(cx.era, &json!({})), "resources");
-        let second = json!({"cursor": catalog::RESOURCES_PAGE_2});
-        all.extend(items::<Resource>(
-            catalog::list_resources(cx.era, &second),
-            "resources",
-        ));
-        Ok(all)
+        Ok(items(catalog::list_resources(cx.era), "resources"))
     }
 
     fn list_resource_templates(
