@@ -5,8 +5,11 @@
 
 mod server_support;
 
-use mcpwire_core::mcp::server::{CancelReason, Eras, HttpMethod, Reply, ServerEvent, UsageError};
-use mcpwire_core::mcp::ListKind;
+use mcpwire_core::jsonrpc::ErrorObject;
+use mcpwire_core::mcp::server::{
+    Call, CancelReason, Eras, ExchangeId, HttpMethod, InputRequest, Reply, ServerEvent, UsageError,
+};
+use mcpwire_core::mcp::{ListKind, LoggingLevel};
 use mcpwire_core::time::Duration;
 use serde_json::{json, Value};
 use server_support::*;
@@ -1271,4 +1274,390 @@ fn one_list_can_have_its_own_page_size() {
             .is_some_and(|e| e.contains("page_sizes.resources")),
         "{e:?}"
     );
+}
+
+// --- listens that ask for resource URIs: the application decides ----------------------------
+
+fn listen_message(id: Value, notifications: Value) -> Value {
+    body(
+        id,
+        "subscriptions/listen",
+        with_meta(json!({ "notifications": notifications })),
+    )
+}
+
+/// Posts `message` with conforming headers, without serving it.
+fn post_only(h: &mut Harness, message: &Value) -> ExchangeId {
+    h.server.handle_http_request(
+        h.now,
+        request(
+            HttpMethod::Post,
+            modern_headers(message),
+            message.to_string().as_bytes(),
+        ),
+    )
+}
+
+/// What exchange `x` got in `out` (its events read as stream messages).
+fn got_on(out: &[(ExchangeId, Answer)], x: ExchangeId) -> Answer {
+    out.iter()
+        .find(|(k, _)| *k == x)
+        .map(|(_, a)| a.clone())
+        .unwrap_or_default()
+}
+
+fn stream_messages(a: &Answer) -> Vec<Value> {
+    Answer {
+        streamed: true,
+        ..a.clone()
+    }
+    .messages()
+}
+
+/// `subscriptions.mdx`, "Acknowledgment": the ack's `notifications` is the subset the server
+/// agreed to honour; the application says which resource URIs, and only those get updates.
+#[test]
+fn a_listen_acknowledges_only_the_resource_uris_the_application_accepts() {
+    let mut h = Harness::new();
+    h.app.refused_uris = vec!["test://secret".into()];
+    let m = listen_message(
+        json!("s1"),
+        json!({"toolsListChanged": true, "resourceSubscriptions": ["test://greeting", "test://secret"]}),
+    );
+    let (x, a, _) = h.http(request(
+        HttpMethod::Post,
+        modern_headers(&m),
+        m.to_string().as_bytes(),
+    ));
+    assert_eq!(
+        h.app.listens,
+        [vec![
+            "test://greeting".to_owned(),
+            "test://secret".to_owned()
+        ]],
+        "the application is asked with every URI"
+    );
+    assert!(a.streamed && !a.ended, "the listen stream stays open");
+    let msgs = a.messages();
+    assert_eq!(msgs.len(), 1, "{msgs:?}");
+    assert_eq!(
+        msgs[0]["method"],
+        "notifications/subscriptions/acknowledged"
+    );
+    assert_eq!(
+        msgs[0]["params"]["notifications"],
+        json!({"toolsListChanged": true, "resourceSubscriptions": ["test://greeting"]})
+    );
+    assert_eq!(h.server.resource_updated(h.now, "test://secret"), 0);
+    assert_eq!(h.server.resource_updated(h.now, "test://greeting"), 1);
+    let (out, _) = drain(&mut h.server);
+    let got = stream_messages(&got_on(&out, x));
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["method"], "notifications/resources/updated");
+    assert_eq!(got[0]["params"]["uri"], "test://greeting");
+    assert_eq!(
+        got[0]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "s1"
+    );
+
+    // Every URI refused: the ack names none, the list-changed kinds stay.
+    let m = listen_message(
+        json!("s2"),
+        json!({"promptsListChanged": true, "resourceSubscriptions": ["test://secret"]}),
+    );
+    let (_, a, _) = h.http(request(
+        HttpMethod::Post,
+        modern_headers(&m),
+        m.to_string().as_bytes(),
+    ));
+    assert_eq!(
+        a.json()["params"]["notifications"],
+        json!({"promptsListChanged": true})
+    );
+    assert_eq!(h.server.resource_updated(h.now, "test://secret"), 0);
+}
+
+/// The trait's default honours every URI asked.
+#[test]
+fn by_default_a_listen_honours_every_uri_asked() {
+    let mut server = server();
+    let now = now();
+    let m = listen_message(
+        json!(1),
+        json!({"resourceSubscriptions": ["test://a", "test://b"]}),
+    );
+    let x = server.handle_http_request(
+        now,
+        request(
+            HttpMethod::Post,
+            modern_headers(&m),
+            m.to_string().as_bytes(),
+        ),
+    );
+    server.serve_with(&mut Bare, now);
+    let (out, _) = drain(&mut server);
+    let a = got_on(&out, x);
+    assert!(a.streamed && !a.ended);
+    assert_eq!(
+        a.json()["params"]["notifications"],
+        json!({"resourceSubscriptions": ["test://a", "test://b"]})
+    );
+    assert_eq!(server.resource_updated(now, "test://a"), 1);
+    assert_eq!(server.resource_updated(now, "test://b"), 1);
+}
+
+/// The event API: the listen arrives as `Call::Listen`; nothing goes out for it (not even a
+/// progress or log message) before the answer, and the ack is the stream's first message.
+#[test]
+fn a_listen_with_uris_waits_for_the_application_and_its_ack_comes_first() {
+    let mut h = Harness::new();
+    let mut params = json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions": ["test://greeting", "test://other"]}});
+    params["_meta"] = meta();
+    params["_meta"]["progressToken"] = json!("p1");
+    params["_meta"]["io.modelcontextprotocol/logLevel"] = json!("debug");
+    let m = body(json!(5), "subscriptions/listen", params);
+    let x = post_only(&mut h, &m);
+    let (out, _) = drain(&mut h.server);
+    assert!(
+        out.iter().all(|(k, _)| *k != x),
+        "nothing goes out before the application answers: {out:?}"
+    );
+    assert_eq!(h.server.list_changed(h.now, ListKind::Tools), 0);
+    assert_eq!(h.server.resource_updated(h.now, "test://other"), 0);
+    let Some(ServerEvent::Request(incoming)) = h.server.poll_event() else {
+        panic!("the listen reaches the application")
+    };
+    assert_eq!(
+        incoming.call,
+        Call::Listen {
+            uris: vec!["test://greeting".into(), "test://other".into()]
+        }
+    );
+    assert_eq!(incoming.context.method, "subscriptions/listen");
+    assert_eq!(h.server.in_flight(), 1, "the application holds it");
+    let rid = incoming.id();
+    assert_eq!(
+        h.server.progress(h.now, rid, 1.0, None, Some("early")),
+        Ok(())
+    );
+    assert_eq!(
+        h.server
+            .log(h.now, Some(rid), LoggingLevel::Error, None, json!("early")),
+        Ok(())
+    );
+    assert!(drain(&mut h.server).0.is_empty(), "dropped before the ack");
+    assert_eq!(
+        h.server.respond(
+            h.now,
+            rid,
+            Reply::resource_subscriptions(["test://other", "test://never-asked"])
+        ),
+        Ok(())
+    );
+    assert_eq!(h.server.in_flight(), 0, "the stream is the core's now");
+    h.server.list_changed(h.now, ListKind::Tools);
+    h.server.resource_updated(h.now, "test://other");
+    h.server.resource_updated(h.now, "test://greeting");
+    let (out, _) = drain(&mut h.server);
+    let a = got_on(&out, x);
+    assert_eq!(a.status, Some(200));
+    assert!(a.streamed && !a.ended);
+    let msgs = a.messages();
+    assert_eq!(msgs.len(), 3, "{msgs:?}");
+    assert_eq!(
+        msgs[0]["method"],
+        "notifications/subscriptions/acknowledged"
+    );
+    assert_eq!(
+        msgs[0]["params"]["notifications"],
+        json!({"toolsListChanged": true, "resourceSubscriptions": ["test://other"]}),
+        "URIs not asked for are ignored"
+    );
+    assert_eq!(msgs[1]["method"], "notifications/tools/list_changed");
+    assert_eq!(msgs[2]["method"], "notifications/resources/updated");
+    assert_eq!(msgs[2]["params"]["uri"], "test://other");
+    assert!(msgs
+        .iter()
+        .all(|m| m["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 5));
+    // A second answer changes nothing.
+    assert_eq!(
+        h.server.respond(
+            h.now,
+            rid,
+            Reply::resource_subscriptions(["test://greeting"])
+        ),
+        Ok(())
+    );
+    assert_eq!(h.server.resource_updated(h.now, "test://greeting"), 0);
+}
+
+/// An error answer is the listen's JSON-RPC error (with its id, on its exchange); a result of
+/// the wrong shape or an `input_required` is a `-32603` and the application's slip.
+#[test]
+fn an_error_answer_to_a_listen_is_its_jsonrpc_error_and_opens_no_stream() {
+    let mut h = Harness::new();
+    let uris = json!({"toolsListChanged": true, "resourceSubscriptions": ["test://greeting"]});
+    let x = post_only(&mut h, &listen_message(json!(1), uris.clone()));
+    let Some(ServerEvent::Request(i)) = h.server.poll_event() else {
+        panic!("no listen event")
+    };
+    let refusal = ErrorObject {
+        code: -32602,
+        message: "Invalid params: no such resource".into(),
+        data: None,
+    };
+    assert_eq!(
+        h.server.respond(h.now, i.id(), Reply::Error(refusal)),
+        Ok(())
+    );
+    let (out, _) = drain(&mut h.server);
+    let a = got_on(&out, x);
+    assert!(a.ended && !a.streamed, "a plain answer: {a:?}");
+    assert_eq!(a.json()["id"], 1);
+    assert_eq!(code(&a.json()), -32602);
+    assert_eq!(
+        a.json()["error"]["message"],
+        "Invalid params: no such resource"
+    );
+    assert_eq!(h.server.in_flight(), 0);
+    assert_eq!(
+        h.server.list_changed(h.now, ListKind::Tools),
+        0,
+        "no stream"
+    );
+
+    let x = post_only(&mut h, &listen_message(json!(2), uris.clone()));
+    let Some(ServerEvent::Request(i)) = h.server.poll_event() else {
+        panic!("no listen event")
+    };
+    assert_eq!(
+        h.server
+            .respond(h.now, i.id(), Reply::Result(json!({"uris": []}))),
+        Err(UsageError::BadResult { request: i.id() })
+    );
+    let (out, _) = drain(&mut h.server);
+    let a = got_on(&out, x);
+    assert_eq!(
+        (a.json()["id"].clone(), code(&a.json())),
+        (json!(2), -32603)
+    );
+
+    let x = post_only(&mut h, &listen_message(json!(3), uris));
+    let Some(ServerEvent::Request(i)) = h.server.poll_event() else {
+        panic!("no listen event")
+    };
+    let ask = Reply::InputRequired {
+        inputs: vec![("r".into(), InputRequest::roots())],
+        state: None,
+    };
+    assert!(matches!(
+        h.server.respond(h.now, i.id(), ask),
+        Err(UsageError::InputNotAllowed { .. })
+    ));
+    let (out, _) = drain(&mut h.server);
+    let a = got_on(&out, x);
+    assert_eq!(
+        (a.json()["id"].clone(), code(&a.json())),
+        (json!(3), -32603)
+    );
+    assert_eq!(h.server.in_flight(), 0);
+    assert_eq!(h.server.list_changed(h.now, ListKind::Tools), 0);
+
+    // Through the trait: an `Err` from the application.
+    h.app.listen_error = Some(ErrorObject {
+        code: -32602,
+        message: "Invalid params: not for you".into(),
+        data: None,
+    });
+    let a = h.modern(
+        json!(4),
+        "subscriptions/listen",
+        json!({"notifications": {"resourceSubscriptions": ["test://greeting"]}}),
+        &[],
+    );
+    assert!(a.ended);
+    assert_eq!(
+        (a.json()["id"].clone(), code(&a.json())),
+        (json!(4), -32602)
+    );
+}
+
+/// A listen whose connection closes before the application answers is cancelled like any
+/// request: the application is told, a late answer is dropped, nothing stays held; while it
+/// waits it counts against `max_streams`, as the stream it would become.
+#[test]
+fn a_listen_closed_before_the_answer_is_cancelled_and_holds_nothing() {
+    let mut c = config();
+    c.limits.max_streams = 1;
+    let mut h = Harness::with(c);
+    let uris = json!({"resourceSubscriptions": ["test://greeting"]});
+    let x = post_only(&mut h, &listen_message(json!(1), uris.clone()));
+    let Some(ServerEvent::Request(i)) = h.server.poll_event() else {
+        panic!("no listen event")
+    };
+    // Waiting, it takes the one stream there may be.
+    let x2 = post_only(&mut h, &listen_message(json!(2), uris.clone()));
+    let (out, _) = drain(&mut h.server);
+    assert_eq!(got_on(&out, x2).status, Some(503));
+    assert_eq!(h.server.handle_exchange_closed(h.now, x), Ok(()));
+    match h.server.poll_event() {
+        Some(ServerEvent::Cancelled { request, reason }) => {
+            assert_eq!(request, i.id());
+            assert_eq!(reason, CancelReason::ExchangeClosed);
+        }
+        other => panic!("expected the cancel, got {other:?}"),
+    }
+    assert_eq!(h.server.in_flight(), 0);
+    assert_eq!(
+        h.server.respond(
+            h.now,
+            i.id(),
+            Reply::resource_subscriptions(["test://greeting"])
+        ),
+        Ok(())
+    );
+    let (out, _) = drain(&mut h.server);
+    assert!(out.is_empty(), "a late answer goes nowhere: {out:?}");
+    assert_eq!(h.server.resource_updated(h.now, "test://greeting"), 0);
+    // The bound is free again.
+    let (x3, a, _) = h.http(request(
+        HttpMethod::Post,
+        modern_headers(&listen_message(json!(3), uris.clone())),
+        listen_message(json!(3), uris).to_string().as_bytes(),
+    ));
+    assert!(a.streamed && !a.ended, "{a:?}");
+    assert_eq!(h.server.resource_updated(h.now, "test://greeting"), 1);
+    // Shutdown ends the open one gracefully; a waiting one would get an error.
+    h.server.shutdown(h.now);
+    let (out, _) = drain(&mut h.server);
+    assert!(got_on(&out, x3).ended);
+}
+
+/// Shutdown answers a listen the application still holds with an error and tells it.
+#[test]
+fn shutdown_answers_a_listen_still_with_the_application() {
+    let mut h = Harness::new();
+    let x = post_only(
+        &mut h,
+        &listen_message(
+            json!(1),
+            json!({"resourceSubscriptions": ["test://greeting"]}),
+        ),
+    );
+    let Some(ServerEvent::Request(i)) = h.server.poll_event() else {
+        panic!("no listen event")
+    };
+    assert_eq!(h.server.end_listens(h.now), 0, "not open yet");
+    h.server.shutdown(h.now);
+    let (out, _) = drain(&mut h.server);
+    let a = got_on(&out, x);
+    assert_eq!(a.status, Some(503));
+    assert_eq!(
+        (a.json()["id"].clone(), code(&a.json())),
+        (json!(1), -32603)
+    );
+    assert!(matches!(
+        h.server.poll_event(),
+        Some(ServerEvent::Cancelled { request, reason: CancelReason::Shutdown }) if request == i.id()
+    ));
 }

@@ -7,6 +7,7 @@ mod server_support;
 use std::collections::BTreeMap;
 
 use mcpwire_core::mcp::server::{HttpMethod, HttpOutput, Output};
+use mcpwire_core::mcp::ListKind;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use server_support::*;
@@ -55,6 +56,8 @@ fn message(id: i64) -> impl Strategy<Value = Value> {
             "completion/complete" => json!({"ref": {"type": "ref/prompt", "name": "g"}, "argument": {"name": "a", "value": ""}}),
             "logging/setLevel" => json!({"level": if junk % 2 == 0 { "info" } else { "bad" }}),
             "initialize" => json!({"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}}),
+            // With URIs the fixture is asked which it honours before the ack.
+            "subscriptions/listen" if junk % 2 == 0 => json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions": ["test://greeting"]}}),
             "subscriptions/listen" => json!({"notifications": {"toolsListChanged": true}}),
             _ => json!({}),
         };
@@ -118,6 +121,7 @@ proptest! {
         let mut expected = Vec::new();
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         let mut listens = Vec::new();
+        let mut acked = std::collections::BTreeSet::new();
         for (i, (mut m, seed)) in msgs.into_iter().zip(seeds).enumerate() {
             let id = i as i64 + 1;
             m["id"] = json!(id);
@@ -130,13 +134,22 @@ proptest! {
             // Split each line at a seed-chosen point.
             let cut = usize::from(seed) % line.len();
             h.server.handle_stdio_bytes(h.now, &line[..cut]);
+            // Changes between the halves and before the answer: none may precede an ack.
+            h.server.list_changed(h.now, ListKind::Tools);
             h.server.handle_stdio_bytes(h.now, &line[cut..]);
+            h.server.resource_updated(h.now, "test://greeting");
             h.server.serve_with(&mut h.app, h.now);
+            h.server.resource_updated(h.now, "test://greeting");
             // Answer inputs the server asked (legacy MRTR) with an accept.
             for _ in 0..4 {
                 let lines = drain(&mut h.server).1;
                 let mut asked = false;
                 for l in lines {
+                    // `subscriptions.mdx`: the ack is the first message of its subscription.
+                    let sub = &l["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"];
+                    if !sub.is_null() && acked.insert(sub.to_string()) {
+                        prop_assert_eq!(&l["method"], "notifications/subscriptions/acknowledged", "first for {}", sub);
+                    }
                     if l.get("method").is_some() && l.get("id").is_some() {
                         asked = true;
                         let answer = json!({"jsonrpc": "2.0", "id": l["id"], "result": {"action": "accept", "content": {"name": "q"}, "roots": [], "role": "assistant", "content2": {}}});

@@ -118,6 +118,26 @@ fn modern_http_wire() {
             .1,
         ),
     );
+    // A listen asking for resource URIs, one of which the application does not honour.
+    h.app.refused_uris = vec!["test://secret".into()];
+    let resources = body(
+        json!(10),
+        "subscriptions/listen",
+        with_meta(
+            json!({"notifications": {"resourcesListChanged": true, "resourceSubscriptions": ["test://greeting", "test://secret"]}}),
+        ),
+    );
+    snap.insert(
+        "listen_resources".into(),
+        wire(
+            &h.http(request(
+                HttpMethod::Post,
+                modern_headers(&resources),
+                resources.to_string().as_bytes(),
+            ))
+            .1,
+        ),
+    );
     let mut evil = base_headers();
     let _ = evil.set("Origin", "http://evil.example.com");
     snap.insert("forbidden_origin".into(), wire(&h.post(&listen, evil)));

@@ -256,3 +256,156 @@ fn a_legacy_only_server_refuses_modern_and_a_modern_only_one_initialize() {
     assert_eq!(code(&a[0]), -32022);
     assert_eq!(a[0]["error"]["data"]["supported"], json!(["2026-07-28"]));
 }
+
+/// `subscriptions.mdx`, "Acknowledgment", on stdio: the ack names only the resource URIs the
+/// application honours, comes before anything for the subscription, and only those URIs get
+/// `notifications/resources/updated`.
+#[test]
+fn a_stdio_listen_acknowledges_only_the_uris_the_application_accepts() {
+    let mut h = Harness::new();
+    h.app.refused_uris = vec!["test://secret".into()];
+    let lines = h.stdio_json(&modern_line(
+        json!(4),
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions": ["test://secret", "test://greeting"]}}),
+    ));
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(
+        lines[0]["method"],
+        "notifications/subscriptions/acknowledged"
+    );
+    assert_eq!(
+        lines[0]["params"],
+        json!({"_meta": {"io.modelcontextprotocol/subscriptionId": 4},
+               "notifications": {"toolsListChanged": true, "resourceSubscriptions": ["test://greeting"]}})
+    );
+    assert_eq!(h.server.resource_updated(h.now, "test://secret"), 0);
+    assert_eq!(h.server.resource_updated(h.now, "test://greeting"), 1);
+    let lines = drain(&mut h.server).1;
+    assert_eq!(
+        lines,
+        [
+            json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": 4}, "uri": "test://greeting"}})
+        ]
+    );
+}
+
+/// The event API on stdio: nothing for the listen before the application answers (other
+/// subscriptions go on meanwhile), then the ack first; a cancel before the answer tells the
+/// application and holds nothing; an error answer is the listen's error line.
+#[test]
+fn a_stdio_listen_waits_for_the_application_and_a_cancel_or_error_ends_it() {
+    let mut h = Harness::new();
+    let uris = json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions": ["test://greeting"]}});
+    let line = |v: Value| {
+        let mut l = v.to_string().into_bytes();
+        l.push(b'\n');
+        l
+    };
+    h.server.handle_stdio_bytes(
+        h.now,
+        &line(modern_line(json!(7), "subscriptions/listen", uris.clone())),
+    );
+    assert!(
+        drain(&mut h.server).1.is_empty(),
+        "no ack before the answer"
+    );
+    let Some(ServerEvent::Request(i)) = h.server.poll_event() else {
+        panic!("the listen reaches the application")
+    };
+    assert_eq!(
+        i.call,
+        mcpwire_core::mcp::server::Call::Listen {
+            uris: vec!["test://greeting".into()]
+        }
+    );
+    // Another subscription, without URIs, is acknowledged at once and is told meanwhile.
+    let lines = h.stdio_json(&modern_line(
+        json!(8),
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    ));
+    assert_eq!(
+        lines[0]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        8
+    );
+    assert_eq!(
+        h.server.list_changed(h.now, ListKind::Tools),
+        1,
+        "only 8 is open"
+    );
+    let told = drain(&mut h.server).1;
+    assert!(told
+        .iter()
+        .all(|l| l["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 8));
+    assert_eq!(
+        h.server.respond(
+            h.now,
+            i.id(),
+            Reply::resource_subscriptions(["test://greeting"])
+        ),
+        Ok(())
+    );
+    h.server.list_changed(h.now, ListKind::Tools);
+    let lines = drain(&mut h.server).1;
+    let for_7: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 7)
+        .collect();
+    assert_eq!(for_7.len(), 2, "{lines:?}");
+    assert_eq!(
+        for_7[0]["method"],
+        "notifications/subscriptions/acknowledged"
+    );
+    assert_eq!(for_7[1]["method"], "notifications/tools/list_changed");
+
+    // Cancelled before the answer.
+    h.server.handle_stdio_bytes(
+        h.now,
+        &line(modern_line(json!(9), "subscriptions/listen", uris.clone())),
+    );
+    let Some(ServerEvent::Request(i)) = h.server.poll_event() else {
+        panic!("no listen event")
+    };
+    assert_eq!(h.server.in_flight(), 1);
+    h.server.handle_stdio_bytes(
+        h.now,
+        &line(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}})),
+    );
+    assert!(matches!(
+        h.server.poll_event(),
+        Some(ServerEvent::Cancelled { request, reason: CancelReason::Client(_) }) if request == i.id()
+    ));
+    assert_eq!(h.server.in_flight(), 0);
+    assert_eq!(
+        h.server.respond(
+            h.now,
+            i.id(),
+            Reply::resource_subscriptions(["test://greeting"])
+        ),
+        Ok(())
+    );
+    assert!(
+        drain(&mut h.server).1.is_empty(),
+        "a late answer goes nowhere"
+    );
+    assert_eq!(
+        h.server.resource_updated(h.now, "test://greeting"),
+        1,
+        "7 only"
+    );
+    let _ = drain(&mut h.server);
+
+    // An error answer through the trait.
+    h.app.listen_error = Some(mcpwire_core::jsonrpc::ErrorObject {
+        code: -32602,
+        message: "Invalid params: not for you".into(),
+        data: None,
+    });
+    let lines = h.stdio_json(&modern_line(json!(10), "subscriptions/listen", uris));
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["id"], 10);
+    assert_eq!(code(&lines[0]), -32602);
+    assert_eq!(h.server.in_flight(), 0);
+}

@@ -35,6 +35,8 @@ struct Seen {
     cancelled: Vec<RequestId>,
     sessions_closed: Vec<String>,
     waiting: Vec<RequestId>,
+    /// A handle for the test thread (set when the application is made).
+    responder: Option<Responder>,
 }
 
 struct Demo {
@@ -116,6 +118,19 @@ impl Application for Demo {
         }
     }
 
+    /// Honours every resource URI but `demo://secret`.
+    fn accept_resource_subscriptions(
+        &mut self,
+        _: &RequestContext,
+        uris: &[String],
+    ) -> Result<Vec<String>, ErrorObject> {
+        Ok(uris
+            .iter()
+            .filter(|u| *u != "demo://secret")
+            .cloned()
+            .collect())
+    }
+
     fn cancelled(&mut self, request: RequestId) {
         self.seen.lock().unwrap().cancelled.push(request);
     }
@@ -135,7 +150,10 @@ fn config() -> ServerConfig {
 
 fn make(seen: &Arc<Mutex<Seen>>) -> impl FnOnce(Responder) -> Demo {
     let seen = seen.clone();
-    move |responder| Demo { responder, seen }
+    move |responder| {
+        seen.lock().unwrap().responder = Some(responder.clone());
+        Demo { responder, seen }
+    }
 }
 
 fn wait_until(what: &str, cond: impl Fn() -> bool) {
@@ -964,6 +982,15 @@ impl Stdio {
     }
 
     fn start_gated(driver: Driver, seen: &Arc<Mutex<Seen>>, gate: Gate) -> Stdio {
+        Stdio::start_with(driver, seen, gate, config())
+    }
+
+    fn start_with(
+        driver: Driver,
+        seen: &Arc<Mutex<Seen>>,
+        gate: Gate,
+        config: ServerConfig,
+    ) -> Stdio {
         let (in_tx, in_rx) = mpsc::channel();
         let (out_tx, out_rx) = mpsc::channel();
         let taken = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -976,11 +1003,11 @@ impl Stdio {
         let make = make(seen);
         let thread = std::thread::spawn(move || match driver {
             Driver::Blocking => {
-                mcpwire::server::blocking::serve_stdio_on(config(), input, output, make)
+                mcpwire::server::blocking::serve_stdio_on(config, input, output, make)
             }
             // Small pipes, as serve_stdio has them (Unblock's default reads 8 MiB ahead).
             Driver::Smol => smol::block_on(mcpwire::server::smol::serve_stdio_on(
-                config(),
+                config,
                 smol::Unblock::with_capacity(64 * 1024, input),
                 smol::Unblock::with_capacity(64 * 1024, output),
                 make,
@@ -1080,6 +1107,39 @@ fn stdio_serves_both_eras(driver: Driver) {
     io.close();
 }
 
+/// A `subscriptions/listen` asking for resource URIs goes through the application's
+/// `accept_resource_subscriptions`: the acknowledgment (the first line for the subscription)
+/// lists only the accepted URIs, and only those get `notifications/resources/updated`.
+fn stdio_listen_acknowledges_the_accepted_uris(driver: Driver) {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let mut config = config();
+    config.resources = true;
+    let mut io = Stdio::start_with(driver, &seen, gate(true), config);
+    io.send(&modern(
+        1,
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions": ["demo://a", "demo://secret"]}}),
+    ));
+    let ack = io.next();
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(
+        ack["params"],
+        json!({"_meta": {"io.modelcontextprotocol/subscriptionId": 1},
+               "notifications": {"toolsListChanged": true, "resourceSubscriptions": ["demo://a"]}})
+    );
+    let responder = seen.lock().unwrap().responder.clone().unwrap();
+    assert_eq!(responder.resource_updated("demo://secret"), 0);
+    assert_eq!(responder.resource_updated("demo://a"), 1);
+    let update = io.next();
+    assert_eq!(update["method"], "notifications/resources/updated");
+    assert_eq!(update["params"]["uri"], "demo://a");
+    assert_eq!(
+        update["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        1
+    );
+    io.close();
+}
+
 fn stdio_cancellation(driver: Driver) {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let mut io = Stdio::start(driver, &seen);
@@ -1164,6 +1224,14 @@ fn blocking_stdio_serves_both_eras() {
 #[test]
 fn smol_stdio_serves_both_eras() {
     stdio_serves_both_eras(Driver::Smol);
+}
+#[test]
+fn blocking_stdio_listen_acknowledges_the_accepted_uris() {
+    stdio_listen_acknowledges_the_accepted_uris(Driver::Blocking);
+}
+#[test]
+fn smol_stdio_listen_acknowledges_the_accepted_uris() {
+    stdio_listen_acknowledges_the_accepted_uris(Driver::Smol);
 }
 #[test]
 fn blocking_stdio_cancellation() {

@@ -12,6 +12,8 @@
 //!   `StreamEnd`), and nothing comes for an exchange after its end;
 //! - a stdio output is exactly one line;
 //! - `handle_*` calls naming handles the server issued never fail;
+//! - on stdio, the first message tagged with a subscription id is its acknowledgment (a
+//!   listen asking for resource URIs waits for the application's answer, `Call::Listen`);
 //! - after `handle_timeout(now)` the next deadline is not in the past.
 #![no_main]
 
@@ -121,6 +123,15 @@ const TOOLS: [&str; 5] = ["echo", "ask", "sample", "slow", "reconnect"];
 struct App;
 
 impl Application for App {
+    fn accept_resource_subscriptions(
+        &mut self,
+        _: &RequestContext,
+        uris: &[String],
+    ) -> Result<Vec<String>, ErrorObject> {
+        // Refuses one of the URIs the inputs ask for.
+        Ok(uris.iter().filter(|u| *u != "u://no").cloned().collect())
+    }
+
     fn list_tools(&mut self, _: &RequestContext) -> Result<Vec<Tool>, ErrorObject> {
         Ok(TOOLS
             .iter()
@@ -181,7 +192,7 @@ fn message(body: &Body, session_id: Option<&str>) -> (Vec<u8>, Option<Value>) {
         "resources/read" | "resources/subscribe" => json!({"uri": "u://x"}),
         "logging/setLevel" => json!({"level": "info"}),
         "subscriptions/listen" => {
-            json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions": ["u://x"]}})
+            json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions": ["u://x", "u://no"]}})
         }
         "completion/complete" => {
             json!({"ref": {"type": "ref/prompt", "name": "p"}, "argument": {"name": "a", "value": "b"}})
@@ -245,6 +256,8 @@ fn message(body: &Body, session_id: Option<&str>) -> (Vec<u8>, Option<Value>) {
 struct Seen {
     /// Exchange → (started stream, ended).
     state: BTreeMap<u64, (bool, bool)>,
+    /// stdio subscription ids that had their first message.
+    subscriptions: std::collections::BTreeSet<String>,
 }
 
 fn drain(server: &mut Server, seen: &mut Seen, session: &mut Option<String>) {
@@ -256,6 +269,15 @@ fn drain(server: &mut Server, seen: &mut Seen, session: &mut Option<String>) {
             Output::Stdio(line) => {
                 assert_eq!(line.last(), Some(&b'\n'));
                 assert_eq!(line.iter().filter(|b| **b == b'\n').count(), 1);
+                if let Ok(v) = serde_json::from_slice::<Value>(&line) {
+                    let sub = &v["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"];
+                    if !sub.is_null() && seen.subscriptions.insert(sub.to_string()) {
+                        assert_eq!(
+                            v["method"], "notifications/subscriptions/acknowledged",
+                            "a message for subscription {sub} before its acknowledgment"
+                        );
+                    }
+                }
             }
             Output::Http(x, o) => {
                 let e = seen.state.entry(x.raw()).or_default();
@@ -441,7 +463,7 @@ fuzz_target!(|input: Input| {
                     .get(usize::from(request) % requests.len().max(1))
                     .copied()
                     .unwrap_or(RequestId::from_raw(u64::from(request)));
-                let reply = match kind % 5 {
+                let reply = match kind % 6 {
                     0 => Reply::tool_text("late"),
                     1 => Reply::Error(ErrorObject {
                         code: -32601,
@@ -453,6 +475,7 @@ fuzz_target!(|input: Input| {
                         state: Some("x".into()),
                     },
                     3 => Reply::Result(json!(5)),
+                    4 => Reply::resource_subscriptions(["u://x"]),
                     _ => Reply::Pending,
                 };
                 let r = server.respond(now, rid, reply);
@@ -482,11 +505,15 @@ fuzz_target!(|input: Input| {
                     let _ = server.close_stream(now, *r);
                 }
             }
-            Step::ListChanged(k) => server.list_changed(
-                now,
-                [ListKind::Tools, ListKind::Prompts, ListKind::Resources][usize::from(k) % 3],
-            ),
-            Step::Updated => server.resource_updated(now, "u://x"),
+            Step::ListChanged(k) => {
+                let _ = server.list_changed(
+                    now,
+                    [ListKind::Tools, ListKind::Prompts, ListKind::Resources][usize::from(k) % 3],
+                );
+            }
+            Step::Updated => {
+                let _ = server.resource_updated(now, "u://x");
+            }
             Step::Time(ms) => {
                 now += Duration::from_millis(u64::from(ms) * 1000);
                 server.handle_timeout(now);

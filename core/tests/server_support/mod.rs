@@ -50,7 +50,19 @@ pub struct Fixture {
     pub cancelled: Vec<mcpwire_core::mcp::server::RequestId>,
     pub extra_tools: usize,
     pub closed_sessions: Vec<String>,
+    /// Resource URIs a listen asks for that the fixture does not honour.
+    pub refused_uris: Vec<String>,
+    /// Every `accept_resource_subscriptions` call: the URIs asked.
+    pub listens: Vec<Vec<String>>,
+    /// When set, a listen asking for resource URIs is refused with this error.
+    pub listen_error: Option<ErrorObject>,
 }
+
+/// An application with nothing overridden but the lists: the trait's defaults.
+#[derive(Default)]
+pub struct Bare;
+
+impl Application for Bare {}
 
 impl Application for Fixture {
     fn list_tools(&mut self, _: &RequestContext) -> Result<Vec<Tool>, ErrorObject> {
@@ -221,6 +233,22 @@ impl Application for Fixture {
             total: None,
             has_more: false,
         })
+    }
+
+    fn accept_resource_subscriptions(
+        &mut self,
+        _: &RequestContext,
+        uris: &[String],
+    ) -> Result<Vec<String>, ErrorObject> {
+        self.listens.push(uris.to_vec());
+        if let Some(e) = &self.listen_error {
+            return Err(e.clone());
+        }
+        Ok(uris
+            .iter()
+            .filter(|u| !self.refused_uris.contains(u))
+            .cloned()
+            .collect())
     }
 
     fn cancelled(&mut self, request: mcpwire_core::mcp::server::RequestId) {

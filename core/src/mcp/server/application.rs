@@ -64,6 +64,18 @@ impl Reply {
     pub fn invalid_params(message: impl Into<String>) -> Reply {
         Reply::error(code::INVALID_PARAMS, message)
     }
+
+    /// The answer to [`super::Call::Listen`]: the resource URIs the application honours
+    /// (`{"resourceSubscriptions": [...]}`); the acknowledgment lists those of them the
+    /// client asked for.
+    pub fn resource_subscriptions<I, S>(uris: I) -> Reply
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let uris: Vec<String> = uris.into_iter().map(Into::into).collect();
+        Reply::Result(json!({ "resourceSubscriptions": uris }))
+    }
 }
 
 /// One input an application asks the client for: a server-to-client request, as its method and
@@ -371,6 +383,21 @@ pub trait Application {
     fn unsubscribe(&mut self, cx: &RequestContext, uri: &str) -> Result<(), ErrorObject> {
         let _ = (cx, uri);
         Ok(())
+    }
+
+    /// A `subscriptions/listen` (`2026-07-28`) asks for `notifications/resources/updated` of
+    /// `uris`: the ones the application honours (default: all of them). The core
+    /// acknowledges the listen with those (as the spec has it, the subset the server agreed
+    /// to honour) and sends the stream [`super::Server::resource_updated`] of those only; an
+    /// `Err` is the listen's JSON-RPC error (no stream opens). URIs returned that were not
+    /// asked for are ignored. A listen without URIs does not call this.
+    fn accept_resource_subscriptions(
+        &mut self,
+        cx: &RequestContext,
+        uris: &[String],
+    ) -> Result<Vec<String>, ErrorObject> {
+        let _ = cx;
+        Ok(uris.to_vec())
     }
 
     /// Every prompt (the core paginates).

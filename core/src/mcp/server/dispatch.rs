@@ -86,6 +86,10 @@ pub(super) fn serve_with<A: Application + ?Sized>(server: &mut Server, app: &mut
                         }
                         Err(e) => Reply::Error(e),
                     },
+                    Call::Listen { uris } => match app.accept_resource_subscriptions(&cx, uris) {
+                        Ok(accepted) => Reply::resource_subscriptions(accepted),
+                        Err(e) => Reply::Error(e),
+                    },
                     Call::Other { method, params } => app.other(&mut cx, method, params),
                 };
                 let notices = cx.take_notices();

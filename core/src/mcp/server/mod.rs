@@ -70,6 +70,15 @@
 //! with [`Server::respond`] when it can (a gateway answers `tools/call` after its upstream
 //! did). A [`Reply::Pending`] from the trait means the same.
 //!
+//! **Listens** (`subscriptions/listen`) are the core's streams, with one question for the
+//! application: a listen that asks for resource URIs (`resourceSubscriptions`, on a server
+//! that serves resources) arrives as [`Call::Listen`], and [`Application::accept_resource_subscriptions`]
+//! (or a [`Server::respond`] with [`Reply::resource_subscriptions`]) says which URIs it
+//! honours. The acknowledgment, the first message of the stream as the spec requires, waits
+//! for that answer and lists only the accepted URIs; [`Server::resource_updated`] then reaches
+//! the stream for those only. An error answer is the listen's JSON-RPC error. A listen without
+//! URIs is acknowledged at once.
+//!
 //! The files: `engine/` (the state machine: its state, streams, transports, messages and the
 //! application's side), `config.rs` (configuration, limits), `application.rs` (the trait, replies,
 //! contexts), `dispatch.rs` (method routing, capability checks), `modern.rs` (`_meta`, header
@@ -305,6 +314,20 @@ pub enum Call {
     },
     /// `completion/complete`.
     Complete(CompleteRequest),
+    /// `subscriptions/listen` (`2026-07-28`) asking for `notifications/resources/updated` of
+    /// these URIs (`notifications.resourceSubscriptions`, on a server that serves resources):
+    /// which of them the application honours. Answer with [`Reply::resource_subscriptions`]
+    /// (URIs it was not asked for are ignored) or with an error, which the client gets as the
+    /// listen's JSON-RPC error. Only then does the core send the acknowledgment (the accepted
+    /// URIs and the list-changed kinds asked for) and open the stream; until then nothing goes
+    /// out for the listen (progress and log messages for it are dropped), and a cancel or a
+    /// closed connection ends it with [`ServerEvent::Cancelled`]. Once open, the stream is the
+    /// core's: [`Server::resource_updated`] reaches it for the accepted URIs only. A listen
+    /// without URIs is acknowledged at once and never reaches the application.
+    Listen {
+        /// The URIs asked for, in the client's order.
+        uris: Vec<String>,
+    },
     /// Any other method.
     Other {
         /// The method.
@@ -456,9 +479,10 @@ pub enum UsageError {
         /// Its method.
         method: String,
     },
-    /// The reply is not what the method answers (a result that is not a JSON object); the
-    /// client got a `-32603` error instead.
-    #[error("server: the reply to {request} is not a JSON object result")]
+    /// The reply is not what the method answers (a result that is not a JSON object, or for
+    /// [`Call::Listen`] one without a `resourceSubscriptions` array of strings); the client got
+    /// a `-32603` error instead.
+    #[error("server: the reply to {request} is not the result its method answers")]
     BadResult {
         /// The request.
         request: RequestId,
@@ -604,14 +628,16 @@ impl Server {
     }
 
     /// The resource `uri` changed: `notifications/resources/updated` to the sessions and
-    /// listen streams subscribed to it. Returns how many were told.
+    /// listen streams subscribed to it (a listen stream: one whose acknowledgment listed
+    /// `uri`, see [`Call::Listen`]). Returns how many were told.
     pub fn resource_updated(&mut self, now: Instant, uri: &str) -> usize {
         self.engine.resource_updated(now, uri)
     }
 
     /// Ends every open `subscriptions/listen` stream as a server does on its own initiative
     /// (`notifications/cancelled` for it, then its graceful-closure result); the server goes
-    /// on serving. Returns how many were ended.
+    /// on serving. Returns how many were ended. A listen the application has not answered yet
+    /// ([`Call::Listen`]) is not open and is left alone.
     pub fn end_listens(&mut self, now: Instant) -> usize {
         self.engine.end_listens(now)
     }

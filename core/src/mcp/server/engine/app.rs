@@ -26,6 +26,10 @@ impl Engine {
         let Some(req) = self.held(rid)? else {
             return Ok(());
         };
+        if req.pending_listen.is_some() {
+            // Nothing goes out for a listen before its acknowledgment.
+            return Ok(());
+        }
         match notice {
             Notice::Progress {
                 progress,
@@ -209,6 +213,9 @@ impl Engine {
         let Some(req) = self.requests.get(&rid) else {
             return result;
         };
+        if req.pending_listen.is_some() {
+            return self.answer_listen(now, rid, reply).and(result);
+        }
         let era = req.era;
         match reply {
             Reply::Pending => {}
@@ -256,6 +263,54 @@ impl Engine {
             }
         }
         result
+    }
+
+    /// The application's answer to a [`Call::Listen`]: the acknowledgment with the URIs it
+    /// accepted (of those asked, in the client's order) and the stream opened, or its error as
+    /// the listen's answer.
+    fn answer_listen(
+        &mut self,
+        now: Instant,
+        rid: RequestId,
+        reply: Reply,
+    ) -> Result<(), UsageError> {
+        let Some(req) = self.requests.get(&rid) else {
+            return Ok(());
+        };
+        let era = req.era;
+        match reply {
+            Reply::Pending => Ok(()),
+            Reply::Error(e) => {
+                self.finish_error(rid, status_of(era, e.code), &e);
+                Ok(())
+            }
+            // A listen cannot ask: `input_required` answers `-32603` and says why.
+            Reply::InputRequired { inputs, state } => self.input_required(now, rid, inputs, state),
+            Reply::Result(value) => {
+                let accepted: Option<BTreeSet<&str>> = value
+                    .get("resourceSubscriptions")
+                    .and_then(Value::as_array)
+                    .and_then(|uris| uris.iter().map(Value::as_str).collect());
+                let Some(accepted) = accepted else {
+                    let e = error_object(
+                        code::INTERNAL_ERROR,
+                        "Internal error: the server's answer to subscriptions/listen has no resourceSubscriptions array of strings",
+                    );
+                    self.finish_error(rid, 200, &e);
+                    return Err(UsageError::BadResult { request: rid });
+                };
+                let Some(mut filter) = self
+                    .requests
+                    .get_mut(&rid)
+                    .and_then(|r| r.pending_listen.take())
+                else {
+                    return Ok(());
+                };
+                filter.uris.retain(|u| accepted.contains(u.as_str()));
+                self.open_listen(now, rid, filter);
+                Ok(())
+            }
+        }
     }
 
     pub(super) fn input_required(

@@ -666,10 +666,8 @@ impl Engine {
             _ => {}
         }
         let call = if method == "subscriptions/listen" {
-            Call::Other {
-                method: method.clone(),
-                params: Map::new(),
-            }
+            // Read with its filter below.
+            Call::Listen { uris: Vec::new() }
         } else {
             match read_call(&method, &nr.params) {
                 Ok(call) => call,
@@ -804,10 +802,11 @@ impl Engine {
                 );
                 return self.early(&nr.channel, Some(&nr.id), era, Early::Refuse(r));
             }
+            // Those waiting for the application count: each becomes a stream.
             let listens = self
                 .requests
                 .values()
-                .filter(|r| r.listen.is_some())
+                .filter(|r| r.listen.is_some() || r.pending_listen.is_some())
                 .count();
             if listens >= self.config.limits.max_streams {
                 let r = Refusal::new(
@@ -817,10 +816,32 @@ impl Engine {
                 );
                 return self.early(&nr.channel, Some(&nr.id), era, Early::Refuse(r));
             }
-            let ack = notification_text(
-                "notifications/subscriptions/acknowledged",
-                json!({"_meta": {SUBSCRIPTION_ID_KEY: nr.id}, "notifications": filter.to_value()}),
-            );
+            if !filter.uris.is_empty() {
+                // The application says which URIs it honours; the acknowledgment waits for it.
+                let call = Call::Listen {
+                    uris: filter.uris.clone(),
+                };
+                self.requests.insert(
+                    rid,
+                    Req {
+                        jsonrpc_id: nr.id,
+                        method,
+                        era,
+                        session: None,
+                        channel: nr.channel,
+                        call: call.clone(),
+                        context: context.clone(),
+                        offset: 0,
+                        listen: None,
+                        pending_listen: Some(filter),
+                        waiting: None,
+                        with_app: true,
+                    },
+                );
+                self.events
+                    .push_back(ServerEvent::Request(Incoming { call, context }));
+                return;
+            }
             self.requests.insert(
                 rid,
                 Req {
@@ -832,18 +853,13 @@ impl Engine {
                     call,
                     context,
                     offset: 0,
-                    listen: Some(filter),
+                    listen: None,
+                    pending_listen: None,
                     waiting: None,
                     with_app: false,
                 },
             );
-            self.send_for(rid, ack);
-            if matches!(
-                self.requests.get(&rid).map(|r| &r.channel),
-                Some(Channel::Http { .. })
-            ) {
-                self.arm_keep_alive(now);
-            }
+            self.open_listen(now, rid, filter);
             return;
         }
         self.requests.insert(
@@ -858,6 +874,7 @@ impl Engine {
                 context: context.clone(),
                 offset,
                 listen: None,
+                pending_listen: None,
                 waiting: None,
                 with_app: true,
             },

@@ -83,8 +83,11 @@ struct Req {
     context: RequestContext,
     /// The list offset asked (`cursor`).
     offset: usize,
-    /// A `subscriptions/listen` stream.
+    /// A `subscriptions/listen` stream, once acknowledged (the filter it honours).
     listen: Option<ListenFilter>,
+    /// A `subscriptions/listen` waiting for the application to accept its resource URIs
+    /// ([`Call::Listen`]): the filter asked, before the acknowledgment.
+    pending_listen: Option<ListenFilter>,
     waiting: Option<Waiting>,
     /// The application holds the request (an event went out, no answer yet).
     with_app: bool,
@@ -578,6 +581,28 @@ impl Engine {
             for s in idle_sessions {
                 self.close_session(&s, SessionEndReason::Idle);
             }
+        }
+    }
+
+    /// Acknowledges the listen `rid` with `filter` (what the server honours) and opens its
+    /// stream: the acknowledgment is the first message for it (`subscriptions.mdx`,
+    /// "Acknowledgment": nothing on the subscription may precede it), and from here the stream
+    /// is the core's.
+    fn open_listen(&mut self, now: Instant, rid: RequestId, filter: ListenFilter) {
+        let Some(req) = self.requests.get_mut(&rid) else {
+            return;
+        };
+        let ack = notification_text(
+            "notifications/subscriptions/acknowledged",
+            json!({"_meta": {SUBSCRIPTION_ID_KEY: req.jsonrpc_id}, "notifications": filter.to_value()}),
+        );
+        req.listen = Some(filter);
+        req.pending_listen = None;
+        req.with_app = false;
+        let http = matches!(req.channel, Channel::Http { .. });
+        self.send_for(rid, ack);
+        if http {
+            self.arm_keep_alive(now);
         }
     }
 
