@@ -1175,9 +1175,11 @@ fn subscribe_on_a_server_without_subscriptions_is_one_readable_line_and_status_o
 #[cfg(unix)]
 #[test]
 fn subscribe_when_the_server_delivers_none_of_it_fails_instead_of_waiting() {
+    // A legacy server whose tools never change and that has no resources: it advertises no
+    // listChanged and no subscribe.
     let sub = Subscriber::start(&[
         "--stdio",
-        &stdio_catalog_server("legacy"),
+        &stdio_server("legacy"),
         "subscribe",
         "--tools",
         "--resource",

@@ -527,6 +527,20 @@ impl Application for DevApp {
         Ok(items(catalog::list_templates(cx.era), "resourceTemplates"))
     }
 
+    /// A listen honours the resources this server has (the others are left out of its
+    /// acknowledgment, so a client sees what it will not get).
+    fn accept_resource_subscriptions(
+        &mut self,
+        _: &RequestContext,
+        uris: &[String],
+    ) -> Result<Vec<String>, ErrorObject> {
+        Ok(uris
+            .iter()
+            .filter(|u| catalog::resource_text(u).is_some())
+            .cloned()
+            .collect())
+    }
+
     fn read_resource(&mut self, cx: &mut CallContext, uri: &str) -> Reply {
         if catalog::resource_text(uri).is_none() {
             return Reply::Error(mcpwire_core::mcp::server::resource_not_found(cx.era, uri));
