@@ -2,28 +2,17 @@
 //! path, over Streamable HTTP ([`McpServer::start_http`]) or newline-delimited stdio
 //! ([`McpServer::serve_stdio`]).
 //!
-//! **Eras.** By default ([`EraMode::Dual`]) one endpoint answers both eras, as
-//! `basic/versioning.mdx` allows a dual-era server to: a request whose
-//! `params._meta["io.modelcontextprotocol/protocolVersion"]` is present is served statelessly
-//! as `2026-07-28`; `initialize` opens a legacy (`2025-11-25`) session (on HTTP, named by the
-//! `Mcp-Session-Id` it returns; on stdio, the process), and requests without modern `_meta`
-//! that carry that session id are served in it. [`EraMode::Modern`] refuses `initialize`
-//! (`-32022`, naming the supported version) and answers `DELETE` with `405`;
+//! **The protocol is the core's.** The server is an [`mcpwire_core::mcp::server::Application`]
+//! served by [`mcpwire_core::mcp::server::Server`] on the blocking driver
+//! ([`mcpwire::server::blocking`]): both eras, the `_meta` and `Mcp-*` header checks, MRTR,
+//! sessions, `subscriptions/listen` and every error code are the core's (see its module
+//! documentation). By default ([`EraMode::Dual`]) one endpoint answers both eras;
+//! [`EraMode::Modern`] refuses `initialize` (`-32022`) and answers `DELETE` with `405`;
 //! [`EraMode::Legacy`] serves only the handshake era (a modern request without a session gets
 //! the legacy `400`, and `server/discover` is an unknown method), which is what a client's era
-//! detection must fall back on.
-//!
-//! **Modern requests on HTTP** are checked in this order, each failure a `400` unless noted:
-//! body not JSON (`-32700`) or not one request/notification (`-32600`); a notification is
-//! accepted with `202`; `_meta` without a string `protocolVersion` (`-32602`);
-//! `MCP-Protocol-Version` missing or different from `_meta`'s (`-32020` HeaderMismatch); a
-//! version other than `2026-07-28` (`-32022`, `data.supported` and `data.requested`); `_meta`
-//! without an object `clientCapabilities` (`-32602`); `Mcp-Method`, `Mcp-Name` and, for a tool
-//! with `x-mcp-header` annotations, `Mcp-Param-*` missing, malformed or different from the body
-//! (`-32020`; values are Base64-decoded first, and the expected values are the ones
-//! [`mcpwire_core::mcp::headers::request_headers_for`] builds from the body); an unknown method
-//! (`404`, `-32601`). An `Origin` header that is not a loopback origin gets `403`; `GET` gets
-//! `405`.
+//! detection must fall back on. What is this server's own rides on the driver's hook (the
+//! request log, the URL-mode page, the embedded authorization server, `/` as `/mcp`) and on
+//! `Responder::override_http` (`fail`'s status and raw body, `echo`'s response headers).
 //!
 //! **Tools** (see [`tool_definitions`]): `echo` (returns `text`; over HTTP it adds the
 //! `response_headers` given, `Connection` nominations included, to test header filtering), `slow` (sleeps `ms`, at most
