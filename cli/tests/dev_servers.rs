@@ -1051,14 +1051,17 @@ fn listen_is_acknowledged_carries_only_the_changes_asked_for_and_ends_with_a_res
         json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
                "params": {"_meta": sid, "uri": "mcpwire-dev://greeting"}})
     );
-    // The graceful closure: a complete result for the listen request, with its id in _meta.
-    assert_eq!(m[3]["id"], 7);
-    assert_eq!(m[3]["result"]["resultType"], "complete");
+    // The teardown notice a server MUST send for a listen it ends (`cancellation.mdx`), then
+    // the graceful closure: a complete result for the listen request, with its id in _meta.
+    assert_eq!(m[3]["method"], "notifications/cancelled", "{m:?}");
+    assert_eq!(m[3]["params"]["requestId"], 7);
+    assert_eq!(m[4]["id"], 7);
+    assert_eq!(m[4]["result"]["resultType"], "complete");
     assert_eq!(
-        m[3]["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        m[4]["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
         7
     );
-    assert_eq!(m.len(), 4, "{m:?}");
+    assert_eq!(m.len(), 5, "{m:?}");
 }
 
 #[test]
