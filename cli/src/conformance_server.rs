@@ -1,4 +1,4 @@
-//! `mcpwire conformance-server --listen 127.0.0.1:PORT`: the server the official MCP conformance
+//! `mcpwire-conformance-server --listen 127.0.0.1:PORT`: the server the official MCP conformance
 //! runner (`@modelcontextprotocol/conformance`, `server` mode) tests. It serves, over Streamable
 //! HTTP on the server core (`mcpwire_core::mcp::server`) and one of the library's drivers, the
 //! tools, resources and prompts the server scenarios name, as the SDKs' conformance "everything"
@@ -54,7 +54,7 @@ pub fn run(listen: SocketAddr, driver: Driver) -> ExitCode {
     match serve(listen, driver) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("mcpwire conformance-server: {e}");
+            eprintln!("mcpwire-conformance-server: {e}");
             ExitCode::FAILURE
         }
     }

