@@ -433,3 +433,63 @@ fn prompts_and_resources_pass_through_under_the_servers_names() {
         "mcpwire-host"
     );
 }
+
+/// An upstream whose tools change: the gateway relists it, tells the downstream client
+/// (`notifications/tools/list_changed`), and the next listing has the new tool under its
+/// exposed name. Both servers are ready before (a call to each waits for it, and the
+/// notifications of their start come before those answers), so the one awaited is the change's.
+/// A legacy session gets it on its stream; a `2026-07-28` client only on a
+/// `subscriptions/listen` stream, which the SDK client does not open by itself, so the
+/// TypeScript client runs in the legacy era here.
+#[test]
+fn a_tool_added_upstream_is_announced_downstream_and_listed() {
+    let fx = Fixture::new("changed");
+    {
+        let client = Downstream::TypeScript("legacy");
+        let at = format!("{client:?}");
+        let lines = run(
+            client,
+            &fx.gateway(&[]),
+            json!([
+                {"op": "call", "name": "ts__echo", "arguments": {"text": "ready"}},
+                {"op": "call", "name": "py__echo", "arguments": {"text": "ready"}},
+                {"op": "list_tools"},
+                {"op": "call", "name": "ts__add_tool", "arguments": {"name": "extra"}},
+                {"op": "wait_notification", "method": "notifications/tools/list_changed"},
+                {"op": "list_tools"},
+                {"op": "call", "name": "ts__extra"},
+            ]),
+            "accept",
+            json!({}),
+        );
+        let before = names(&lines[3]);
+        assert!(before.contains(&"ts__echo".to_owned()), "{at}: {before:?}");
+        assert!(
+            !before.contains(&"ts__extra".to_owned()),
+            "{at}: {before:?}"
+        );
+        assert_eq!(lines[4]["ok"], true, "{at}: {}", lines[4]);
+        // It may come before the call's answer (then it is reported with the call) or after.
+        let announced = lines[4]["notifications"]
+            .as_array()
+            .is_some_and(|n| n.contains(&json!("notifications/tools/list_changed")));
+        assert!(
+            announced || lines[5]["ok"] == true,
+            "{at}: the gateway never said: {} {}",
+            lines[4],
+            lines[5]
+        );
+        let after = names(&lines[6]);
+        assert!(after.contains(&"ts__extra".to_owned()), "{at}: {after:?}");
+        assert_eq!(
+            after.len(),
+            before.len() + 1,
+            "{at}: {before:?} -> {after:?}"
+        );
+        assert!(
+            text(&lines[7]["result"]).contains("extra"),
+            "{at}: {}",
+            lines[7]
+        );
+    }
+}

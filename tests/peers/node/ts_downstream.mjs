@@ -13,6 +13,9 @@
 //                        {"op": "search", "query": Q, "limit": L}     (calls search_tools)
 //                        {"op": "pause"}   prints its line, then waits for a line on stdin (or
 //                                          its end): the test acts meanwhile (kills an upstream)
+//                        {"op": "wait_notification", "method": M, "timeout_ms": T}
+//                                          waits (default 10 s) until M has arrived since the
+//                                          last step printed; ok false when it did not
 //     --elicit MODE    accept | decline | cancel | none (default none: no elicitation handler
 //                      and no elicitation capability declared)
 //     --content JSON   the content an accept answers a form with (default {})
@@ -133,10 +136,14 @@ async function main() {
         server: client.getServerVersion() ?? null
     });
     for (const step of steps) {
-        seen.length = 0;
-        heard.length = 0;
         const op = step.op;
-        const out = obj => emit({ ...obj, elicitations: [...seen], notifications: [...heard] });
+        // What arrived since the last step printed (a notification between two steps belongs
+        // to the second), then cleared.
+        const out = obj => {
+            emit({ ...obj, elicitations: [...seen], notifications: [...heard] });
+            seen.length = 0;
+            heard.length = 0;
+        };
         try {
             if (op === 'list_tools') {
                 const listed = await client.listTools(undefined, { timeout, cacheMode: 'bypass' });
@@ -149,6 +156,12 @@ async function main() {
                 if (step.limit !== undefined) argumentsOf.limit = step.limit;
                 const result = await client.callTool({ name: 'search_tools', arguments: argumentsOf }, { timeout });
                 out({ op, ok: true, result });
+            } else if (op === 'wait_notification') {
+                const until = Date.now() + (step.timeout_ms ?? 10_000);
+                while (!heard.includes(step.method) && Date.now() < until) {
+                    await new Promise(resolve => setTimeout(resolve, 20));
+                }
+                out({ op, method: step.method, ok: heard.includes(step.method) });
             } else if (op === 'pause') {
                 out({ op, ok: true });
                 await nextStdinLine();

@@ -16,6 +16,8 @@
 //   legacy shim turns it into an `elicitation/create` request on a legacy connection).
 // - `count_slowly(steps)`: a progress notification per step.
 // - `touch_tools()`: publishes `notifications/tools/list_changed` to `subscriptions/listen`.
+// - `add_tool(name)`: registers a tool `name` (it answers its own name) and announces the change
+//   (on stdio, where one server lives for the connection; a no-op when it exists already).
 // - `slow(seconds)`: sleeps (at most 30 s); a sleep ended by cancellation is counted.
 // - `stats()`: what this process saw, as JSON: requests per method, the protocol versions they
 //   named, how many `slow` calls started and were cancelled.
@@ -76,6 +78,8 @@ function build() {
         { name: 'mcpwire-client-peer-ts', version: '1.0.0' },
         { cacheHints: { 'tools/list': { ttlMs: 60_000 } } }
     );
+    // The tools `add_tool` registered on this instance.
+    const added = new Set();
     server.registerTool(
         'echo',
         { description: 'Return the text as given.', inputSchema: schema({ text: { type: 'string' } }) },
@@ -130,6 +134,19 @@ function build() {
         else notifier.toolsChanged();
         return text('touched');
     });
+    server.registerTool(
+        'add_tool',
+        { description: 'Add a tool named `name` to this server.', inputSchema: schema({ name: { type: 'string' } }) },
+        async ({ name }) => {
+            if (!added.has(name)) {
+                added.add(name);
+                server.registerTool(name, { description: `Added by add_tool.` }, async () => text(name));
+                if (notifier === undefined) server.sendToolListChanged();
+                else notifier.toolsChanged();
+            }
+            return text(`added ${name}`);
+        }
+    );
     server.registerTool(
         'slow',
         { description: 'Sleep for `seconds` (at most 30).', inputSchema: schema({ seconds: { type: 'number' } }) },
