@@ -53,7 +53,7 @@ use std::time::Duration;
 
 use mcpwire_core::http::Headers;
 use mcpwire_core::jsonrpc::{code, ErrorObject};
-use mcpwire_core::mcp::Era;
+use mcpwire_core::mcp::{Era, Tool};
 use serde_json::{json, Map, Value};
 
 use super::http::{lock, Limits, Shutdown};
@@ -194,6 +194,9 @@ pub struct McpServer {
     work: on_core::Work,
     core_sessions: std::sync::atomic::AtomicUsize,
     responder: Mutex<Option<mcpwire::server::Responder>>,
+    /// [`McpServer::tools`] of each era (modern, legacy), built once: the configuration
+    /// that decides them is fixed, and every call looks its tool up.
+    tool_lists: [Vec<Tool>; 2],
 }
 
 /// A running HTTP reference server.
@@ -259,7 +262,15 @@ impl McpServer {
     /// A server with `config`, not yet serving.
     pub fn new(config: Config) -> Arc<McpServer> {
         let auth = config.auth.clone().map(AuthServer::new);
+        let parsed = |era| {
+            tool_values(&config, auth.is_some(), era)
+                .into_iter()
+                .filter_map(|t| serde_json::from_value(t).ok())
+                .collect()
+        };
+        let tool_lists = [parsed(Era::Modern), parsed(Era::Legacy)];
         Arc::new(McpServer {
+            tool_lists,
             auth,
             config,
             shutdown: Shutdown::new(),
@@ -400,20 +411,29 @@ impl McpServer {
 
     /// The tools of `era`: [`tool_definitions`], and `touch` with
     /// [`Config::resources_and_prompts`].
-    fn tools(&self, era: Era) -> Vec<Value> {
-        let mut tools = tool_definitions(era);
-        if self.config.resources_and_prompts {
-            tools.push(catalog::touch_definition());
+    fn tools(&self, era: Era) -> &[Tool] {
+        match era {
+            Era::Modern => &self.tool_lists[0],
+            Era::Legacy => &self.tool_lists[1],
         }
-        if self.auth.is_some() {
-            tools.push(json!({
-                "name": ADMIN_TOOL,
-                "description": "Returns its text argument, like echo, but needs the OAuth scope mcp:admin (a token without it gets 403 insufficient_scope).",
-                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
-            }));
-        }
-        tools
     }
+}
+
+/// The tools of `era` as JSON: [`tool_definitions`], and `touch` with
+/// [`Config::resources_and_prompts`], `admin_echo` with authorization.
+fn tool_values(config: &Config, auth: bool, era: Era) -> Vec<Value> {
+    let mut tools = tool_definitions(era);
+    if config.resources_and_prompts {
+        tools.push(catalog::touch_definition());
+    }
+    if auth {
+        tools.push(json!({
+            "name": ADMIN_TOOL,
+            "description": "Returns its text argument, like echo, but needs the OAuth scope mcp:admin (a token without it gets 403 insufficient_scope).",
+            "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+        }));
+    }
+    tools
 }
 
 const AUTH_NOTE: &str = " Also: tool admin_echo (needs the OAuth scope mcp:admin).";

@@ -455,20 +455,19 @@ impl DevApp {
 
 impl Application for DevApp {
     fn list_tools(&mut self, cx: &RequestContext) -> Result<Vec<Tool>, ErrorObject> {
-        Ok(self
-            .server
+        Ok(self.server.tools(cx.era).to_vec())
+    }
+
+    fn tool(&mut self, cx: &RequestContext, name: &str) -> Option<Tool> {
+        self.server
             .tools(cx.era)
-            .into_iter()
-            .filter_map(|t| serde_json::from_value(t).ok())
-            .collect())
+            .iter()
+            .find(|t| t.name == name)
+            .cloned()
     }
 
     fn call_tool(&mut self, cx: &mut CallContext, name: &str, args: &Map<String, Value>) -> Reply {
-        let known = self
-            .server
-            .tools(cx.era)
-            .iter()
-            .any(|t| t.get("name").and_then(Value::as_str) == Some(name));
+        let known = self.server.tools(cx.era).iter().any(|t| t.name == name);
         if !known {
             return Reply::invalid_params(format!("Unknown tool: {name}"));
         }
