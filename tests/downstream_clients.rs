@@ -356,8 +356,7 @@ fn both_clients_take_the_gateways_approval_forms() {
 /// connection.
 #[test]
 fn pause_waits_for_the_test_and_notifications_are_reported() {
-    use std::io::{BufRead, BufReader, Write};
-    use std::sync::mpsc;
+    use std::io::Write;
 
     let steps = json!([
         {"op": "call", "name": "touch_tools"},
@@ -378,15 +377,7 @@ fn pause_waits_for_the_test_and_notifications_are_reported() {
             .spawn()
             .unwrap();
         let mut stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let (tx, rx) = mpsc::channel::<Value>();
-        std::thread::spawn(move || {
-            for line in stdout.lines().map_while(Result::ok) {
-                if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
-                    break;
-                }
-            }
-        });
+        let rx = json_lines(child.stdout.take().unwrap());
         let next = || rx.recv_timeout(RUN_TIMEOUT).unwrap();
         let at = format!("{client:?}");
         assert_eq!(next()["op"], "connect", "{at}");

@@ -15,10 +15,9 @@ mod downstream;
 mod node_peers;
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use downstream::*;
@@ -326,15 +325,7 @@ fn an_upstream_killed_mid_session_is_unavailable_holds_up_no_other_and_comes_bac
             .spawn()
             .unwrap();
         let mut stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let (tx, rx) = mpsc::channel::<Value>();
-        std::thread::spawn(move || {
-            for line in stdout.lines().map_while(Result::ok) {
-                if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
-                    break;
-                }
-            }
-        });
+        let rx = json_lines(child.stdout.take().unwrap());
         let next = || rx.recv_timeout(RUN_TIMEOUT).unwrap();
         assert_eq!(next()["op"], "connect", "{at}");
         let one = next();

@@ -218,3 +218,21 @@ pub fn client_command(client: Downstream) -> Command {
         }
     }
 }
+
+/// The JSON lines a downstream harness prints on `stdout`, one message each, read on a thread
+/// of their own (the test meanwhile writes to its stdin).
+pub fn json_lines(stdout: std::process::ChildStdout) -> std::sync::mpsc::Receiver<Value> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}

@@ -816,32 +816,19 @@ impl Engine {
                 );
                 return self.early(&nr.channel, Some(&nr.id), era, Early::Refuse(r));
             }
-            if !filter.uris.is_empty() {
-                // The application says which URIs it honours; the acknowledgment waits for it.
-                let call = Call::Listen {
-                    uris: filter.uris.clone(),
-                };
-                self.requests.insert(
-                    rid,
-                    Req {
-                        jsonrpc_id: nr.id,
-                        method,
-                        era,
-                        session: None,
-                        channel: nr.channel,
-                        call: call.clone(),
-                        context: context.clone(),
-                        offset: 0,
-                        listen: None,
-                        pending_listen: Some(filter),
-                        waiting: None,
-                        with_app: true,
-                    },
-                );
-                self.events
-                    .push_back(ServerEvent::Request(Incoming { call, context }));
-                return;
-            }
+            // Resource URIs: the application says which it honours, and the acknowledgment
+            // waits for it. None: acknowledged at once.
+            let (call, pending, open) = if filter.uris.is_empty() {
+                (call, None, Some(filter))
+            } else {
+                let uris = filter.uris.clone();
+                (Call::Listen { uris }, Some(filter), None)
+            };
+            let with_app = pending.is_some();
+            let incoming = with_app.then(|| Incoming {
+                call: call.clone(),
+                context: context.clone(),
+            });
             self.requests.insert(
                 rid,
                 Req {
@@ -854,12 +841,16 @@ impl Engine {
                     context,
                     offset: 0,
                     listen: None,
-                    pending_listen: None,
+                    pending_listen: pending,
                     waiting: None,
-                    with_app: false,
+                    with_app,
                 },
             );
-            self.open_listen(now, rid, filter);
+            if let Some(incoming) = incoming {
+                self.events.push_back(ServerEvent::Request(incoming));
+            } else if let Some(filter) = open {
+                self.open_listen(now, rid, filter);
+            }
             return;
         }
         self.requests.insert(
