@@ -549,6 +549,27 @@ fn twice(member: &'static str) -> DocumentError {
 mod tests {
     use super::*;
 
+    /// Found by the `auth_flow` fuzz target: a token that is a substring of another field
+    /// (`arer` in `Bearer`). The Debug text may depend on the tokens' lengths only.
+    #[test]
+    fn token_response_debug_does_not_depend_on_the_tokens() {
+        let doc = br#"{"access_token":"arer","expires_in":"3600","refresh_token":"r","scop%":"x ya","token_type":"Bearer"}"#;
+        let t = TokenResponse::parse(doc).unwrap();
+        let mut other = t.clone();
+        other.access_token = Secret::new("xxxx");
+        other.refresh_token = Some(Secret::new("y"));
+        assert_eq!(format!("{t:?}"), format!("{other:?}"));
+        let long = TokenResponse::parse(
+            br#"{"access_token":"TOKEN-SECRET-123","token_type":"bearer","refresh_token":"REFRESH-SECRET-456"}"#,
+        )
+        .unwrap();
+        let shown = format!("{long:?}");
+        assert!(
+            !shown.contains("TOKEN-SECRET-123") && !shown.contains("REFRESH-SECRET-456"),
+            "{shown}"
+        );
+    }
+
     #[test]
     fn protected_resource_metadata_keeps_raw_strings_and_unknown_members() {
         let doc = br#"{"resource":"https://mcp.example.com","authorization_servers":["https://Auth.example.com"],
