@@ -32,4 +32,5 @@ both!(
     stdio_servers_that_cannot_run_are_reported_with_their_id,
     secrets_of_specs_never_show,
     a_lost_server_reconnects_by_itself_after_its_backoff,
+    a_lost_http_server_is_failed_and_reconnects_when_it_is_back,
 );

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use mcpwire_core::backoff::Backoff;
 use mcpwire_core::host::registry::{
-    Attempt, ConnectFailure, Connected, FailureKind, ReconnectPolicy, ReconnectState, Registry,
-    Stage, StateKind, TimeoutReason,
+    Attempt, ConnectFailure, Connected, ConnectionState, FailureKind, ReconnectPolicy,
+    ReconnectState, Registry, Stage, StateKind, TimeoutReason,
 };
 use mcpwire_core::host::{ServerId, ServerSpec, TransportSpec, Trust};
 use proptest::prelude::*;
@@ -318,4 +318,72 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn a_request_failure_that_loses_the_connection_fails_a_ready_server_and_others_do_not() {
+    let now = Instant::now();
+    let mut r = registry(&["a"], policy(), 3);
+    let a = r.connect(&id("a"), now, T).unwrap();
+    r.handle_ready(a, Connected::default()).unwrap();
+    let failure = |kind| ConnectFailure::new(Stage::ListTools, kind, "the request failed");
+
+    // A slow, erring or unauthorized server is still there: it stays ready, nothing is due.
+    for kind in [
+        FailureKind::NoAnswer,
+        FailureKind::Server,
+        FailureKind::Authorization,
+        FailureKind::Incompatible,
+        FailureKind::Local,
+    ] {
+        assert!(!kind.loses_connection(), "{kind:?}");
+        assert_eq!(r.handle_request_failed(now, a, failure(kind)), Ok(false));
+        assert_eq!(r.get(&id("a")).unwrap().state().kind(), StateKind::Ready);
+        assert_eq!(due(&r, "a"), None);
+    }
+
+    // Nothing answers any more (an HTTP server gone): failed while connected, due again.
+    assert!(FailureKind::Unreachable.loses_connection());
+    assert_eq!(
+        r.handle_request_failed(now, a, failure(FailureKind::Unreachable)),
+        Ok(true)
+    );
+    match r.get(&id("a")).unwrap().state() {
+        ConnectionState::Failed(f) => {
+            assert_eq!(
+                (f.stage, f.kind),
+                (Stage::Running, FailureKind::Unreachable)
+            );
+        }
+        other => panic!("not failed: {other:?}"),
+    }
+    let first = due(&r, "a").unwrap();
+    assert!(first > now && first <= now + Duration::from_secs(1));
+
+    // The same attempt's later failures are late: nothing changes.
+    assert_eq!(
+        r.handle_request_failed(now, a, failure(FailureKind::Exited)),
+        Ok(false)
+    );
+    assert_eq!(due(&r, "a"), Some(first));
+
+    // A connecting attempt is not this method's: a request failure while connecting is
+    // the connect's own failure (handle_failed).
+    let b = r.connect(&id("a"), first, T).unwrap();
+    assert_eq!(
+        r.handle_request_failed(first, b, failure(FailureKind::Exited)),
+        Ok(false)
+    );
+    assert_eq!(
+        r.get(&id("a")).unwrap().state().kind(),
+        StateKind::Connecting
+    );
+
+    // Once ready again, the local server exiting fails it.
+    r.handle_ready(b, Connected::default()).unwrap();
+    assert_eq!(
+        r.handle_request_failed(first, b, failure(FailureKind::Exited)),
+        Ok(true)
+    );
+    assert_eq!(r.get(&id("a")).unwrap().state().kind(), StateKind::Failed);
 }

@@ -880,3 +880,70 @@ pub fn a_lost_server_reconnects_by_itself_after_its_backoff<H: HostApi>() {
     assert_eq!(start_count(), 2);
     host.close();
 }
+
+/// With a reconnect policy, an HTTP server that goes away while ready (its listener stopped:
+/// every connection is refused) is failed by the first request that finds it gone: the call
+/// fails naming the server, and the server is `Failed` while connected as unreachable, not
+/// left "ready" for every later call to find out again. When it listens again on the same
+/// address the host connects it anew by itself; the other server is never touched.
+pub fn a_lost_http_server_is_failed_and_reconnects_when_it_is_back<H: HostApi>() {
+    use mcpwire::host::{Backoff, ReconnectPolicy};
+    let alpha_srv = http_server(mcp_server::Config::default());
+    let mut beta_srv = http_server(mcp_server::Config::default());
+    let beta_addr = beta_srv.local_addr();
+    let policy = ReconnectPolicy {
+        backoff: Backoff {
+            initial: Duration::from_millis(400),
+            max: Duration::from_secs(1),
+            multiplier: 2,
+        },
+        max_failures: None,
+    };
+    let host = H::new(options().with_reconnect(policy));
+    let report = host.connect_all(vec![
+        http_spec("alpha", &alpha_srv.url()),
+        http_spec("beta", &beta_srv.url()),
+    ]);
+    assert!(report.iter().all(|(_, r)| r.is_ok()), "{report:?}");
+    assert_eq!(
+        host.call_tool(&id("beta"), "echo", json!({"text": "before"}))
+            .unwrap()
+            .text(),
+        "before"
+    );
+
+    beta_srv.stop();
+    let e = host
+        .call_tool(&id("beta"), "echo", json!({"text": "gone"}))
+        .unwrap_err();
+    assert_eq!(e.server(), Some(&id("beta")), "{e}");
+    // Failed at once (the first reconnect is at least 200 ms away), as a lost connection.
+    match host.server(&id("beta")).unwrap().state() {
+        ConnectionState::Failed(f) => {
+            assert_eq!(f.stage, Stage::Running, "{f}");
+            assert_eq!(f.kind, FailureKind::Unreachable, "{f}");
+        }
+        other => panic!("beta not failed after the request that found it gone: {other:?}"),
+    }
+    assert_eq!(state(&host, "alpha"), StateKind::Ready);
+
+    // Back on the same address: connected again by itself, and answering.
+    let _beta_again = McpServer::start_http(mcp_server::Config::default(), beta_addr).unwrap();
+    let until = Instant::now() + PATIENCE;
+    while state(&host, "beta") != StateKind::Ready {
+        assert!(
+            Instant::now() < until,
+            "beta not back: {:?}",
+            host.server(&id("beta")).map(|s| s.state().clone())
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        host.call_tool(&id("beta"), "echo", json!({"text": "back"}))
+            .unwrap()
+            .text(),
+        "back"
+    );
+    assert_eq!(state(&host, "alpha"), StateKind::Ready);
+    host.close();
+}

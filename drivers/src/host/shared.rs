@@ -373,17 +373,18 @@ impl<C: HostClient> State<C> {
         }
     }
 
-    /// A request to the ready server `id` (attempt `attempt`) failed: when the client is gone
-    /// (the stdio server exited, the client closed under it) the server has failed.
+    /// A request to the ready server of `attempt` failed: the registry decides whether that
+    /// lost the connection ([`FailureKind::loses_connection`]: the stdio server exited, an
+    /// HTTP server no longer answers) and the server has failed.
     pub(crate) fn request_failed(&mut self, attempt: Attempt, error: &Error) {
-        if matches!(error, Error::ServerExited { .. }) {
-            let Some(id) = self.registry.server_of(attempt).cloned() else {
-                return;
-            };
-            let failure = failure_of(Stage::Running, error);
-            let _ = self
-                .registry
-                .handle_failed(Instant::now(), attempt, failure);
+        let Some(id) = self.registry.server_of(attempt).cloned() else {
+            return;
+        };
+        let failure = failure_of(Stage::Running, error);
+        if let Ok(true) = self
+            .registry
+            .handle_request_failed(Instant::now(), attempt, failure)
+        {
             self.errors.remove(&id);
         }
     }
@@ -651,9 +652,10 @@ pub(crate) fn failure_of(stage: Stage, e: &Error) -> ConnectFailure {
             Some(OpError::Transport(TransportError::Failed(FailReason::HttpStatus(401 | 403)))) => {
                 FailureKind::Authorization
             }
-            Some(OpError::Transport(TransportError::Failed(FailReason::HttpStatus(_)))) => {
-                FailureKind::Server
-            }
+            Some(OpError::Transport(TransportError::Failed(
+                FailReason::HttpStatus(_) | FailReason::Protocol(_),
+            ))) => FailureKind::Server,
+            Some(OpError::Transport(TransportError::TimedOut { .. })) => FailureKind::NoAnswer,
             Some(OpError::Transport(_)) => FailureKind::Unreachable,
             Some(OpError::Incompatible(_)) => FailureKind::Incompatible,
             Some(OpError::Local(_)) => FailureKind::Local,

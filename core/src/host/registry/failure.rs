@@ -47,8 +47,11 @@ pub enum FailureKind {
         /// The timeout it had.
         after: Duration,
     },
-    /// Nothing answered: the connection was refused or broke, or a request timed out.
+    /// Nothing answered: the connection was refused or broke.
     Unreachable,
+    /// A request had no answer within its own timeout (the connection, as far as anyone
+    /// knows, is still there).
+    NoAnswer,
     /// The local command could not be started.
     Spawn,
     /// The local server exited.
@@ -72,6 +75,7 @@ impl FailureKind {
         match self {
             FailureKind::TimedOut { .. } => "timed out",
             FailureKind::Unreachable => "unreachable",
+            FailureKind::NoAnswer => "no answer",
             FailureKind::Spawn => "cannot start",
             FailureKind::Exited => "exited",
             FailureKind::Authorization => "not authorized",
@@ -80,6 +84,20 @@ impl FailureKind {
             FailureKind::Config => "bad config",
             FailureKind::Local => "local error",
         }
+    }
+}
+
+impl FailureKind {
+    /// Whether a request that failed this way, once the server was ready, means its
+    /// connection is gone: the local server exited, or nothing answers any more (the
+    /// connection was refused or broke, for every resend). The server has then failed
+    /// ([`Registry::handle_request_failed`](super::Registry::handle_request_failed)) and,
+    /// with reconnecting on, is connected again with backoff. A request that had no answer
+    /// in time, an HTTP status or error the server answered with, a response that could not
+    /// be read, a refused authorization leave it ready: a slow or erring server is still
+    /// there, and each later request tells again.
+    pub fn loses_connection(self) -> bool {
+        matches!(self, FailureKind::Exited | FailureKind::Unreachable)
     }
 }
 

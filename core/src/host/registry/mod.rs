@@ -414,6 +414,33 @@ impl Registry {
         Ok(())
     }
 
+    /// A request to the server of `attempt`, once it was ready, failed with `failure` at
+    /// `now`. When the failure [loses the connection](FailureKind::loses_connection) the
+    /// server has failed (at [`Stage::Running`], as [`handle_failed`](Self::handle_failed)
+    /// says, its next attempt scheduled); otherwise it stays ready. Returns whether it
+    /// failed. An attempt that is no longer the server's, or not ready, is left alone
+    /// (`Ok(false)`): a failure while connecting is [`handle_failed`](Self::handle_failed)'s.
+    pub fn handle_request_failed(
+        &mut self,
+        now: Instant,
+        attempt: Attempt,
+        failure: ConnectFailure,
+    ) -> Result<bool, UsageError> {
+        let ready = matches!(
+            self.current(attempt)?.map(|s| &s.state),
+            Some(ConnectionState::Ready { .. })
+        );
+        if !ready || !failure.kind.loses_connection() {
+            return Ok(false);
+        }
+        let failure = ConnectFailure {
+            stage: Stage::Running,
+            ..failure
+        };
+        self.handle_failed(now, attempt, failure)?;
+        Ok(true)
+    }
+
     /// The server's tools were listed again: `count` of them, fresh.
     pub fn handle_tools_listed(
         &mut self,

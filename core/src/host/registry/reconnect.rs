@@ -47,13 +47,14 @@ impl Default for ReconnectPolicy {
 
 impl FailureKind {
     /// Whether connecting again may succeed without anyone changing anything: `true` for a
-    /// timeout, an unreachable server, a server that exited, broke the protocol or answered an
+    /// timeout, an unreachable or unanswering server, a server that exited, broke the protocol or answered an
     /// error, and a local shortage; `false` for a command that cannot start, a bad config,
     /// authorization (a person must log in) and an incompatible server.
     pub fn retries(self) -> bool {
         match self {
             FailureKind::TimedOut { .. }
             | FailureKind::Unreachable
+            | FailureKind::NoAnswer
             | FailureKind::Exited
             | FailureKind::Server
             | FailureKind::Local => true,
