@@ -283,6 +283,30 @@ fn form(text: &[u8]) -> Result<(BTreeMap<String, String>, Vec<String>), OAuthErr
     Ok((map, repeated))
 }
 
+/// Whether `requested` is the registered redirect URI `registered`: the same text, or, for
+/// `http` to a loopback IP address, the same but for the port, which RFC 8252 §7.3 says an
+/// authorization server MUST allow to differ (a native app gets a free port when it asks).
+fn redirect_matches(registered: &str, requested: &str) -> bool {
+    if registered == requested {
+        return true;
+    }
+    let loopback_ip = |u: &url::Url| {
+        u.scheme() == "http"
+            && match u.host() {
+                Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+                Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+                _ => false,
+            }
+    };
+    match (url::Url::parse(registered), url::Url::parse(requested)) {
+        (Ok(mut a), Ok(mut b)) if loopback_ip(&a) && loopback_ip(&b) => {
+            let (_, _) = (a.set_port(None), b.set_port(None));
+            a == b
+        }
+        _ => false,
+    }
+}
+
 /// Whether a redirect URI may be registered: `https`, or `http` to a loopback host (RFC 8252
 /// §7.3), absolute, without a fragment.
 fn acceptable_redirect_uri(uri: &str) -> bool {
@@ -436,6 +460,14 @@ impl AuthServer {
         for t in lock(&self.state).access.values_mut() {
             t.expires = now;
         }
+    }
+
+    /// Test hook: every grant issued so far is revoked from now on, access and refresh
+    /// tokens alike (the next request of a client needs a new sign-in).
+    pub fn revoke_all_grants(&self) {
+        let mut st = lock(&self.state);
+        st.access.clear();
+        st.refresh.clear();
     }
 
     // -----------------------------------------------------------------------------------------
@@ -735,6 +767,32 @@ fn send_error(res: &mut dyn Respond, e: &OAuthError) {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_loopback_ip_redirect_may_name_another_port_and_nothing_else_may_differ() {
+        let reg = "http://127.0.0.1:4000/callback";
+        assert!(redirect_matches(reg, reg));
+        assert!(redirect_matches(reg, "http://127.0.0.1:5123/callback"));
+        assert!(redirect_matches(reg, "http://127.0.0.1/callback"));
+        assert!(redirect_matches("http://[::1]:1/cb", "http://[::1]:2/cb"));
+        for other in [
+            "http://127.0.0.1:5123/other",
+            "http://127.0.0.1:5123/callback?x=1",
+            "http://localhost:5123/callback",
+            "https://127.0.0.1:5123/callback",
+            "http://127.0.0.2.example:4000/callback",
+        ] {
+            assert!(!redirect_matches(reg, other), "{other}");
+        }
+        assert!(!redirect_matches(
+            "https://app.example:443/cb",
+            "https://app.example:8443/cb"
+        ));
+        assert!(!redirect_matches(
+            "http://localhost:1/cb",
+            "http://localhost:2/cb"
+        ));
+    }
 
     #[test]
     fn redirect_uris_are_https_or_loopback_http() {

@@ -9,6 +9,7 @@
 //! because nobody could be asked: not a terminal and no `--yes`).
 
 mod load;
+mod login;
 mod serve;
 mod state;
 
@@ -22,9 +23,10 @@ use std::time::{Duration, Instant};
 use clap::{Args, Subcommand};
 use mcpwire::host::blocking::Host;
 use mcpwire::host::{
-    FileTokens, Hooks, HostAuthorization, HostOptions, RegistryEvent, ServerId, ServerSpec,
+    FileTokens, Hooks, HostAuthorization, HostOptions, HostUserAgent, RegistryEvent, ServerId,
+    ServerSpec,
 };
-use mcpwire::mcp::{ClientOptions, Host as _, LoopbackBrowser, UserAgent};
+use mcpwire::mcp::{ClientOptions, Host as _, LoopbackBrowser};
 use mcpwire_core::mcp::{ClientCapabilities, InputAnswer, InputRequest, InputRequestEvent, OpId};
 
 use crate::client::terminal::{CliHost, Shared as TerminalShared};
@@ -81,8 +83,26 @@ pub(crate) struct HostArgs {
     /// `~/.local/state/mcpwire/host`).
     #[arg(long, value_name = "DIR", global = true)]
     state_dir: Option<PathBuf>,
+    /// OAuth: allow http:// to loopback addresses for the servers' URLs and their
+    /// authorization servers (development servers on this machine).
+    #[arg(long, global = true)]
+    allow_http_loopback: bool,
     #[command(subcommand)]
     command: HostCommand,
+}
+
+/// OAuth for the host's HTTP servers, as every host command sets it up: the grants in the
+/// data directory's token store (a partition per server), `client_name` for registration.
+fn host_authorization(
+    args: &HostArgs,
+    user_agent: Arc<dyn HostUserAgent>,
+    client_name: &str,
+) -> Result<HostAuthorization, Failure> {
+    let tokens = FileTokens::in_data_dir()?;
+    let mut authorization = HostAuthorization::new(user_agent, Arc::new(tokens));
+    authorization.client_name = client_name.to_owned();
+    authorization.allow_http_loopback = args.allow_http_loopback;
+    Ok(authorization)
 }
 
 #[derive(Subcommand, Debug, Clone)]
@@ -210,13 +230,11 @@ fn run_inner(args: &HostArgs) -> Result<Outcome, Failure> {
         }
     }
 
-    let tokens = FileTokens::in_data_dir()?;
-    let user_agent: Arc<dyn UserAgent> = Arc::new(LoopbackBrowser::new().with_show(|url| {
+    let user_agent: Arc<dyn HostUserAgent> = Arc::new(LoopbackBrowser::new().with_show(|url| {
         eprintln!("mcpwire host: a server asks for a login. Open this URL in a browser:");
         eprintln!("  {url}");
     }));
-    let mut authorization = HostAuthorization::new(user_agent, Arc::new(tokens));
-    authorization.client_name = "mcpwire host".to_owned();
+    let authorization = host_authorization(args, user_agent, "mcpwire host")?;
     let hooks = Arc::new(Elicitations(Mutex::new(CliHost::new(
         Arc::new(Mutex::new(TerminalShared::default())),
         BTreeMap::new(),

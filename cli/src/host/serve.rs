@@ -20,10 +20,8 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use mcpwire::host::blocking::Host;
-use mcpwire::host::{
-    FileTokens, HostAuthorization, HostOptions, ReconnectPolicy, RegistryEvent, ServerId,
-};
-use mcpwire::mcp::{ClientOptions, LoopbackBrowser, UserAgent};
+use mcpwire::host::{HostOptions, ReconnectPolicy, RegistryEvent, ServerId};
+use mcpwire::mcp::ClientOptions;
 use mcpwire::server::{blocking as server, HttpOptions, Responder};
 use mcpwire_core::host::catalog::{Catalog, PresentationConfig};
 use mcpwire_core::host::consent::{ApprovalScope, ConsentPolicy};
@@ -39,6 +37,7 @@ use mcpwire_core::mcp::server::{
 use mcpwire_core::mcp::{Implementation, JsonObject, ListKind};
 use serde_json::Value;
 
+use super::login::{GatewayBrowser, Logins, Retry, LOGIN_INPUT};
 use super::{approve_command, describe, load, rules, state, Failure, Outcome, Terminal};
 
 /// The key the consent form's answer comes back under (MRTR `inputResponses`).
@@ -69,7 +68,9 @@ form the client shows you (the server, the tool, its description and the exact a
 client that cannot show forms gets a tool error naming the rule that would allow the call.
 
 A server that is down or slow holds up no other: its tools answer that it is unavailable, and
-it is reconnected with backoff. Local commands run only once approved: run
+it is reconnected with backoff. A server whose OAuth grant stops working mid-session gets a new
+sign-in through the client: the call is answered with the authorization link (a URL-mode
+elicitation), and goes on once you have signed in; mcpwire never opens a browser itself. Local commands run only once approved: run
 `mcpwire host --config FILE servers` on a terminal first (or pass --approve-commands).";
 
 /// Runs `mcpwire host serve`.
@@ -127,14 +128,27 @@ pub(super) fn run(args: &super::HostArgs, serve: &ServeArgs) -> Result<Outcome, 
         .map(|p| p.display().to_string())
         .unwrap_or_default();
 
-    let tokens = FileTokens::in_data_dir()?;
-    // The gateway never opens a browser: a login is shown on stderr.
-    let user_agent: Arc<dyn UserAgent> = Arc::new(LoopbackBrowser::new().with_show(|url| {
-        eprintln!("mcpwire host serve: a server asks for a login. Open this URL in a browser:");
-        eprintln!("  {url}");
-    }));
-    let mut authorization = HostAuthorization::new(user_agent, Arc::new(tokens));
-    authorization.client_name = "mcpwire host serve".to_owned();
+    // The gateway never opens a browser: a sign-in an upstream server needs is shown to the
+    // downstream client as a link (and on stderr).
+    // Only an HTTP server the host authorizes can need a sign-in (one whose config sets an
+    // `Authorization` header is not authorized by the host).
+    let may_sign_in = specs
+        .iter()
+        .filter(|s| match &s.transport {
+            mcpwire::host::TransportSpec::Http { headers, .. } => !headers
+                .keys()
+                .any(|h| h.eq_ignore_ascii_case("authorization")),
+            mcpwire::host::TransportSpec::Stdio { .. } => false,
+        })
+        .map(|s| s.id.clone())
+        .collect();
+    let logins = Logins::new(may_sign_in, format!(
+        "open the link mcpwire host serve printed on its stderr, or run `mcpwire host --config {config_file} servers` on a terminal"
+    ));
+    let user_agent = Arc::new(GatewayBrowser {
+        logins: Arc::clone(&logins),
+    });
+    let authorization = super::host_authorization(args, user_agent, "mcpwire host serve")?;
     let host = Host::new(
         HostOptions::default()
             .with_client(ClientOptions::default())
@@ -155,6 +169,7 @@ pub(super) fn run(args: &super::HostArgs, serve: &ServeArgs) -> Result<Outcome, 
         presentation: PresentationConfig::new(args.context_window).with_threshold(threshold),
         pins: args.pins.clone(),
         not_approved,
+        logins,
         refreshing: Mutex::new(()),
         inner: Mutex::new(Inner {
             catalog: Catalog::new(),
@@ -290,6 +305,8 @@ struct Gateway {
     presentation: PresentationConfig,
     pins: Vec<String>,
     not_approved: Vec<ServerId>,
+    /// The upstream sign-ins under way, and the calls waiting on upstream servers.
+    logins: Arc<Logins>,
     refreshing: Mutex<()>,
     inner: Mutex<Inner>,
 }
@@ -612,24 +629,42 @@ struct GatewayApp {
 impl GatewayApp {
     /// Sends `call` upstream on a thread of its own; the answer goes downstream through the
     /// responder.
-    fn call_upstream(&self, cx: &CallContext, call: UpstreamCall) -> Reply {
+    fn call_upstream(
+        &self,
+        cx: &CallContext,
+        name: &str,
+        args: Value,
+        call: UpstreamCall,
+    ) -> Reply {
         let g = Arc::clone(&self.gateway);
         let responder = self.responder.clone();
-        let request = cx.request.request;
-        let spawned = self.workers.run(Box::new(move || {
-            let reply = call_now(&g, &call);
-            let failed = matches!(&reply, Reply::Result(v) if v["isError"] == Value::Bool(true));
-            // The client may have gone or cancelled: nothing left to answer.
-            let _ = responder.respond(request, reply);
-            // A failed call may have found the server gone: its state changed.
-            if failed {
-                g.refresh(Some(&responder));
-            }
-        }));
-        match spawned {
-            Ok(()) => Reply::Pending,
-            Err(e) => Reply::error(code::INTERNAL_ERROR, format!("cannot start the call: {e}")),
-        }
+        let context = cx.request.clone();
+        let name = name.to_owned();
+        self.spawn(move || call_and_answer(&g, &responder, &context, &name, &args, &call))
+    }
+}
+
+/// Calls the upstream on this thread and answers downstream: unless a sign-in of the
+/// upstream server held the call up, when the answer waits for the retry (see
+/// [`Logins`]).
+fn call_and_answer(
+    g: &Gateway,
+    responder: &Responder,
+    cx: &RequestContext,
+    name: &str,
+    args: &Value,
+    call: &UpstreamCall,
+) {
+    let flight = g.logins.begin(&call.server, responder, cx, name, args);
+    let reply = call_now(g, call);
+    let failed = matches!(&reply, Reply::Result(v) if v["isError"] == Value::Bool(true));
+    if let Some(reply) = g.logins.end(flight, reply) {
+        // The client may have gone or cancelled: nothing left to answer.
+        let _ = responder.respond(cx.request, reply);
+    }
+    // A failed call may have found the server gone: its state changed.
+    if failed {
+        g.refresh(Some(responder));
     }
 }
 
@@ -784,9 +819,30 @@ impl Application for GatewayApp {
 
     fn call_tool(&mut self, cx: &mut CallContext, name: &str, arguments: &JsonObject) -> Reply {
         let args = Value::Object(arguments.clone());
+        // The retry of a call a sign-in held up: its answer, then the call's own result.
+        if let Some(state) = cx
+            .request
+            .state
+            .as_deref()
+            .filter(|s| Logins::is_login_state(Some(s)))
+        {
+            let answer = cx.request.input_response(LOGIN_INPUT);
+            return match self.gateway.logins.retry(state, answer, name, &args) {
+                Retry::Reply(reply) => reply,
+                Retry::Wait(token) => {
+                    let g = Arc::clone(&self.gateway);
+                    let responder = self.responder.clone();
+                    let request = cx.request.request;
+                    self.spawn(move || {
+                        let reply = g.logins.wait(&token);
+                        let _ = responder.respond(request, reply);
+                    })
+                }
+            };
+        }
         match decide(&self.gateway, &cx.request, name, &args) {
             Decided::Reply(reply) => reply,
-            Decided::Call(call) => self.call_upstream(cx, *call),
+            Decided::Call(call) => self.call_upstream(cx, name, args, *call),
             Decided::WaitFor(server) => {
                 // A server still connecting (the gateway just started, or it is reconnecting):
                 // this call waits for it, on a thread of its own, and no other call does.
@@ -799,7 +855,9 @@ impl Application for GatewayApp {
                     g.refresh(Some(&responder));
                     let reply = match decide(&g, &context, &name, &args) {
                         Decided::Reply(reply) => reply,
-                        Decided::Call(call) => call_now(&g, &call),
+                        Decided::Call(call) => {
+                            return call_and_answer(&g, &responder, &context, &name, &args, &call)
+                        }
                         // Still not ready within its connect timeout: what routing says now.
                         Decided::WaitFor(_) => match route_call_in(&g.lock(), &name, &args) {
                             Err(RouteError::Refused(r)) => refusal(&r),

@@ -57,9 +57,14 @@ impl AuthServer {
             let client = state.clients.get(client_id).ok_or_else(|| {
                 OAuthError::new(400, "invalid_client", "client_id is not registered here")
             })?;
-            if !client.redirect_uris.iter().any(|u| u == redirect_uri) {
+            if !client
+                .redirect_uris
+                .iter()
+                .any(|u| super::redirect_matches(u, redirect_uri))
+            {
                 return Err(OAuthError::request(
-                    "redirect_uri is not one the client registered (compared exactly)",
+                    "redirect_uri is not one the client registered (compared exactly, but for \
+                     the port of a loopback IP address)",
                 ));
             }
             client.name.clone()

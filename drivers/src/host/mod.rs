@@ -86,7 +86,7 @@ use std::time::Duration;
 
 use mcpwire_core::mcp::{ElicitAnswer, Event, InputAnswer, InputRequestEvent, OpId};
 
-use crate::mcp::{ClientOptions, UserAgent};
+use crate::mcp::{ClientOptions, UserAgent, UserAgentError};
 
 pub use mcpwire_core::backoff::Backoff;
 pub use mcpwire_core::host::registry::{
@@ -184,13 +184,38 @@ impl HostOptions {
     }
 }
 
+/// The browser step of the host's servers, told which server signs in (a gateway shows the
+/// sign-in link to whoever asked that server something). Every [`UserAgent`] is one, the same
+/// for every server.
+pub trait HostUserAgent: Send + Sync {
+    /// Server `server` needs the person to authorize at `url`; the answer is the query the
+    /// authorization server sent to `redirect_uri` (as [`UserAgent::authorize`]).
+    fn authorize_server(
+        &self,
+        server: &ServerId,
+        url: &str,
+        redirect_uri: &str,
+    ) -> Result<String, UserAgentError>;
+}
+
+impl<T: UserAgent + ?Sized> HostUserAgent for T {
+    fn authorize_server(
+        &self,
+        _server: &ServerId,
+        url: &str,
+        redirect_uri: &str,
+    ) -> Result<String, UserAgentError> {
+        self.authorize(url, redirect_uri)
+    }
+}
+
 /// OAuth for the host's HTTP servers: one browser step for all, a token store partition per
 /// server. A server whose spec sets an `Authorization` header is not authorized this way; the
 /// spec's `oauth` block gives the pre-registered client id, the callback port and the scopes.
 #[derive(Clone)]
 pub struct HostAuthorization {
     /// The browser step.
-    pub user_agent: Arc<dyn UserAgent>,
+    pub user_agent: Arc<dyn HostUserAgent>,
     /// Where each server's grants are kept, apart from every other server's.
     pub tokens: Arc<dyn ServerTokens>,
     /// `client_name` for dynamic registration.
@@ -204,7 +229,7 @@ pub struct HostAuthorization {
 impl HostAuthorization {
     /// OAuth with `user_agent`, grants in `tokens`; `client_name` `mcpwire`, https only, five
     /// minutes for the browser step.
-    pub fn new(user_agent: Arc<dyn UserAgent>, tokens: Arc<dyn ServerTokens>) -> Self {
+    pub fn new(user_agent: Arc<dyn HostUserAgent>, tokens: Arc<dyn ServerTokens>) -> Self {
         HostAuthorization {
             user_agent,
             tokens,

@@ -24,8 +24,10 @@ use mcpwire_core::mcp::{
     SubscriptionChange, SubscriptionEvent, TransportError,
 };
 
-use super::{Hooks, HostError, HostOptions};
-use crate::mcp::{Authorization, ClientOptions, Error, PreRegistered, StdioCommand};
+use super::{Hooks, HostError, HostOptions, HostUserAgent};
+use crate::mcp::{
+    Authorization, ClientOptions, Error, PreRegistered, StdioCommand, UserAgent, UserAgentError,
+};
 
 /// The notification a server sends when its tool list changed.
 pub(crate) const TOOLS_LIST_CHANGED: &str = "notifications/tools/list_changed";
@@ -600,7 +602,11 @@ pub(crate) fn plan(
                         format!("its token store: {e}"),
                     )
                 })?;
-                let mut a = Authorization::new(Arc::clone(&auth.user_agent), store);
+                let user_agent = Arc::new(ServerUserAgent {
+                    server: spec.id.clone(),
+                    agent: Arc::clone(&auth.user_agent),
+                });
+                let mut a = Authorization::new(user_agent, store);
                 a.client.client_name = auth.client_name.clone();
                 a.allow_http_loopback = auth.allow_http_loopback;
                 a.timeout = auth.timeout;
@@ -623,6 +629,18 @@ pub(crate) fn plan(
         }
     };
     Ok(Plan { target, options })
+}
+
+/// One server's browser step: the host's, told the server.
+struct ServerUserAgent {
+    server: ServerId,
+    agent: Arc<dyn HostUserAgent>,
+}
+
+impl UserAgent for ServerUserAgent {
+    fn authorize(&self, url: &str, redirect_uri: &str) -> Result<String, UserAgentError> {
+        self.agent.authorize_server(&self.server, url, redirect_uri)
+    }
 }
 
 /// Whether to open the tool-change subscription: modern, and the server announces changes.

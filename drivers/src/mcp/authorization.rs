@@ -57,6 +57,10 @@ pub enum UserAgentError {
     /// No redirect came in time.
     #[error("no redirect came back within {0:?}")]
     TimedOut(Duration),
+    /// The sign-in was given up before the redirect came (the person declined it, say);
+    /// the reason, for a person.
+    #[error("the sign-in was given up: {0}")]
+    Abandoned(String),
     /// Anything else, for a person.
     #[error("{0}")]
     Other(String),
@@ -149,8 +153,11 @@ impl Authorization {
 /// with a short page saying the window can be closed.
 pub struct LoopbackBrowser {
     show: Box<dyn Fn(&str) + Send + Sync>,
+    abandon: Option<Abandon>,
     timeout: Duration,
 }
+
+type Abandon = Box<dyn Fn() -> Option<String> + Send + Sync>;
 
 impl std::fmt::Debug for LoopbackBrowser {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -171,6 +178,7 @@ impl LoopbackBrowser {
     pub fn new() -> Self {
         LoopbackBrowser {
             show: Box::new(|url| eprintln!("Open this URL in a browser to authorize:\n  {url}")),
+            abandon: None,
             timeout: Duration::from_secs(300),
         }
     }
@@ -178,6 +186,16 @@ impl LoopbackBrowser {
     /// Shows the URL with `show` instead (a GUI, a log line, a browser launcher).
     pub fn with_show(mut self, show: impl Fn(&str) + Send + Sync + 'static) -> Self {
         self.show = Box::new(show);
+        self
+    }
+
+    /// While it waits, asks `abandon` (about every 50 ms) whether to give up: `Some(reason)`
+    /// ends the wait with [`UserAgentError::Abandoned`].
+    pub fn with_abandon(
+        mut self,
+        abandon: impl Fn() -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.abandon = Some(Box::new(abandon));
         self
     }
 
@@ -234,6 +252,9 @@ impl UserAgent for LoopbackBrowser {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     if std::time::Instant::now() >= deadline {
                         return Err(UserAgentError::TimedOut(self.timeout));
+                    }
+                    if let Some(reason) = self.abandon.as_ref().and_then(|a| a()) {
+                        return Err(UserAgentError::Abandoned(reason));
                     }
                     std::thread::sleep(Duration::from_millis(50));
                 }
@@ -298,14 +319,44 @@ impl UserAgent for FollowRedirect {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_loopback_browser_takes_the_callback_query() {
+    /// A loopback port free now, and the redirect URI on it.
+    fn free_redirect() -> (u16, String) {
         let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let redirect = format!("http://127.0.0.1:{port}/callback");
+        (port, format!("http://127.0.0.1:{port}/callback"))
+    }
+
+    #[test]
+    fn the_loopback_browser_gives_up_when_told_and_frees_its_port() {
+        let (port, redirect) = free_redirect();
+        let give_up = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = Arc::clone(&give_up);
+        let ua = LoopbackBrowser::new()
+            .with_show(|_| {})
+            .with_abandon(move || {
+                flag.load(std::sync::atomic::Ordering::SeqCst)
+                    .then(|| "the person declined".to_owned())
+            })
+            .with_timeout(Duration::from_secs(30));
+        let redirect2 = redirect.clone();
+        let t = std::thread::spawn(move || ua.authorize("https://as.example/a", &redirect2));
+        std::thread::sleep(Duration::from_millis(120));
+        assert!(!t.is_finished(), "it waits while not told to give up");
+        give_up.store(true, std::sync::atomic::Ordering::SeqCst);
+        match t.join().unwrap() {
+            Err(UserAgentError::Abandoned(why)) => assert_eq!(why, "the person declined"),
+            other => panic!("not abandoned: {other:?}"),
+        }
+        // The listener is gone with it: the port can be bound again.
+        TcpListener::bind((Ipv4Addr::LOCALHOST, port)).unwrap();
+    }
+
+    #[test]
+    fn the_loopback_browser_takes_the_callback_query() {
+        let (port, redirect) = free_redirect();
         let (tx, rx) = std::sync::mpsc::channel::<String>();
         let ua = LoopbackBrowser::new()
             .with_show(move |url| {
