@@ -15,7 +15,7 @@ use mcpwire_core::host::gateway::{
     list_changed, route_call, runs_gateway, search_result, Availability, ConsentAnswer,
     ConsentStep, ExposedTools, Fix, LoginAnswer, LoginElicitation, Prompts, ResourceRouteError,
     Resources, RouteError, Routed, ServeCommand, SnippetError, ToolRefusal, UpstreamCall,
-    Upstreams, UriForm, ALWAYS_FIELD,
+    Upstreams, UriForm, WhenUnavailable, ALWAYS_FIELD,
 };
 use mcpwire_core::host::registry::{ConnectFailure, ConnectionState, FailureKind, Registry, Stage};
 use mcpwire_core::host::{ServerId, ServerSpec, TransportSpec, Trust};
@@ -495,6 +495,46 @@ fn availability_follows_the_registry() {
     );
     assert_eq!(up.trust(&id("a")), Trust::Trusted);
     assert_eq!(up.trust(&id("zzz")), Trust::Untrusted);
+}
+
+#[test]
+fn a_call_for_an_unavailable_server_waits_only_while_it_connects_or_is_back() {
+    let mut registry = Registry::new();
+    let spec = |name: &str, disabled| ServerSpec {
+        id: id(name),
+        transport: TransportSpec::Http {
+            url: "http://127.0.0.1:1/mcp".into(),
+            headers: Default::default(),
+        },
+        oauth: None,
+        trust: Trust::Trusted,
+        disabled,
+    };
+    for (name, disabled) in [("connecting", false), ("back", false), ("failed", false)] {
+        registry.add(spec(name, disabled)).unwrap();
+    }
+    registry.add(spec("off", true)).unwrap();
+    registry.add(spec("idle", false)).unwrap();
+    let now = Instant::now();
+    let t = Duration::from_secs(5);
+    registry.connect(&id("connecting"), now, t).unwrap();
+    let back = registry.connect(&id("back"), now, t).unwrap();
+    registry.handle_ready(back, Default::default()).unwrap();
+    let failed = registry.connect(&id("failed"), now, t).unwrap();
+    registry
+        .handle_failed(
+            now,
+            failed,
+            ConnectFailure::new(Stage::Discover, FailureKind::Unreachable, "refused"),
+        )
+        .unwrap();
+    let step = |name: &str| WhenUnavailable::of(registry.get(&id(name)).map(|s| s.state()));
+    assert_eq!(step("connecting"), WhenUnavailable::Wait);
+    assert_eq!(step("back"), WhenUnavailable::Wait);
+    assert_eq!(step("failed"), WhenUnavailable::Refuse);
+    assert_eq!(step("off"), WhenUnavailable::Refuse);
+    assert_eq!(step("idle"), WhenUnavailable::Refuse);
+    assert_eq!(step("unknown"), WhenUnavailable::Refuse);
 }
 
 // -------------------------------------------------------------------------------------------

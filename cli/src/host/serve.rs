@@ -27,7 +27,7 @@ use mcpwire_core::host::catalog::{Catalog, PresentationConfig};
 use mcpwire_core::host::consent::{ApprovalScope, ConsentPolicy};
 use mcpwire_core::host::gateway::{
     self, search_result, ConsentStep, ExposedTools, Prompts, Resources, RouteError, Routed,
-    ServeCommand, ToolRefusal, UpstreamCall, Upstreams,
+    ServeCommand, ToolRefusal, UpstreamCall, Upstreams, WhenUnavailable,
 };
 use mcpwire_core::jsonrpc::{code, ErrorObject};
 use mcpwire_core::mcp::results::{Prompt, Resource, ResourceTemplate, Tool};
@@ -684,16 +684,8 @@ fn decide(gateway: &Gateway, cx: &RequestContext, name: &str, args: &Value) -> D
     let mut inner = gateway.lock();
     let call = match route_call_in(&inner, name, args) {
         Err(RouteError::Refused(ToolRefusal::Unavailable { server, reason })) => {
-            // Connecting: wait for it. Ready: the host saw it come back before this
-            // gateway's listing followed (the refresh is on its way); wait for that instead of
-            // refusing with what is no longer true.
-            let settling = gateway.host.server(&server).is_some_and(|s| {
-                matches!(
-                    s.state().kind(),
-                    mcpwire::host::StateKind::Connecting | mcpwire::host::StateKind::Ready
-                )
-            });
-            if settling {
+            let now = gateway.host.server(&server);
+            if WhenUnavailable::of(now.as_ref().map(|s| s.state())) == WhenUnavailable::Wait {
                 return Decided::WaitFor(server);
             }
             return Decided::Reply(refusal(&ToolRefusal::Unavailable { server, reason }));

@@ -78,6 +78,32 @@ impl Availability {
     }
 }
 
+/// What becomes of a call whose server the gateway's last look saw unavailable
+/// ([`ToolRefusal::Unavailable`] from [`route_call`]), given the server's state now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WhenUnavailable {
+    /// Wait for the server to settle (connect, or the gateway's listing to follow a server
+    /// that is ready again), then route the call again.
+    Wait,
+    /// Answer the refusal.
+    Refuse,
+}
+
+impl WhenUnavailable {
+    /// Connecting (the gateway just started, or it is reconnecting): wait for it, within its
+    /// connect timeout. Ready: the host saw it come back before the gateway's listing followed
+    /// (the refresh is on its way); wait for that rather than refuse with what is no longer
+    /// true. Failed, disconnected, disabled, unknown: refuse, saying why.
+    pub fn of(now: Option<&ConnectionState>) -> WhenUnavailable {
+        match now {
+            Some(ConnectionState::Connecting { .. } | ConnectionState::Ready { .. }) => {
+                WhenUnavailable::Wait
+            }
+            _ => WhenUnavailable::Refuse,
+        }
+    }
+}
+
 /// What the gateway knows of one upstream server for routing and presentation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Upstream {
