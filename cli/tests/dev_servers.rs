@@ -2149,3 +2149,67 @@ fn an_http_1_0_client_gets_its_answer_and_the_connection_closes() {
         "no body for HEAD: {out:?}"
     );
 }
+
+/// The stdio server writes a short answer from the thread that made it when stdout has room,
+/// and through its writer thread otherwise: with stdout left unread until the pipe is full
+/// (and the writer thread blocked), then read, every answer still arrives once, whole, as a
+/// line of its own, and the server never stopped reading stdin while it could.
+#[test]
+fn stdio_answers_stay_whole_lines_when_stdout_fills_up_and_drains() {
+    use std::process::{Command, Stdio};
+    const N: i64 = 3000;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcpwire"))
+        .args(["dev", "mcp-server", "--stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    // Each answer is a few hundred bytes: 3000 of them are several times a 64 KiB pipe.
+    let writer = std::thread::spawn(move || {
+        for id in 1..=N {
+            let body = call_body(
+                id,
+                "echo",
+                json!({"text": format!("answer-{id:05}-{}", "z".repeat(200))}),
+            );
+            stdin.write_all(body.as_bytes()).unwrap();
+            stdin.write_all(b"\n").unwrap();
+        }
+        stdin
+    });
+    // Nobody reads stdout for a while: the pipe fills, the direct writes stop, the writer
+    // thread blocks, and the server keeps taking stdin (its backlog is far from its bound).
+    std::thread::sleep(Duration::from_millis(800));
+    let stdin = writer.join().unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut echoed = 0;
+    for line in BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("not one whole JSON line ({e}): {line:.200}"));
+        let id = v["id"].as_i64().unwrap();
+        match v["result"]["content"][0]["text"].as_str() {
+            Some(text) => {
+                assert!(
+                    text.starts_with(&format!("answer-{id:05}-")),
+                    "{id}: {text:.40}"
+                );
+                echoed += 1;
+            }
+            // While answers wait for stdout the server's bound on requests in flight (64)
+            // refuses the rest, as a whole line too.
+            None => assert_eq!(v["error"]["code"], -32000, "{line:.300}"),
+        }
+        assert!(seen.insert(id), "answer {id} twice");
+        if seen.len() == N as usize {
+            break;
+        }
+    }
+    assert_eq!(seen.len(), N as usize);
+    assert!(echoed >= 64, "only {echoed} answers echoed");
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}

@@ -29,7 +29,7 @@ pub fn serve_stdio<A>(config: ServerConfig, app: A) -> Result<(), ServeError>
 where
     A: Application + Send + 'static,
 {
-    serve_stdio_on(config, io::stdin(), io::stdout(), |_| app)
+    serve_stdio_with(config, |_| app)
 }
 
 /// [`serve_stdio`] with the application made from the server's [`Responder`] (for one that
@@ -41,16 +41,31 @@ pub fn serve_stdio_with<A>(
 where
     A: Application + Send + 'static,
 {
-    serve_stdio_on(config, io::stdin(), io::stdout(), make_app)
+    serve_stdio_inner(config, io::stdin(), io::stdout(), make_app, direct_stdout())
 }
 
 /// [`serve_stdio_with`] on any reader and writer (a pipe, a socket, a test's buffers): `input`
 /// is read on this thread until it ends, `output` written on a thread of its own.
 pub fn serve_stdio_on<A, R, W>(
     config: ServerConfig,
+    input: R,
+    output: W,
+    make_app: impl FnOnce(Responder) -> A,
+) -> Result<(), ServeError>
+where
+    A: Application + Send + 'static,
+    R: Read,
+    W: Write + Send + 'static,
+{
+    serve_stdio_inner(config, input, output, make_app, None)
+}
+
+fn serve_stdio_inner<A, R, W>(
+    config: ServerConfig,
     mut input: R,
     output: W,
     make_app: impl FnOnce(Responder) -> A,
+    direct: Option<DirectStdout>,
 ) -> Result<(), ServeError>
 where
     A: Application + Send + 'static,
@@ -72,6 +87,7 @@ where
     shared.set_stdout(Box::new(LineSender {
         tx,
         wake: shared.stdout_queue.clone(),
+        direct,
     }));
     let mut buf = vec![0u8; READ_CHUNK];
     let mut failed = None;
@@ -104,15 +120,95 @@ where
 struct LineSender {
     tx: mpsc::Sender<Vec<u8>>,
     wake: Arc<StdoutQueue>,
+    direct: Option<DirectStdout>,
 }
 
 impl StdoutSink for LineSender {
     fn push(&self, line: Vec<u8>) -> bool {
+        // Nothing queued but this line (the engine counts it before the push, and pushes one
+        // at a time), so the writer thread is idle: a short line that stdout takes without
+        // blocking goes out from this thread, saving the writer's wake-up.
+        let mut line = line;
+        if let Some(direct) = &self.direct {
+            if self.wake.bytes.load(Ordering::SeqCst) == line.len() {
+                let written = direct.write_now(&line);
+                if written > 0 {
+                    self.wake.bytes.fetch_sub(written, Ordering::SeqCst);
+                    self.wake.notify();
+                    if written == line.len() {
+                        return true;
+                    }
+                    // Not a pipe after all (a socket, say): the writer sends the rest.
+                    line.drain(..written);
+                }
+            }
+        }
         let ok = self.tx.send(line).is_ok();
         if !ok {
             self.wake.notify();
         }
         ok
+    }
+}
+
+/// The process's own stdout, written from the thread that produced a line when that cannot
+/// block: a line of at most [`DirectStdout::ATOMIC`] bytes while `poll(2)` says there is room
+/// (a pipe with room takes so short a write whole, at once). Anything else, and everything
+/// while a line waits for the writer thread, goes through the writer: a thread holding the
+/// engine never waits for the reader of stdout (the pipe deadlock the backlog exists for).
+#[cfg(unix)]
+struct DirectStdout {
+    out: io::Stdout,
+}
+
+#[cfg(not(unix))]
+#[allow(dead_code)] // never made: there is no poll(2) to ask
+struct DirectStdout;
+
+fn direct_stdout() -> Option<DirectStdout> {
+    #[cfg(unix)]
+    {
+        Some(DirectStdout { out: io::stdout() })
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
+impl DirectStdout {
+    /// The longest line written directly: Linux's `PIPE_BUF` (a pipe that polls writable has
+    /// a free page); POSIX's minimum elsewhere.
+    #[cfg(target_os = "linux")]
+    const ATOMIC: usize = 4096;
+    #[cfg(not(target_os = "linux"))]
+    const ATOMIC: usize = 512;
+
+    /// Writes `line` if that cannot block: the bytes written (0: none).
+    #[cfg(unix)]
+    fn write_now(&self, line: &[u8]) -> usize {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        use std::os::fd::AsFd;
+        if line.len() > Self::ATOMIC {
+            return 0;
+        }
+        let fd = self.out.as_fd();
+        let mut fds = [PollFd::new(&fd, PollFlags::OUT)];
+        let zero = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        match poll(&mut fds, Some(&zero)) {
+            Ok(1) if fds[0].revents().contains(PollFlags::OUT) => {}
+            _ => return 0,
+        }
+        // One write of at most PIPE_BUF bytes to a pipe is all or nothing.
+        rustix::io::write(fd, line).unwrap_or(0)
+    }
+
+    #[cfg(not(unix))]
+    fn write_now(&self, _line: &[u8]) -> usize {
+        0
     }
 }
 
