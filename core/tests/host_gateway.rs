@@ -449,10 +449,9 @@ fn a_name_of_an_unavailable_server_that_never_listed_tools_says_it_is_unavailabl
     ));
 }
 
-#[test]
-fn availability_follows_the_registry() {
-    let mut registry = Registry::new();
-    let spec = |name: &str, disabled| ServerSpec {
+/// A trusted HTTP server's spec (the URL is never dialled here).
+fn spec(name: &str, disabled: bool) -> ServerSpec {
+    ServerSpec {
         id: id(name),
         transport: TransportSpec::Http {
             url: "http://127.0.0.1:1/mcp".into(),
@@ -461,7 +460,12 @@ fn availability_follows_the_registry() {
         oauth: None,
         trust: Trust::Trusted,
         disabled,
-    };
+    }
+}
+
+#[test]
+fn availability_follows_the_registry() {
+    let mut registry = Registry::new();
     registry.add(spec("a", false)).unwrap();
     registry.add(spec("b", true)).unwrap();
     registry.add(spec("c", false)).unwrap();
@@ -500,16 +504,6 @@ fn availability_follows_the_registry() {
 #[test]
 fn a_call_for_an_unavailable_server_waits_only_while_it_connects_or_is_back() {
     let mut registry = Registry::new();
-    let spec = |name: &str, disabled| ServerSpec {
-        id: id(name),
-        transport: TransportSpec::Http {
-            url: "http://127.0.0.1:1/mcp".into(),
-            headers: Default::default(),
-        },
-        oauth: None,
-        trust: Trust::Trusted,
-        disabled,
-    };
     for (name, disabled) in [("connecting", false), ("back", false), ("failed", false)] {
         registry.add(spec(name, disabled)).unwrap();
     }
