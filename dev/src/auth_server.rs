@@ -23,7 +23,8 @@
 //! each `https` or `http` to a loopback host; `token_endpoint_auth_method` `none` or
 //! `client_secret_basic`, the latter the RFC's default, which gets a `client_secret`;
 //! `application_type` `native` or `web`); `GET` [`AUTHORIZE_PATH`] checks `client_id`,
-//! `redirect_uri` (exactly a registered one), `response_type=code`, PKCE (`S256` only, and
+//! `redirect_uri` (a registered one, exactly but for the port of a loopback IP address, RFC
+//! 8252 §7.3), `response_type=code`, PKCE (`S256` only, and
 //! required), `state` (required), `resource` (required, exactly the MCP endpoint's) and
 //! `scope` (default `mcp`; each of [`SCOPES_SUPPORTED`]), then either approves at once
 //! ([`AuthConfig::auto_approve`]: a `302` to the redirect URI with `code`, `state` and `iss`)

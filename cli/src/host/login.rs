@@ -37,7 +37,12 @@ const BROWSER_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long a retry waits for the call the sign-in held up: the browser step, then the call.
 const RETRY_WAIT: Duration = Duration::from_secs(420);
 /// Results kept for retries that have not come (yet); the oldest go first.
-const MAX_PARKED: usize = 64;
+const MAX_PARKED: usize = 256;
+/// How long a held-up call's entry is kept for its retry at most.
+const PARKED_FOR: Duration = Duration::from_secs(480);
+/// How often a retry waiting for its call tells the client it is still under way (a
+/// `notifications/progress`, when the client asked for progress).
+const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 /// The sign-ins under way and the downstream calls waiting on upstream servers.
 pub(super) struct Logins {
@@ -58,11 +63,17 @@ struct State {
     /// Downstream calls whose upstream call runs now.
     flights: BTreeMap<u64, Flight>,
     next_flight: u64,
+    /// The number of the next sign-in (a server's browser step, each time it starts).
+    next_generation: u64,
+    /// Servers whose last sign-in the person declined: the next call asks again.
+    declined: BTreeSet<ServerId>,
     /// Calls whose downstream request was answered with a sign-in link, by token.
     parked: BTreeMap<String, Parked>,
 }
 
 struct Pending {
+    /// Which sign-in of the server this is.
+    generation: u64,
     url: String,
     /// Set when the person declined: the browser step gives up.
     abandoned: Option<String>,
@@ -81,6 +92,8 @@ struct Flight {
 }
 
 struct Parked {
+    /// The sign-in it was handed to.
+    generation: u64,
     name: String,
     arguments: Value,
     login: LoginElicitation,
@@ -98,6 +111,13 @@ pub(super) enum Retry {
     Reply(Reply),
     /// Accepted: wait for the held-up call ([`Logins::wait`]) with this token.
     Wait(String),
+    /// Declined: answer `reply` once the sign-in has been given up ([`Logins::wait_given_up`]),
+    /// so that a call made after the answer does not meet the flow being given up.
+    Declined {
+        server: ServerId,
+        generation: u64,
+        reply: Reply,
+    },
 }
 
 impl Logins {
@@ -143,8 +163,10 @@ impl Logins {
                 handed: None,
             },
         );
-        let answers = match st.pending.get(server).map(|p| p.url.clone()) {
-            Some(url) => self.hand_over(&mut st, server, &url),
+        // A sign-in being given up is not handed out: this call meets the next one.
+        let live = st.pending.get(server).filter(|p| p.abandoned.is_none());
+        let answers = match live.map(|p| (p.url.clone(), p.generation)) {
+            Some((url, generation)) => self.hand_over(&mut st, server, &url, generation),
             None => Vec::new(),
         };
         drop(st);
@@ -174,30 +196,41 @@ impl Logins {
     }
 
     /// Server `server`'s browser step shows `url`: every call waiting on that server is
-    /// answered with the sign-in link.
-    fn publish(&self, server: &ServerId, url: &str) {
+    /// answered with the sign-in link. The sign-in's number, for [`Logins::finish`].
+    fn publish(&self, server: &ServerId, url: &str) -> u64 {
         let mut st = self.lock();
+        let generation = st.next_generation;
+        st.next_generation += 1;
         st.pending.insert(
             server.clone(),
             Pending {
+                generation,
                 url: url.to_owned(),
                 abandoned: None,
             },
         );
-        let answers = self.hand_over(&mut st, server, url);
+        let answers = self.hand_over(&mut st, server, url, generation);
         drop(st);
         send(answers);
+        generation
     }
 
     /// The answers for the calls on `server` not handed to a sign-in yet.
+    ///
+    /// Every call on the server is handed over, not only those the refusal held up: which
+    /// ones it held is the upstream client's to know. A call that was not held finishes
+    /// anyway, and its result waits for the retry like the others'.
     fn hand_over(
         &self,
         st: &mut State,
         server: &ServerId,
         url: &str,
+        generation: u64,
     ) -> Vec<(Responder, RequestId, Reply)> {
         let mut answers = Vec::new();
         let now = Instant::now();
+        st.parked
+            .retain(|_, p| now.duration_since(p.since) < PARKED_FOR);
         let mut parked = Vec::new();
         for f in st.flights.values_mut() {
             if &f.server != server || f.handed.is_some() {
@@ -230,6 +263,7 @@ impl Logins {
                     parked.push((
                         token,
                         Parked {
+                            generation,
                             name: f.name.clone(),
                             arguments: f.arguments.clone(),
                             login,
@@ -259,17 +293,54 @@ impl Logins {
         answers
     }
 
-    /// Whether the browser step of `server` is to give up, and why.
-    fn abandoned(&self, server: &ServerId) -> Option<String> {
+    /// Whether sign-in `generation` of `server` is to give up, and why.
+    fn abandoned(&self, server: &ServerId, generation: Option<u64>) -> Option<String> {
         self.lock()
             .pending
             .get(server)
+            .filter(|p| Some(p.generation) == generation)
             .and_then(|p| p.abandoned.clone())
     }
 
-    /// The browser step of `server` ended.
-    fn finish(&self, server: &ServerId) {
-        self.lock().pending.remove(server);
+    /// Sign-in `generation` of `server` ended (a later one of the same server stays).
+    fn finish(&self, server: &ServerId, generation: Option<u64>) {
+        let mut st = self.lock();
+        if st
+            .pending
+            .get(server)
+            .is_some_and(|p| Some(p.generation) == generation)
+        {
+            st.pending.remove(server);
+            self.changed.notify_all();
+        }
+    }
+
+    /// Waits (a few seconds at most: the browser step looks every 50 ms) until sign-in
+    /// `generation` of `server` is over.
+    pub(super) fn wait_given_up(&self, server: &ServerId, generation: u64) {
+        let until = Instant::now() + Duration::from_secs(5);
+        let mut st = self.lock();
+        while st
+            .pending
+            .get(server)
+            .is_some_and(|p| p.generation == generation)
+        {
+            let now = Instant::now();
+            if now >= until {
+                return;
+            }
+            st = self
+                .changed
+                .wait_timeout(st, until - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// Whether the person declined `server`'s last sign-in (once: the call that asks makes
+    /// the upstream client sign in again, `allow_authorization_again`).
+    pub(super) fn take_declined(&self, server: &ServerId) -> bool {
+        self.lock().declined.remove(server)
     }
 
     /// Whether `state` (a request's `requestState`) is a sign-in's.
@@ -300,26 +371,47 @@ impl Logins {
         if p.name != name || &p.arguments != arguments {
             return stale();
         }
-        let read = match answer {
-            Some(a) => p.login.read_answer(a),
-            None => p.login.read_answer(&Value::Null),
+        let Some(answer) = answer else {
+            // No answer came with the retry: the sign-in stays, and so does the call.
+            return Retry::Reply(Reply::tool_error(format!(
+                "{name}: the retry carried no answer to the sign-in request; answer it to go on"
+            )));
         };
-        match read {
+        match p.login.read_answer(answer) {
             Ok(_) => Retry::Wait(token.to_owned()),
             Err(refusal) => {
-                let server = p.login.server().clone();
-                st.parked.remove(token);
-                if let Some(pending) = st.pending.get_mut(&server) {
+                let (server, generation) = (p.login.server().clone(), p.generation);
+                let Some(p) = st.parked.remove(token) else {
+                    return stale();
+                };
+                // The call finished anyway (it was not the one the sign-in held up).
+                if let Some(reply) = p.reply {
+                    return Retry::Reply(reply);
+                }
+                if let Some(pending) = st
+                    .pending
+                    .get_mut(&server)
+                    .filter(|pending| pending.generation == generation)
+                {
                     pending.abandoned = Some("the person declined to sign in".to_owned());
                 }
-                Retry::Reply(Reply::Result(refusal.to_call_result()))
+                st.declined.insert(server.clone());
+                Retry::Declined {
+                    server,
+                    generation,
+                    reply: Reply::Result(refusal.to_call_result()),
+                }
             }
         }
     }
 
-    /// Waits for the reply of the call held up by sign-in `token` (at most [`RETRY_WAIT`]).
-    pub(super) fn wait(&self, token: &str) -> Reply {
+    /// Waits for the reply of the call held up by sign-in `token` (at most [`RETRY_WAIT`]),
+    /// telling the client every [`KEEP_ALIVE`] that it is still under way (`request`'s
+    /// progress, dropped by the core when the client did not ask for progress).
+    pub(super) fn wait(&self, token: &str, responder: &Responder, request: RequestId) -> Reply {
         let until = Instant::now() + RETRY_WAIT;
+        let mut next_keep_alive = Instant::now() + KEEP_ALIVE;
+        let mut beats = 0u32;
         let mut st = self.lock();
         loop {
             match st.parked.get_mut(token) {
@@ -343,9 +435,22 @@ impl Logins {
                     RETRY_WAIT.as_secs()
                 ));
             }
+            if now >= next_keep_alive {
+                drop(st);
+                beats += 1;
+                let _ = responder.progress(
+                    request,
+                    f64::from(beats),
+                    None,
+                    Some("waiting for the sign-in to finish"),
+                );
+                next_keep_alive = now + KEEP_ALIVE;
+                st = self.lock();
+                continue;
+            }
             st = self
                 .changed
-                .wait_timeout(st, until - now)
+                .wait_timeout(st, until.min(next_keep_alive) - now)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
@@ -388,6 +493,8 @@ impl HostUserAgent for GatewayBrowser {
     ) -> Result<String, UserAgentError> {
         let (shown, asked) = (Arc::clone(&self.logins), Arc::clone(&self.logins));
         let (s1, s2) = (server.clone(), server.clone());
+        let generation = Arc::new(Mutex::new(None));
+        let (set, read) = (Arc::clone(&generation), Arc::clone(&generation));
         let browser = LoopbackBrowser::new()
             .with_timeout(BROWSER_TIMEOUT)
             .with_show(move |url| {
@@ -395,11 +502,16 @@ impl HostUserAgent for GatewayBrowser {
                     "mcpwire host serve: server {s1} asks for a sign-in; the client is shown the link:"
                 );
                 eprintln!("  {url}");
-                shown.publish(&s1, url);
+                let g = shown.publish(&s1, url);
+                *set.lock().unwrap_or_else(PoisonError::into_inner) = Some(g);
             })
-            .with_abandon(move || asked.abandoned(&s2));
+            .with_abandon(move || {
+                let g = *read.lock().unwrap_or_else(PoisonError::into_inner);
+                asked.abandoned(&s2, g)
+            });
         let outcome = browser.authorize(url, redirect_uri);
-        self.logins.finish(server);
+        let g = *generation.lock().unwrap_or_else(PoisonError::into_inner);
+        self.logins.finish(server, g);
         outcome
     }
 }

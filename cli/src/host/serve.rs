@@ -655,6 +655,13 @@ fn call_and_answer(
     args: &Value,
     call: &UpstreamCall,
 ) {
+    // A call after a declined sign-in is the person trying again: the upstream client, which
+    // fails refused requests at once after a declined sign-in, may ask again.
+    if g.logins.take_declined(&call.server) {
+        if let Ok(client) = g.host.client(&call.server) {
+            client.allow_authorization_again();
+        }
+    }
     let flight = g.logins.begin(&call.server, responder, cx, name, args);
     let reply = call_now(g, call);
     let failed = matches!(&reply, Reply::Result(v) if v["isError"] == Value::Bool(true));
@@ -821,12 +828,25 @@ impl Application for GatewayApp {
             let answer = cx.request.input_response(LOGIN_INPUT);
             return match self.gateway.logins.retry(state, answer, name, &args) {
                 Retry::Reply(reply) => reply,
+                Retry::Declined {
+                    server,
+                    generation,
+                    reply,
+                } => {
+                    let g = Arc::clone(&self.gateway);
+                    let responder = self.responder.clone();
+                    let request = cx.request.request;
+                    self.spawn(move || {
+                        g.logins.wait_given_up(&server, generation);
+                        let _ = responder.respond(request, reply);
+                    })
+                }
                 Retry::Wait(token) => {
                     let g = Arc::clone(&self.gateway);
                     let responder = self.responder.clone();
                     let request = cx.request.request;
                     self.spawn(move || {
-                        let reply = g.logins.wait(&token);
+                        let reply = g.logins.wait(&token, &responder, request);
                         let _ = responder.respond(request, reply);
                     })
                 }

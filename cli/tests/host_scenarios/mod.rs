@@ -912,6 +912,18 @@ pub fn a_lost_http_server_is_failed_and_reconnects_when_it_is_back<H: HostApi>()
         "before"
     );
 
+    // A status the server answers (503, not resent for a tools/call) says it is there: it
+    // stays ready.
+    let e = host
+        .call_tool(
+            &id("beta"),
+            "fail",
+            json!({"http_status": 503, "raw_body": "busy"}),
+        )
+        .unwrap_err();
+    assert_eq!(e.server(), Some(&id("beta")), "{e}");
+    assert_eq!(state(&host, "beta"), StateKind::Ready, "after a 503: {e}");
+
     beta_srv.stop();
     let e = host
         .call_tool(&id("beta"), "echo", json!({"text": "gone"}))

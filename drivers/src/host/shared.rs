@@ -674,6 +674,24 @@ pub(crate) fn failure_of(stage: Stage, e: &Error) -> ConnectFailure {
                 FailReason::HttpStatus(_) | FailReason::Protocol(_),
             ))) => FailureKind::Server,
             Some(OpError::Transport(TransportError::TimedOut { .. })) => FailureKind::NoAnswer,
+            // The server answered a status (503, 429, ...) that no resend fixed: it is there.
+            Some(OpError::Transport(TransportError::Failed(
+                FailReason::NotResendable {
+                    last_status: Some(_),
+                    ..
+                }
+                | FailReason::ResendsExhausted {
+                    last_status: Some(_),
+                    ..
+                }
+                | FailReason::MaxTotalReached {
+                    last_status: Some(_),
+                },
+            ))) => FailureKind::Server,
+            Some(OpError::Transport(TransportError::Failed(FailReason::IdInUse))) => {
+                FailureKind::Local
+            }
+            // The connection was refused or broke, for every resend.
             Some(OpError::Transport(_)) => FailureKind::Unreachable,
             Some(OpError::Incompatible(_)) => FailureKind::Incompatible,
             Some(OpError::Local(_)) => FailureKind::Local,

@@ -225,6 +225,11 @@ impl<R: Runtime> Session<R> {
         self.core.era()
     }
 
+    /// See the clients' `allow_authorization_again`.
+    pub(crate) fn allow_authorization_again(&mut self) {
+        self.core.allow_authorization_again();
+    }
+
     /// The client's default call options.
     pub(crate) fn call_options(&self) -> CallOptions {
         self.core.config().call_options.clone()

@@ -356,6 +356,13 @@ impl McpClient {
         self.shared().lock().era()
     }
 
+    /// After the person declined (or did not finish) an authorization, the requests the
+    /// server refuses fail at once with that error; this lets the next one start a new
+    /// authorization (a host's "sign in again").
+    pub fn allow_authorization_again(&self) {
+        self.shared().lock().allow_authorization_again();
+    }
+
     /// The client's default call options (timeout, resends), for `list_all_*`.
     fn call_options(&self) -> CallOptions {
         self.shared().lock().call_options()

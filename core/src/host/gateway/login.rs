@@ -55,7 +55,9 @@ impl LoginElicitation {
                 why: format!(
                     "this client cannot show a sign-in link (it declared no elicitation.url \
                      capability), and mcpwire does not open a browser on its own; sign in \
-                     outside it ({how_else}), then call the tool again"
+                     outside it ({how_else}); this call waits for that sign-in (a few \
+                     minutes at most) and then runs, but its result cannot reach this client, \
+                     so check what it did before calling the tool again"
                 ),
             });
         }
@@ -120,13 +122,15 @@ impl LoginElicitation {
         match result.get("action").and_then(Value::as_str) {
             Some("accept") => Ok(LoginAnswer::Accepted),
             Some("decline") => Err(refused(
-                "you declined to sign in, so the call was not sent".to_owned(),
+                "you declined to sign in, so the call did not go through".to_owned(),
             )),
             Some("cancel") => Err(refused(
-                "the sign-in was cancelled without an answer, so the call was not sent".to_owned(),
+                "the sign-in was cancelled without an answer, so the call did not go through"
+                    .to_owned(),
             )),
             _ => Err(refused(
-                "the answer to the sign-in request could not be read, so the call was not sent"
+                "the answer to the sign-in request could not be read, so the call did not go \
+                 through"
                     .to_owned(),
             )),
         }

@@ -138,8 +138,15 @@ impl StdoutSink for LineSender {
                     if written == line.len() {
                         return true;
                     }
-                    // Not a pipe after all (a socket, say): the writer sends the rest.
+                    // Cut short after all: the writer sends the rest (the engine's count
+                    // of this line is put right if that fails).
                     line.drain(..written);
+                    let ok = self.tx.send(line).is_ok();
+                    if !ok {
+                        self.wake.bytes.fetch_add(written, Ordering::SeqCst);
+                        self.wake.notify();
+                    }
+                    return ok;
                 }
             }
         }
@@ -151,9 +158,9 @@ impl StdoutSink for LineSender {
     }
 }
 
-/// The process's own stdout, written from the thread that produced a line when that cannot
-/// block: a line of at most [`DirectStdout::ATOMIC`] bytes while `poll(2)` says there is room
-/// (a pipe with room takes so short a write whole, at once). Anything else, and everything
+/// The process's own stdout when it is a pipe, written from the thread that produced a line
+/// when that cannot block: a line of at most [`DirectStdout::ATOMIC`] bytes while `poll(2)`
+/// says there is room (a pipe with room takes so short a write whole, at once). Anything else, and everything
 /// while a line waits for the writer thread, goes through the writer: a thread holding the
 /// engine never waits for the reader of stdout (the pipe deadlock the backlog exists for).
 #[cfg(unix)]
@@ -165,10 +172,16 @@ struct DirectStdout {
 #[allow(dead_code)] // never made: there is no poll(2) to ask
 struct DirectStdout;
 
+/// The fast path only where its guarantee holds: stdout is a pipe (a FIFO). A socket (what
+/// libuv gives a child), a terminal or a file goes through the writer thread as before.
 fn direct_stdout() -> Option<DirectStdout> {
     #[cfg(unix)]
     {
-        Some(DirectStdout { out: io::stdout() })
+        use std::os::fd::AsFd;
+        let out = io::stdout();
+        let stat = rustix::fs::fstat(out.as_fd()).ok()?;
+        (rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Fifo)
+            .then_some(DirectStdout { out })
     }
     #[cfg(not(unix))]
     {
