@@ -209,6 +209,45 @@ mod blocking {
     }
 
     #[test]
+    fn try_start_sends_when_a_place_is_free_and_hands_the_operation_back_when_none_is() {
+        use mcpwire::mcp::blocking::TryStart;
+        let srv = server();
+        let c = McpClient::connect_http(&srv.url(), options().with_max_in_flight(1)).unwrap();
+        c.discover().unwrap();
+        let slow = Operation::CallTool {
+            name: "slow".to_owned(),
+            arguments: json!({"ms": 30_000}).as_object().unwrap().clone(),
+        };
+        let TryStart::Started(first) = c.try_start(slow, OpOptions::default()).unwrap() else {
+            panic!("nothing was in flight, yet the first call did not start");
+        };
+        let echo = Operation::CallTool {
+            name: "echo".to_owned(),
+            arguments: json!({"text": "second"}).as_object().unwrap().clone(),
+        };
+        // The one place is taken: the operation comes back as it was, and nothing is sent.
+        let echo = match c.try_start(echo.clone(), OpOptions::default()).unwrap() {
+            TryStart::Full(back) => {
+                assert_eq!(back, echo);
+                back
+            }
+            TryStart::Started(p) => panic!("started {:?} past the limit of 1", p.id()),
+        };
+        assert_eq!(srv.server().stats().tool_calls.get("echo"), None);
+        assert!(matches!(first.cancel(), Err(Error::Cancelled)));
+        // The place is free again: the operation starts, and its answer comes to whoever waits.
+        let TryStart::Started(second) = c.try_start(echo, OpOptions::default()).unwrap() else {
+            panic!("the place freed by the cancelled call was not reused");
+        };
+        let answer = std::thread::spawn(move || second.wait())
+            .join()
+            .unwrap()
+            .unwrap();
+        assert_eq!(answer["content"][0]["text"], "second", "{answer}");
+        c.close();
+    }
+
+    #[test]
     fn closing_one_handle_closes_the_client_for_all() {
         let srv = server();
         let c = McpClient::connect_http(&srv.url(), options()).unwrap();

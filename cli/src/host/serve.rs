@@ -11,7 +11,7 @@
 //! server driver (`mcpwire::server::blocking`). Nothing is read from stdin but the protocol:
 //! stdout carries only the protocol too, and everything for a person goes to stderr.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -19,8 +19,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use mcpwire::host::blocking::Host;
-use mcpwire::host::{HostOptions, ReconnectPolicy, RegistryEvent, ServerId};
+use mcpwire::host::blocking::{CallCanceller, Host, PendingCall};
+use mcpwire::host::{HostError, HostOptions, ReconnectPolicy, RegistryEvent, ServerId};
 use mcpwire::mcp::ClientOptions;
 use mcpwire::server::{blocking as server, HttpOptions, Responder};
 use mcpwire_core::host::catalog::{Catalog, PresentationConfig};
@@ -32,12 +32,12 @@ use mcpwire_core::host::gateway::{
 use mcpwire_core::jsonrpc::{code, ErrorObject};
 use mcpwire_core::mcp::results::{Prompt, Resource, ResourceTemplate, Tool};
 use mcpwire_core::mcp::server::{
-    Application, CallContext, InputRequest, Reply, RequestContext, ServerConfig,
+    Application, CallContext, InputRequest, Reply, RequestContext, RequestId, ServerConfig,
 };
-use mcpwire_core::mcp::{Implementation, JsonObject, ListKind};
+use mcpwire_core::mcp::{Implementation, JsonObject, ListKind, OpOptions};
 use serde_json::Value;
 
-use super::login::{GatewayBrowser, Logins, Retry, LOGIN_INPUT};
+use super::login::{FlightId, GatewayBrowser, Logins, Retry, LOGIN_INPUT};
 use super::{approve_command, describe, load, rules, state, Failure, Outcome, Terminal};
 
 /// The key the consent form's answer comes back under (MRTR `inputResponses`).
@@ -171,6 +171,7 @@ pub(super) fn run(args: &super::HostArgs, serve: &ServeArgs) -> Result<Outcome, 
         not_approved,
         logins,
         refreshing: Mutex::new(()),
+        calls: Mutex::new(HashMap::new()),
         inner: Mutex::new(Inner {
             catalog: Catalog::new(),
             prompts: Prompts::new(),
@@ -309,6 +310,8 @@ struct Gateway {
     logins: Arc<Logins>,
     refreshing: Mutex<()>,
     inner: Mutex<Inner>,
+    /// The upstream calls in flight, by the downstream request they answer.
+    calls: Mutex<HashMap<RequestId, CallCanceller>>,
 }
 
 struct Inner {
@@ -561,59 +564,102 @@ type Job = Box<dyn FnOnce() + Send>;
 
 /// The threads that wait on upstream calls: kept and reused (a thread per call would add its
 /// start-up to every call's latency), more started while every one is busy, up to
-/// [`Workers::MAX`]; past that a job waits for a free thread.
+/// [`Workers::MAX`]; past that a job waits for a free thread. A job goes to one idle thread,
+/// the one idle last (its stack and caches are warm), and wakes only that one.
 struct Workers {
-    jobs: Mutex<std::sync::mpsc::Sender<Job>>,
-    queue: Arc<Mutex<std::sync::mpsc::Receiver<Job>>>,
-    /// Threads started, and how many of them wait for a job.
-    counts: Arc<Mutex<(usize, usize)>>,
+    pool: Arc<Pool>,
+}
+
+#[derive(Default)]
+struct Pool {
+    state: Mutex<PoolState>,
+}
+
+#[derive(Default)]
+struct PoolState {
+    /// The idle threads, the one idle last at the end.
+    idle: Vec<Arc<Slot>>,
+    /// Threads started (and not ended).
+    started: usize,
+    /// Jobs waiting for a thread (every one busy, and [`Workers::MAX`] started).
+    queue: std::collections::VecDeque<Job>,
+}
+
+/// Where an idle thread waits for its next job.
+#[derive(Default)]
+struct Slot {
+    job: Mutex<Option<Job>>,
+    ready: std::sync::Condvar,
 }
 
 impl Workers {
     const MAX: usize = 64;
 
     fn new() -> Workers {
-        let (tx, rx) = std::sync::mpsc::channel::<Job>();
         Workers {
-            jobs: Mutex::new(tx),
-            queue: Arc::new(Mutex::new(rx)),
-            counts: Arc::new(Mutex::new((0, 0))),
+            pool: Arc::new(Pool::default()),
         }
     }
 
     fn run(&self, job: Job) -> Result<(), std::io::Error> {
-        let start_one = {
-            let mut c = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
-            let start = c.1 == 0 && c.0 < Self::MAX;
-            if start {
-                c.0 += 1;
-            } else if c.1 > 0 {
-                // This job takes one of the waiting threads.
-                c.1 -= 1;
+        let mut st = lock_pool(&self.pool);
+        if let Some(slot) = st.idle.pop() {
+            drop(st);
+            *slot.job.lock().unwrap_or_else(PoisonError::into_inner) = Some(job);
+            slot.ready.notify_one();
+            return Ok(());
+        }
+        if st.started >= Self::MAX {
+            st.queue.push_back(job);
+            return Ok(());
+        }
+        st.started += 1;
+        drop(st);
+        let pool = Arc::clone(&self.pool);
+        let started = thread::Builder::new()
+            .name("mcpwire-gateway-call".to_owned())
+            .spawn(move || pool.work(job));
+        started
+            .map(drop)
+            .inspect_err(|_| lock_pool(&self.pool).started -= 1)
+    }
+}
+
+fn lock_pool(pool: &Pool) -> MutexGuard<'_, PoolState> {
+    pool.state.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Pool {
+    /// A thread's life: its first job, then what is queued, then each job handed to it while
+    /// idle; it ends when the pool is gone.
+    fn work(self: Arc<Self>, first: Job) {
+        let slot = Arc::new(Slot::default());
+        let mut job = first;
+        loop {
+            job();
+            let mut st = lock_pool(&self);
+            if let Some(next) = st.queue.pop_front() {
+                job = next;
+                continue;
             }
-            start
-        };
-        if start_one {
-            let queue = Arc::clone(&self.queue);
-            let counts = Arc::clone(&self.counts);
-            let started = thread::Builder::new()
-                .name("mcpwire-gateway-call".to_owned())
-                .spawn(move || loop {
-                    let next = queue.lock().unwrap_or_else(PoisonError::into_inner).recv();
-                    let Ok(job) = next else { return };
-                    job();
-                    counts.lock().unwrap_or_else(PoisonError::into_inner).1 += 1;
-                });
-            if let Err(e) = started {
-                self.counts.lock().unwrap_or_else(PoisonError::into_inner).0 -= 1;
-                return Err(e);
+            st.idle.push(Arc::clone(&slot));
+            drop(st);
+            let mut held = slot.job.lock().unwrap_or_else(PoisonError::into_inner);
+            loop {
+                if let Some(next) = held.take() {
+                    job = next;
+                    break;
+                }
+                if Arc::strong_count(&self) == 1 {
+                    return;
+                }
+                held = slot
+                    .ready
+                    .wait_timeout(held, Duration::from_secs(60))
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
             }
         }
-        self.jobs
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .send(job)
-            .map_err(|_| std::io::Error::other("the gateway's call threads have stopped"))
     }
 }
 
@@ -627,8 +673,9 @@ struct GatewayApp {
 }
 
 impl GatewayApp {
-    /// Sends `call` upstream on a thread of its own; the answer goes downstream through the
-    /// responder.
+    /// Sends `call` upstream from this thread (the request goes out before the downstream
+    /// handler returns) and waits for its answer on a call thread, whose wake-up overlaps the
+    /// upstream's work; the answer goes downstream through the responder.
     fn call_upstream(
         &self,
         cx: &CallContext,
@@ -639,22 +686,28 @@ impl GatewayApp {
         let g = Arc::clone(&self.gateway);
         let responder = self.responder.clone();
         let context = cx.request.clone();
-        let name = name.to_owned();
-        self.spawn(move || call_and_answer(&g, &responder, &context, &name, &args, &call))
+        let started = start_call(&g, &responder, &context, name, &args, &call);
+        self.spawn(move || finish_call(&g, &responder, &context, &call, started))
     }
 }
 
-/// Calls the upstream on this thread and answers downstream: unless a sign-in of the
-/// upstream server held the call up, when the answer waits for the retry (see
-/// [`Logins`]).
-fn call_and_answer(
+/// An upstream call sent (or that could not be).
+struct Started {
+    flight: FlightId,
+    call: Result<PendingCall, HostError>,
+}
+
+/// Sends `call` upstream without waiting (see [`Host::start_call_tool`]): on any thread, the
+/// downstream handler's included. A cancellation of the downstream request from now on
+/// cancels it upstream.
+fn start_call(
     g: &Gateway,
     responder: &Responder,
     cx: &RequestContext,
     name: &str,
     args: &Value,
     call: &UpstreamCall,
-) {
+) -> Started {
     // A call after a declined sign-in is the person trying again: the upstream client, which
     // fails refused requests at once after a declined sign-in, may ask again.
     if g.logins.take_declined(&call.server) {
@@ -663,16 +716,62 @@ fn call_and_answer(
         }
     }
     let flight = g.logins.begin(&call.server, responder, cx, name, args);
-    let reply = call_now(g, call);
+    let options = OpOptions {
+        progress: true,
+        ..OpOptions::default()
+    };
+    let started = g
+        .host
+        .start_call_tool(&call.server, &call.tool.name, &call.arguments, options);
+    if let Ok(pending) = &started {
+        lock_calls(g).insert(cx.request, pending.canceller());
+    }
+    Started {
+        flight,
+        call: started,
+    }
+}
+
+/// Waits for the upstream's answer on this thread and answers downstream: unless a sign-in of
+/// the upstream server held the call up, when the answer waits for the retry (see
+/// [`Logins`]).
+fn finish_call(
+    g: &Gateway,
+    responder: &Responder,
+    cx: &RequestContext,
+    call: &UpstreamCall,
+    started: Started,
+) {
+    let outcome = started.call.and_then(PendingCall::wait);
+    lock_calls(g).remove(&cx.request);
+    let cancelled = matches!(
+        outcome.as_ref().map_err(HostError::client_error),
+        Err(Some(mcpwire::mcp::Error::Cancelled))
+    );
+    let reply = match outcome {
+        Ok(result) => {
+            // Before the answer: the next call's consent sees where this text went.
+            g.lock().policy.record_result(&call.server, &result);
+            Reply::Result(gateway::downstream_result(result.raw().clone()))
+        }
+        Err(e) => Reply::tool_error(format!(
+            "server {}: the call of {:?} failed: {e}",
+            call.server, call.tool.name
+        )),
+    };
     let failed = matches!(&reply, Reply::Result(v) if v["isError"] == Value::Bool(true));
-    if let Some(reply) = g.logins.end(flight, reply) {
+    if let Some(reply) = g.logins.end(started.flight, reply) {
         // The client may have gone or cancelled: nothing left to answer.
         let _ = responder.respond(cx.request, reply);
     }
     // A failed call may have found the server gone: its state changed.
-    if failed {
+    if failed && !cancelled {
         g.refresh(Some(responder));
     }
+}
+
+fn lock_calls(g: &Gateway) -> MutexGuard<'_, HashMap<RequestId, CallCanceller>> {
+    g.calls.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// What a downstream `tools/call` comes to.
@@ -768,24 +867,6 @@ fn decide(gateway: &Gateway, cx: &RequestContext, name: &str, args: &Value) -> D
     }
 }
 
-/// Calls the upstream on this thread; the reply for downstream.
-fn call_now(g: &Gateway, call: &UpstreamCall) -> Reply {
-    match g
-        .host
-        .call_tool(&call.server, &call.tool.name, &call.arguments)
-    {
-        Ok(result) => {
-            // Before the answer: the next call's consent sees where this text went.
-            g.lock().policy.record_result(&call.server, &result);
-            Reply::Result(gateway::downstream_result(result.raw().clone()))
-        }
-        Err(e) => Reply::tool_error(format!(
-            "server {}: the call of {:?} failed: {e}",
-            call.server, call.tool.name
-        )),
-    }
-}
-
 fn refusal(r: &ToolRefusal) -> Reply {
     Reply::Result(r.to_call_result())
 }
@@ -868,7 +949,8 @@ impl Application for GatewayApp {
                     let reply = match decide(&g, &context, &name, &args) {
                         Decided::Reply(reply) => reply,
                         Decided::Call(call) => {
-                            return call_and_answer(&g, &responder, &context, &name, &args, &call)
+                            let started = start_call(&g, &responder, &context, &name, &args, &call);
+                            return finish_call(&g, &responder, &context, &call, started);
                         }
                         // Still not ready within its connect timeout: what routing says now.
                         Decided::WaitFor(_) => match route_call_in(&g.lock(), &name, &args) {
@@ -879,6 +961,13 @@ impl Application for GatewayApp {
                     let _ = responder.respond(context.request, reply);
                 })
             }
+        }
+    }
+
+    fn cancelled(&mut self, request: RequestId) {
+        // The downstream client gave up: so does the upstream call (its server is told).
+        if let Some(call) = lock_calls(&self.gateway).remove(&request) {
+            call.cancel();
         }
     }
 

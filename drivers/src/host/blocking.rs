@@ -52,8 +52,9 @@ use serde::Serialize;
 
 use super::shared::{usage, watches_tools, HostClient, Plan, Shared, Target};
 use super::{ConnectReport, HostError, HostOptions};
-use crate::mcp::blocking::McpClient;
-use crate::mcp::{CallToolResult, Error, ListToolsResult, OpOptions, Tool};
+use crate::mcp::blocking::{Canceller, McpClient, Pending, TryStart};
+use crate::mcp::{arguments_object, CallToolResult, Error, ListToolsResult, OpOptions, Tool};
+use mcpwire_core::mcp::Operation;
 
 impl HostClient for McpClient {
     fn close_now(self) {
@@ -288,10 +289,48 @@ impl Host {
         arguments: impl Serialize,
         options: OpOptions,
     ) -> Result<CallToolResult, HostError> {
+        self.start_call_tool(id, tool, arguments, options)?.wait()
+    }
+
+    /// Starts calling `tool` on the server `id` without waiting for anything: the request goes
+    /// out on this thread when the server's client has a place for it
+    /// ([`ClientOptions::max_in_flight`](crate::mcp::ClientOptions::max_in_flight)), otherwise
+    /// once [`PendingCall::wait`] is called. Wait for the answer on any thread (the one that
+    /// waits reads it, with no hand-off between threads). The host's hooks never run on this
+    /// thread, so a server's request handler may call it.
+    pub fn start_call_tool(
+        &self,
+        id: &ServerId,
+        tool: &str,
+        arguments: impl Serialize,
+        options: OpOptions,
+    ) -> Result<PendingCall, HostError> {
         let (attempt, client) = self.shared().apply(|st| st.ready_client(id))?;
-        client
-            .call_tool_with(tool, arguments, options)
-            .map_err(|e| self.request_failed(id, attempt, format!("tools/call {tool}"), e))
+        let fail = |e| self.request_failed(id, attempt, format!("tools/call {tool}"), e);
+        let operation = Operation::CallTool {
+            name: tool.to_owned(),
+            arguments: arguments_object(arguments).map_err(fail)?,
+        };
+        let sent = match client.try_start(operation, options.clone()).map_err(fail)? {
+            TryStart::Started(pending) => Sent::Now(pending),
+            TryStart::Full(operation) => Sent::Later {
+                client,
+                operation,
+                options,
+            },
+        };
+        let cancel = Arc::new(CancelCell::default());
+        if let Sent::Now(pending) = &sent {
+            lock(&cancel.0).1 = Some(pending.canceller());
+        }
+        Ok(PendingCall {
+            host: self.clone(),
+            server: id.clone(),
+            attempt,
+            tool: tool.to_owned(),
+            sent: Some(sent),
+            cancel,
+        })
     }
 
     /// The client of a ready server, for what the host does not wrap (prompts, resources,
@@ -442,4 +481,103 @@ fn connect(
         }
     }
     shared.apply(|st| st.ready(attempt, connected));
+}
+
+/// A `tools/call` started with [`Host::start_call_tool`]. Dropping it before its end cancels
+/// the call.
+#[derive(Debug)]
+pub struct PendingCall {
+    host: Host,
+    server: ServerId,
+    attempt: Attempt,
+    tool: String,
+    /// `None` once waited for.
+    sent: Option<Sent>,
+    cancel: Arc<CancelCell>,
+}
+
+#[derive(Debug)]
+enum Sent {
+    /// In flight.
+    Now(Pending),
+    /// Not started yet: the client had no place for it.
+    Later {
+        client: McpClient,
+        operation: Operation,
+        options: OpOptions,
+    },
+}
+
+/// Whether the call was cancelled, and its operation's canceller once it is in flight.
+#[derive(Debug, Default)]
+struct CancelCell(std::sync::Mutex<(bool, Option<Canceller>)>);
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Cancels a [`PendingCall`] from any thread (the call then ends with
+/// [`Error::Cancelled`](crate::mcp::Error::Cancelled) unless its answer was there first).
+#[derive(Debug, Clone)]
+pub struct CallCanceller(Arc<CancelCell>);
+
+impl CallCanceller {
+    /// Cancels the call: at once when it is in flight (the server is told), or before it
+    /// starts. It never waits.
+    pub fn cancel(&self) {
+        let mut cell = lock(&(self.0).0);
+        cell.0 = true;
+        if let Some(op) = &cell.1 {
+            op.cancel();
+        }
+    }
+}
+
+impl PendingCall {
+    /// The server called.
+    pub fn server(&self) -> &ServerId {
+        &self.server
+    }
+
+    /// A handle that cancels this call from another thread.
+    pub fn canceller(&self) -> CallCanceller {
+        CallCanceller(Arc::clone(&self.cancel))
+    }
+
+    /// Waits for the call's end (its timeout bounds that), starting it first if it has not
+    /// started yet (waiting for a place among the client's operations in flight).
+    pub fn wait(mut self) -> Result<CallToolResult, HostError> {
+        let pending = match self.sent.take() {
+            Some(Sent::Now(pending)) => Ok(pending),
+            Some(Sent::Later {
+                client,
+                operation,
+                options,
+            }) => {
+                if lock(&self.cancel.0).0 {
+                    Err(Error::Cancelled)
+                } else {
+                    client.start(operation, options).inspect(|pending| {
+                        let mut cell = lock(&self.cancel.0);
+                        if cell.0 {
+                            pending.canceller().cancel();
+                        }
+                        cell.1 = Some(pending.canceller());
+                    })
+                }
+            }
+            None => Err(Error::Cancelled),
+        };
+        pending
+            .and_then(Pending::wait)
+            .and_then(|value| CallToolResult::from_value(value).map_err(Error::InvalidResult))
+            .map_err(|e| {
+                self.host.request_failed(
+                    &self.server,
+                    self.attempt,
+                    format!("tools/call {}", self.tool),
+                    e,
+                )
+            })
+    }
 }

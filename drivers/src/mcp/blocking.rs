@@ -421,6 +421,27 @@ impl McpClient {
         }
     }
 
+    /// [`start`](Self::start) without waiting: the operation starts (its request goes out on
+    /// this thread) when a place among the operations in flight is free, and is handed back
+    /// as [`TryStart::Full`] when none is. The host's hooks are not run on this thread (the
+    /// next thread that waits runs them), so it may be called where a hook must not run, such
+    /// as inside a server's request handler.
+    pub fn try_start(&self, operation: Operation, options: OpOptions) -> Result<TryStart, Error> {
+        let mut operation = Some(operation);
+        let started = self
+            .shared()
+            .with_undelivered(|s| s.try_start(&mut operation, &options))?;
+        match (started, operation) {
+            (Some(op), _) => Ok(TryStart::Started(Pending {
+                client: self.clone(),
+                op,
+                done: false,
+            })),
+            (None, Some(operation)) => Ok(TryStart::Full(operation)),
+            (None, None) => Err(Error::Cancelled),
+        }
+    }
+
     // -----------------------------------------------------------------------------------------
     // Subscriptions.
 
@@ -449,6 +470,16 @@ impl std::fmt::Debug for McpClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.shared().lock().fmt(f)
     }
+}
+
+/// What [`McpClient::try_start`] did.
+#[derive(Debug)]
+pub enum TryStart {
+    /// The operation is in flight.
+    Started(Pending),
+    /// As many operations are in flight as [`ClientOptions::max_in_flight`] allows: the
+    /// operation, not started ([`McpClient::start`] waits for a place).
+    Full(Operation),
 }
 
 /// An operation in flight (see [`McpClient::start`]). Dropping it before its end cancels it.

@@ -246,10 +246,32 @@ impl<R: Runtime> Session<R> {
         options: &OpOptions,
         waker: &Waker,
     ) -> Result<Option<OpId>, Error> {
+        self.start_or(operation, options, Some(waker))
+    }
+
+    /// Starts `operation` if a place among the operations in flight is free (`Ok(None)`, with
+    /// `operation` left as it was, when none is), keeping no waker.
+    #[cfg(feature = "blocking")]
+    pub(crate) fn try_start(
+        &mut self,
+        operation: &mut Option<Operation>,
+        options: &OpOptions,
+    ) -> Result<Option<OpId>, Error> {
+        self.start_or(operation, options, None)
+    }
+
+    fn start_or(
+        &mut self,
+        operation: &mut Option<Operation>,
+        options: &OpOptions,
+        waker: Option<&Waker>,
+    ) -> Result<Option<OpId>, Error> {
         self.check_usable()?;
         if self.ops.len() >= self.limit {
-            if !self.start_waiters.iter().any(|w| w.will_wake(waker)) {
-                self.start_waiters.push_back(waker.clone());
+            if let Some(waker) = waker {
+                if !self.start_waiters.iter().any(|w| w.will_wake(waker)) {
+                    self.start_waiters.push_back(waker.clone());
+                }
             }
             return Ok(None);
         }
@@ -803,6 +825,19 @@ impl<R: Runtime> Shared<R> {
         };
         if deliver {
             self.deliver();
+        }
+        t
+    }
+
+    /// Runs `f` on the session and kicks the loop when `f` asked for it, delivering nothing to
+    /// the host: for a caller that must not run the host's hooks on its thread (whoever waits
+    /// next delivers them).
+    #[cfg(feature = "blocking")]
+    pub(crate) fn with_undelivered<T>(&self, f: impl FnOnce(&mut Session<R>) -> T) -> T {
+        let mut s = self.lock();
+        let t = f(&mut s);
+        if s.take_kick() {
+            s.rt.kick();
         }
         t
     }
