@@ -251,7 +251,7 @@ fn run_mcp_server(args: McpServerArgs) -> ExitCode {
         None => {
             let server = McpServer::new(config);
             let stdin = std::io::stdin();
-            match server.serve_stdio(stdin.lock(), std::io::stdout()) {
+            match server.serve_process_stdio(stdin.lock()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(&format!("stdio: {e}")),
             }

@@ -378,11 +378,7 @@ impl McpServer {
         R: BufRead,
         W: Write + Send + 'static,
     {
-        let input = on_core::LoggedInput {
-            inner: input,
-            server: self.clone(),
-            partial: Vec::new(),
-        };
+        let input = self.logged(input);
         let server = self.clone();
         let result = mcpwire::server::blocking::serve_stdio_on(
             on_core::core_config(self)?,
@@ -392,6 +388,29 @@ impl McpServer {
         );
         self.work.join_all();
         result.map_err(io::Error::other)
+    }
+
+    /// [`McpServer::serve_stdio`] writing this process's own stdout (what `mcpwire dev
+    /// mcp-server --stdio` serves): a short answer goes straight into a stdout pipe with room
+    /// for it, from the thread that made it, as `mcpwire::server::blocking::serve_stdio` does.
+    pub fn serve_process_stdio<R: BufRead>(self: &Arc<Self>, input: R) -> io::Result<()> {
+        let input = self.logged(input);
+        let server = self.clone();
+        let result = mcpwire::server::blocking::serve_stdio_reading(
+            on_core::core_config(self)?,
+            input,
+            move |responder| on_core::DevApp::new(server, responder),
+        );
+        self.work.join_all();
+        result.map_err(io::Error::other)
+    }
+
+    fn logged<R: BufRead>(self: &Arc<Self>, input: R) -> on_core::LoggedInput<R> {
+        on_core::LoggedInput {
+            inner: input,
+            server: self.clone(),
+            partial: Vec::new(),
+        }
     }
 }
 

@@ -44,6 +44,20 @@ where
     serve_stdio_inner(config, io::stdin(), io::stdout(), make_app, direct_stdout())
 }
 
+/// [`serve_stdio_with`] reading `input` (stdin behind a wrapper of the application's, such as
+/// a request log) and writing this process's stdout, as [`serve_stdio_with`] does.
+pub fn serve_stdio_reading<A, R>(
+    config: ServerConfig,
+    input: R,
+    make_app: impl FnOnce(Responder) -> A,
+) -> Result<(), ServeError>
+where
+    A: Application + Send + 'static,
+    R: Read,
+{
+    serve_stdio_inner(config, input, io::stdout(), make_app, direct_stdout())
+}
+
 /// [`serve_stdio_with`] on any reader and writer (a pipe, a socket, a test's buffers): `input`
 /// is read on this thread until it ends, `output` written on a thread of its own.
 pub fn serve_stdio_on<A, R, W>(
