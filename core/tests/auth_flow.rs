@@ -152,6 +152,16 @@ impl World {
     /// Runs the flow's outputs to the end: fetches answered, the browser step answered once
     /// per authorization URL. Returns the final outputs that are not fetches.
     fn drive(&mut self, flow: &mut Flow) -> Vec<FlowOutput> {
+        self.drive_with(flow, |_| {})
+    }
+
+    /// [`World::drive`], calling `before_redirect` on the flow while each browser step is
+    /// under way (before its answer reaches the flow).
+    fn drive_with(
+        &mut self,
+        flow: &mut Flow,
+        mut before_redirect: impl FnMut(&mut Flow),
+    ) -> Vec<FlowOutput> {
         let mut ends = Vec::new();
         let mut guard = 0;
         while let Some(out) = flow.poll_output() {
@@ -188,6 +198,7 @@ impl World {
                     let q = query_map(&url);
                     self.authorization_urls.push(url);
                     let answer = (self.browser)(&q);
+                    before_redirect(flow);
                     let r = flow.handle_redirect(self.now, wall(), &answer);
                     if let Err(e) = r {
                         ends.push(FlowOutput::Failed(AuthError::Usage(match e {
@@ -1668,4 +1679,41 @@ fn after_the_user_declines_refusals_fail_at_once_until_allowed_again() {
     let mut w = w.browser(|q| format!("code=c&state={}&iss={}", enc(&q["state"]), enc(ISSUER)));
     start(&w, &mut f, None);
     authorized(&w.drive(&mut f));
+}
+
+#[test]
+fn allowed_again_while_the_browser_step_is_under_way_holds_for_its_decline() {
+    // The host learns of the decline (its own browser step said so) and lets the next call
+    // ask again before the flow has heard the decline: that decline is not kept.
+    let mut w = World::standard(serde_json::json!({}))
+        .browser(|q| format!("error=access_denied&state={}", enc(&q["state"])));
+    let mut f = flow();
+    start(&w, &mut f, None);
+    let ends = w.drive_with(&mut f, Flow::allow_again);
+    assert!(
+        matches!(failed(&ends), AuthError::Denied { .. }),
+        "{ends:?}"
+    );
+    assert_eq!(w.authorization_urls.len(), 1);
+    // The next refusal asks again, and that authorization goes through.
+    let mut w = w.browser(|q| format!("code=c&state={}&iss={}", enc(&q["state"]), enc(ISSUER)));
+    start(&w, &mut f, None);
+    authorized(&w.drive(&mut f));
+    assert_eq!(w.authorization_urls.len(), 2);
+
+    // Allowed again before an authorization, not during one: its decline is kept as before.
+    let mut w = World::standard(serde_json::json!({}))
+        .browser(|q| format!("error=access_denied&state={}", enc(&q["state"])));
+    let mut f = flow();
+    f.allow_again();
+    start(&w, &mut f, None);
+    let ends = w.drive(&mut f);
+    assert!(
+        matches!(failed(&ends), AuthError::Denied { .. }),
+        "{ends:?}"
+    );
+    let e = f
+        .handle_unauthorized(w.now, wall(), None, ENTROPY)
+        .unwrap_err();
+    assert!(matches!(e, AuthError::Denied { .. }), "{e}");
 }

@@ -87,8 +87,19 @@ struct Flight {
     capabilities: ClientCapabilities,
     name: String,
     arguments: Value,
-    /// The token its downstream request was answered with, once handed to a sign-in.
-    handed: Option<String>,
+    /// Whether its downstream request was answered already, and how.
+    handed: Handed,
+}
+
+/// What a call's downstream request was answered with while its upstream call ran.
+enum Handed {
+    /// Nothing yet: the upstream call's reply is the answer.
+    No,
+    /// A sign-in link: the reply waits (parked under this token) for the retry.
+    ToSignIn(String),
+    /// A tool error saying the client cannot show the link: the call goes on, and nobody
+    /// is left to give its reply to.
+    Refused,
 }
 
 struct Parked {
@@ -160,7 +171,7 @@ impl Logins {
                 capabilities: cx.client_capabilities.clone(),
                 name: name.to_owned(),
                 arguments: arguments.clone(),
-                handed: None,
+                handed: Handed::No,
             },
         );
         // A sign-in being given up is not handed out: this call meets the next one.
@@ -185,8 +196,10 @@ impl Logins {
         let Some(f) = st.flights.remove(&id) else {
             return Some(reply);
         };
-        let Some(token) = f.handed else {
-            return Some(reply);
+        let token = match f.handed {
+            Handed::No => return Some(reply),
+            Handed::Refused => return None,
+            Handed::ToSignIn(token) => token,
         };
         if let Some(p) = st.parked.get_mut(&token) {
             p.reply = Some(reply);
@@ -233,13 +246,13 @@ impl Logins {
             .retain(|_, p| now.duration_since(p.since) < PARKED_FOR);
         let mut parked = Vec::new();
         for f in st.flights.values_mut() {
-            if &f.server != server || f.handed.is_some() {
+            if &f.server != server || !matches!(f.handed, Handed::No) {
                 continue;
             }
             let reply = match LoginElicitation::new(server, url, &f.capabilities, &self.how_else) {
                 Err(refusal) => {
                     // The call goes on without anyone to give its result to.
-                    f.handed = Some(String::new());
+                    f.handed = Handed::Refused;
                     Reply::Result(refusal.to_call_result())
                 }
                 Ok(login) => {
@@ -259,7 +272,7 @@ impl Logins {
                         )],
                         state: Some(format!("{STATE_PREFIX}{token}")),
                     };
-                    f.handed = Some(token.clone());
+                    f.handed = Handed::ToSignIn(token.clone());
                     parked.push((
                         token,
                         Parked {

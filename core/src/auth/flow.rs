@@ -359,6 +359,9 @@ pub struct Flow {
     /// The user declined (or did not finish) the last authorization: later refusals fail at
     /// once with it instead of asking again, until [`Flow::allow_again`].
     declined: Option<AuthError>,
+    /// [`Flow::allow_again`] came while an authorization was under way: its failure, if it
+    /// fails, does not stop the next refusal from asking again.
+    again_after: bool,
 }
 
 impl Flow {
@@ -377,6 +380,7 @@ impl Flow {
             now: None,
             wall: None,
             declined: None,
+            again_after: false,
         }
     }
 
@@ -432,9 +436,14 @@ impl Flow {
     /// The user declined or did not finish the last authorization, so later refusals fail at
     /// once with that error (a person is not asked again and again): from now on a refusal
     /// starts a new authorization again (a host's "log in" button).
+    ///
+    /// Called while an authorization is still under way (its browser step has not come back
+    /// yet: the host learnt of the decline before this flow did), it holds for that
+    /// authorization's outcome too.
     pub fn allow_again(&mut self) {
         self.declined = None;
         self.authorizations = 0;
+        self.again_after = !matches!(self.stage, Stage::Idle);
     }
 
     /// A request to the resource succeeded: the step-up count starts again.
@@ -1209,6 +1218,7 @@ impl Flow {
             if fresh {
                 self.refreshed = true;
                 self.stage = Stage::Idle;
+                self.again_after = false;
                 self.out.push_back(FlowOutput::Authorized(Box::new(s)));
                 return;
             }
@@ -1220,6 +1230,7 @@ impl Flow {
                         reason: "the stored grant has no refresh token".into(),
                     }));
                 self.stage = Stage::Idle;
+                self.again_after = false;
                 return self.start_discovery(None);
             }
         }
@@ -1356,6 +1367,7 @@ impl Flow {
                 }
                 self.out.push_back(FlowOutput::RefreshFailed(e));
                 self.stage = Stage::Idle;
+                self.again_after = false;
                 self.start_discovery(None);
                 return;
             }
@@ -1413,6 +1425,7 @@ impl Flow {
         self.refreshed |= refreshing;
         self.grant = Some(grant.clone());
         self.stage = Stage::Idle;
+        self.again_after = false;
         self.out.push_back(FlowOutput::Authorized(Box::new(grant)));
     }
 
@@ -1548,7 +1561,8 @@ impl Flow {
     }
 
     fn fail(&mut self, error: AuthError) {
-        if error.blame() == super::error::Blame::User {
+        let again = std::mem::take(&mut self.again_after);
+        if error.blame() == super::error::Blame::User && !again {
             self.declined = Some(error.clone());
         }
         self.stage = Stage::Idle;

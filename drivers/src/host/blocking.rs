@@ -517,7 +517,7 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Cancels a [`PendingCall`] from any thread (the call then ends with
-/// [`Error::Cancelled`](crate::mcp::Error::Cancelled) unless its answer was there first).
+/// [`Error::Cancelled`] unless its answer was there first).
 #[derive(Debug, Clone)]
 pub struct CallCanceller(Arc<CancelCell>);
 
