@@ -247,6 +247,73 @@ mod blocking {
         c.close();
     }
 
+    fn then_hands_outcomes_over_with_nobody_waiting(c: &McpClient) {
+        c.discover().unwrap();
+        let call = |name: &str, args: Value| Operation::CallTool {
+            name: name.to_owned(),
+            arguments: args.as_object().unwrap().clone(),
+        };
+        let (tx, rx) = mpsc::channel();
+        let me = std::thread::current().id();
+        for i in 0..3 {
+            let tx = tx.clone();
+            c.start(
+                call("echo", json!({"text": format!("t{i}")})),
+                OpOptions::default(),
+            )
+            .unwrap()
+            .then(move |outcome| {
+                tx.send((outcome, std::thread::current().id())).unwrap();
+            });
+        }
+        let mut texts = Vec::new();
+        for _ in 0..3 {
+            let (outcome, on) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+            assert_ne!(on, me, "handed over on the thread that read the answer");
+            texts.push(
+                outcome.unwrap()["content"][0]["text"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+            );
+        }
+        texts.sort();
+        assert_eq!(texts, ["t0", "t1", "t2"]);
+        // A slow call cancelled while nobody waits: its `then` hears it.
+        let slow = c
+            .start(call("slow", json!({"ms": 30_000})), OpOptions::default())
+            .unwrap();
+        let canceller = slow.canceller();
+        let tx2 = tx.clone();
+        slow.then(move |outcome| tx2.send((outcome, std::thread::current().id())).unwrap());
+        canceller.cancel();
+        let (outcome, _) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert!(matches!(outcome, Err(Error::Cancelled)), "{outcome:?}");
+        // The client closing ends a call nobody waits for, too.
+        c.start(call("slow", json!({"ms": 30_000})), OpOptions::default())
+            .unwrap()
+            .then(move |outcome| tx.send((outcome, std::thread::current().id())).unwrap());
+        c.clone().close();
+        let (outcome, _) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert!(outcome.is_err(), "{outcome:?}");
+    }
+
+    #[test]
+    fn http_then_hands_outcomes_over_with_nobody_waiting() {
+        let srv = server();
+        then_hands_outcomes_over_with_nobody_waiting(
+            &McpClient::connect_http(&srv.url(), options()).unwrap(),
+        );
+    }
+
+    #[test]
+    fn stdio_then_hands_outcomes_over_with_nobody_waiting() {
+        then_hands_outcomes_over_with_nobody_waiting(
+            &McpClient::connect_stdio(env!("CARGO_BIN_EXE_mcpwire"), STDIO_ARGS, options())
+                .unwrap(),
+        );
+    }
+
     #[test]
     fn closing_one_handle_closes_the_client_for_all() {
         let srv = server();

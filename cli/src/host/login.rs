@@ -114,6 +114,7 @@ struct Parked {
 }
 
 /// A downstream call registered with [`Logins::begin`] (`None`: not followed).
+#[derive(Clone, Copy)]
 pub(super) struct FlightId(Option<u64>);
 
 /// What a retry that carries a sign-in's answer comes to.

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use mcpwire::host::blocking::{CallCanceller, Host, PendingCall};
 use mcpwire::host::{HostError, HostOptions, ReconnectPolicy, RegistryEvent, ServerId};
+use mcpwire::mcp::CallToolResult;
 use mcpwire::mcp::ClientOptions;
 use mcpwire::server::{blocking as server, HttpOptions, Responder};
 use mcpwire_core::host::catalog::{Catalog, PresentationConfig};
@@ -566,6 +567,7 @@ type Job = Box<dyn FnOnce() + Send>;
 /// start-up to every call's latency), more started while every one is busy, up to
 /// [`Workers::MAX`]; past that a job waits for a free thread. A job goes to one idle thread,
 /// the one idle last (its stack and caches are warm), and wakes only that one.
+#[derive(Clone)]
 struct Workers {
     pool: Arc<Pool>,
 }
@@ -687,7 +689,42 @@ impl GatewayApp {
         let responder = self.responder.clone();
         let context = cx.request.clone();
         let started = start_call(&g, &responder, &context, name, &args, &call);
-        self.spawn(move || finish_call(&g, &responder, &context, &call, started))
+        let Started { flight, call: sent } = started;
+        let pending = match sent {
+            Ok(pending) => pending,
+            Err(e) => {
+                let started = Started {
+                    flight,
+                    call: Err(e),
+                };
+                return self.spawn(move || finish_call(&g, &responder, &context, &call, started));
+            }
+        };
+        // The answer is handed on by the thread that reads it (the upstream client's own), with
+        // no call thread to wake: what cannot run there (a refresh) goes to a call thread.
+        let workers = self.workers.clone();
+        let (g2, r2, c2, call2) = (
+            Arc::clone(&g),
+            responder.clone(),
+            context.clone(),
+            call.clone(),
+        );
+        let handed = pending.then(move |outcome| {
+            if answer_call(&g2, &r2, &c2, &call2, flight, outcome) {
+                let _ = workers.run(Box::new(move || g2.refresh(Some(&r2))));
+            }
+        });
+        match handed {
+            Ok(()) => Reply::Pending,
+            // Not sent yet (the upstream client had no place for it): a call thread waits.
+            Err(pending) => {
+                let started = Started {
+                    flight,
+                    call: Ok(*pending),
+                };
+                self.spawn(move || finish_call(&g, &responder, &context, &call, started))
+            }
+        }
     }
 }
 
@@ -743,6 +780,22 @@ fn finish_call(
     started: Started,
 ) {
     let outcome = started.call.and_then(PendingCall::wait);
+    if answer_call(g, responder, cx, call, started.flight, outcome) {
+        g.refresh(Some(responder));
+    }
+}
+
+/// Answers downstream with the upstream call's outcome (unless a sign-in holds the answer for
+/// the retry); never waits for an upstream server. `true`: the call failed, and the
+/// server's state may have changed (refresh it, where waiting is allowed).
+fn answer_call(
+    g: &Gateway,
+    responder: &Responder,
+    cx: &RequestContext,
+    call: &UpstreamCall,
+    flight: FlightId,
+    outcome: Result<CallToolResult, HostError>,
+) -> bool {
     lock_calls(g).remove(&cx.request);
     let cancelled = matches!(
         outcome.as_ref().map_err(HostError::client_error),
@@ -760,14 +813,12 @@ fn finish_call(
         )),
     };
     let failed = matches!(&reply, Reply::Result(v) if v["isError"] == Value::Bool(true));
-    if let Some(reply) = g.logins.end(started.flight, reply) {
+    if let Some(reply) = g.logins.end(flight, reply) {
         // The client may have gone or cancelled: nothing left to answer.
         let _ = responder.respond(cx.request, reply);
     }
     // A failed call may have found the server gone: its state changed.
-    if failed && !cancelled {
-        g.refresh(Some(responder));
-    }
+    failed && !cancelled
 }
 
 fn lock_calls(g: &Gateway) -> MutexGuard<'_, HashMap<RequestId, CallCanceller>> {
@@ -966,7 +1017,9 @@ impl Application for GatewayApp {
 
     fn cancelled(&mut self, request: RequestId) {
         // The downstream client gave up: so does the upstream call (its server is told).
-        if let Some(call) = lock_calls(&self.gateway).remove(&request) {
+        // Taken out first: the call's answer may be handed on by this very cancel.
+        let call = lock_calls(&self.gateway).remove(&request);
+        if let Some(call) = call {
             call.cancel();
         }
     }

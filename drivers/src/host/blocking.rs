@@ -525,9 +525,13 @@ impl CallCanceller {
     /// Cancels the call: at once when it is in flight (the server is told), or before it
     /// starts. It never waits.
     pub fn cancel(&self) {
-        let mut cell = lock(&(self.0).0);
-        cell.0 = true;
-        if let Some(op) = &cell.1 {
+        let op = {
+            let mut cell = lock(&(self.0).0);
+            cell.0 = true;
+            cell.1.clone()
+        };
+        // Outside the lock: the cancelled call's outcome may be handed on from here.
+        if let Some(op) = op {
             op.cancel();
         }
     }
@@ -542,6 +546,37 @@ impl PendingCall {
     /// A handle that cancels this call from another thread.
     pub fn canceller(&self) -> CallCanceller {
         CallCanceller(Arc::clone(&self.cancel))
+    }
+
+    /// Hands the call's outcome to `then` instead of waiting for it, when the call is in
+    /// flight (see [`Pending::then`]: `then` runs on the thread that reads the answer and
+    /// must not wait for this server); a call not started yet is handed back (wait for it).
+    pub fn then(
+        mut self,
+        then: impl FnOnce(Result<CallToolResult, HostError>) + Send + 'static,
+    ) -> Result<(), Box<PendingCall>> {
+        let pending = match self.sent.take() {
+            Some(Sent::Now(pending)) => pending,
+            other => {
+                self.sent = other;
+                return Err(Box::new(self));
+            }
+        };
+        let (host, server, attempt, tool) = (
+            self.host.clone(),
+            self.server.clone(),
+            self.attempt,
+            std::mem::take(&mut self.tool),
+        );
+        pending.then(move |outcome| {
+            let outcome = outcome
+                .and_then(|v| CallToolResult::from_value(v).map_err(Error::InvalidResult))
+                .map_err(|e| {
+                    host.request_failed(&server, attempt, format!("tools/call {tool}"), e)
+                });
+            then(outcome);
+        });
+        Ok(())
     }
 
     /// Waits for the call's end (its timeout bounds that), starting it first if it has not

@@ -47,6 +47,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{BufRead, BufReader, Read};
 use std::process::Child;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
 use std::task::{Wake, Waker};
@@ -522,6 +523,34 @@ impl Pending {
         }
     }
 
+    /// Hands the operation's outcome to `then` instead of waiting for it: `then` runs on the
+    /// thread that reads the answer (the client's own loop thread, or a caller of this client
+    /// waiting for another operation), with no lock of the client held, or on this thread
+    /// when the outcome is there already. Nothing waits, and no thread is woken to pass the
+    /// answer on. `then` must not wait for this client (its thread is the one that would read
+    /// the answer); hand such work to a thread of its own. [`Pending::canceller`] still
+    /// cancels it; the client closing ends it with [`Error::Closed`] or [`Error::Cancelled`].
+    pub fn then(mut self, then: impl FnOnce(Result<Value, Error>) + Send + 'static) {
+        self.done = true;
+        let poller = Arc::clone(&self.client.handle.poller);
+        poller.detached.fetch_add(1, Ordering::SeqCst);
+        let counted = Arc::clone(&poller);
+        let then: super::session::Then = Box::new(move |outcome| {
+            counted.detached.fetch_sub(1, Ordering::SeqCst);
+            then(parse_value(outcome));
+        });
+        let now = self
+            .client
+            .shared()
+            .with_undelivered(|s| s.then(self.op, then));
+        match now {
+            Some((then, outcome)) => then(outcome),
+            // The loop's thread reads the answer unless a caller does: it stops waiting for
+            // a caller to come back.
+            None => poller.detached_started(),
+        }
+    }
+
     /// Cancels the operation and waits for that to take effect (it ends with
     /// [`Error::Cancelled`] unless its outcome was there first).
     pub fn cancel(self) -> Result<Value, Error> {
@@ -750,6 +779,9 @@ struct Poller {
     cv: Condvar,
     /// Wakes whoever waits for input.
     kicker: Kicker,
+    /// Operations in flight whose outcome goes to a [`Pending::then`]: while there are any,
+    /// the loop's thread waits for input whenever no caller does (no grace period).
+    detached: AtomicUsize,
 }
 
 struct PollerState {
@@ -780,6 +812,16 @@ impl Poller {
             }),
             cv: Condvar::new(),
             kicker,
+            detached: AtomicUsize::new(0),
+        }
+    }
+
+    /// An operation's outcome now goes to a [`Pending::then`]: the loop's thread, if it is
+    /// waiting for a caller to come back, takes the waiting half at once.
+    fn detached_started(&self) {
+        let st = self.lock();
+        if st.io.is_some() && !st.held_by_loop {
+            self.cv.notify_all();
         }
     }
 
@@ -868,7 +910,9 @@ impl Poller {
                         }
                     }
                     let since = st.released.map(|t| t.elapsed());
-                    let recent = since.filter(|d| *d < CALLER_GRACE);
+                    let recent = since
+                        .filter(|d| *d < CALLER_GRACE)
+                        .filter(|_| self.detached.load(Ordering::SeqCst) == 0);
                     if st.io.is_some() && st.queue.is_empty() && recent.is_none() {
                         st.held_by_loop = true;
                         break st.io.take();

@@ -124,7 +124,15 @@ struct Slot {
     /// The outcome once final: the JSON text of the result and its `isError`, or the error.
     outcome: Option<Result<(String, bool), Error>>,
     waker: Option<Waker>,
+    /// Nobody waits: this takes the outcome instead (see [`Session::then`]).
+    then: Option<Then>,
 }
+
+/// What an operation's outcome is handed to when nobody waits for it.
+pub(crate) type Then = Box<dyn FnOnce(Result<(String, bool), Error>) + Send>;
+
+/// An outcome to hand to its [`Then`].
+type Completion = (Then, Result<(String, bool), Error>);
 
 /// One subscription's events, for its reader.
 #[derive(Default)]
@@ -158,6 +166,8 @@ pub(crate) struct Session<R> {
     subs: BTreeMap<SubscriptionHandle, SubQueue>,
     /// The host's calls, delivered after the lock is released.
     host_calls: VecDeque<HostCall>,
+    /// Outcomes of operations nobody waits for, handed over after the lock is released.
+    completions: Vec<Completion>,
     /// A host was set: every event is queued for it (otherwise only input requests, which the
     /// default host declines).
     host_set: bool,
@@ -206,6 +216,7 @@ impl<R: Runtime> Session<R> {
             ops: BTreeMap::new(),
             subs: BTreeMap::new(),
             host_calls: VecDeque::new(),
+            completions: Vec::new(),
             host_set: false,
             auth: None,
             refresh_lock: None,
@@ -322,6 +333,28 @@ impl<R: Runtime> Session<R> {
                     Some(_) => {}
                     None => slot.waker = None,
                 }
+                None
+            }
+        }
+    }
+
+    /// Nobody will wait for `op`: its outcome goes to `then`, on the thread that feeds it to
+    /// the core, once the session is unlocked. `Some` when the outcome is there already (hand
+    /// it over now).
+    #[cfg(feature = "blocking")]
+    pub(crate) fn then(&mut self, op: OpId, then: Then) -> Option<Completion> {
+        let Some(slot) = self.ops.get_mut(&op) else {
+            return Some((then, Err(Error::Cancelled)));
+        };
+        match slot.outcome.take() {
+            Some(outcome) => {
+                self.forget(op);
+                let outcome = outcome.map_err(|e| self.explain(e));
+                Some((then, outcome))
+            }
+            None => {
+                slot.waker = None;
+                slot.then = Some(then);
                 None
             }
         }
@@ -640,6 +673,12 @@ impl<R: Runtime> Session<R> {
 
     /// Records `op`'s final outcome (the first one counts) and wakes its caller.
     fn finish(&mut self, op: OpId, outcome: Result<(String, bool), Error>) {
+        if let Some(then) = self.ops.get_mut(&op).and_then(|slot| slot.then.take()) {
+            self.forget(op);
+            let outcome = outcome.map_err(|e| self.explain(e));
+            self.completions.push((then, outcome));
+            return;
+        }
         if let Some(slot) = self.ops.get_mut(&op) {
             if slot.outcome.is_none() {
                 slot.outcome = Some(outcome);
@@ -709,6 +748,26 @@ pub(crate) struct DriverAuth {
 impl<R: Runtime> fmt::Debug for Shared<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.lock().fmt(f)
+    }
+}
+
+/// Hands each outcome to the operation's [`Then`], with no lock held.
+fn hand_over(done: Vec<Completion>) {
+    for (then, outcome) in done {
+        then(outcome);
+    }
+}
+
+impl<R> Drop for Session<R> {
+    /// An operation nobody waits for still gets an outcome when the session goes first.
+    fn drop(&mut self) {
+        let mut done = std::mem::take(&mut self.completions);
+        for slot in self.ops.values_mut() {
+            if let Some(then) = slot.then.take() {
+                done.push((then, Err(Error::Closed)));
+            }
+        }
+        hand_over(done);
     }
 }
 
@@ -815,14 +874,19 @@ impl<R: Runtime> Shared<R> {
     /// Runs `f` on the session, kicks the loop when `f` asked for it, then delivers what the
     /// host is owed.
     pub(crate) fn with<T>(&self, f: impl FnOnce(&mut Session<R>) -> T) -> T {
-        let (t, deliver) = {
+        let (t, deliver, done) = {
             let mut s = self.lock();
             let t = f(&mut s);
             if s.take_kick() {
                 s.rt.kick();
             }
-            (t, !s.host_calls.is_empty())
+            (
+                t,
+                !s.host_calls.is_empty(),
+                std::mem::take(&mut s.completions),
+            )
         };
+        hand_over(done);
         if deliver {
             self.deliver();
         }
@@ -845,12 +909,17 @@ impl<R: Runtime> Shared<R> {
     /// Runs `f` on the session for the loop (which needs no kick), then delivers what the
     /// host is owed.
     pub(crate) fn with_loop<T>(&self, f: impl FnOnce(&mut Session<R>) -> T) -> T {
-        let (t, deliver) = {
+        let (t, deliver, done) = {
             let mut s = self.lock();
             let t = f(&mut s);
             s.kick = false;
-            (t, !s.host_calls.is_empty())
+            (
+                t,
+                !s.host_calls.is_empty(),
+                std::mem::take(&mut s.completions),
+            )
         };
+        hand_over(done);
         if deliver {
             self.deliver();
         }
