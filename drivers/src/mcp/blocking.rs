@@ -61,7 +61,7 @@ use mcpwire_core::mcp::{
 };
 use serde_json::Value;
 
-use super::session::{DriverAuth, Exchange, LinkView, Runtime, Session, Shared};
+use super::session::{DriverAuth, Exchange, LinkView, Runtime, Session, Shared, StdioFlush};
 use super::{
     arguments_object, check_http_url, parse_value, stdio_command, CallToolResult, ClientOptions,
     DiscoverResult, Error, FromResult, GetPromptResult, Host, ListPromptsResult,
@@ -727,6 +727,13 @@ impl Runtime for Blocking {
 
     fn stdin_pending(&self) -> bool {
         matches!(&self.link, Link::Stdio(s) if s.stdin.pending())
+    }
+
+    fn stdio_flusher(&self) -> Option<Arc<dyn StdioFlush>> {
+        match &self.link {
+            Link::Stdio(s) => s.stdin.flusher(),
+            Link::Http(_) => None,
+        }
     }
 
     fn exchanges_open(&self) -> bool {

@@ -110,6 +110,11 @@ pub(crate) trait Runtime: Send + 'static {
     fn stdin_pending(&self) -> bool {
         false
     }
+    /// What writes queued stdin lines once the session is let go, when the runtime writes
+    /// them off the lock (see [`StdioFlush`]).
+    fn stdio_flusher(&self) -> Option<Arc<dyn StdioFlush>> {
+        None
+    }
     /// Whether HTTP exchanges are still open (the goodbye requests of a closing client).
     fn exchanges_open(&self) -> bool;
     /// Wakes the loop from its wait (cheap when a wake-up is pending already).
@@ -126,6 +131,42 @@ struct Slot {
     waker: Option<Waker>,
     /// Nobody waits: this takes the outcome instead (see [`Session::then`]).
     then: Option<Then>,
+}
+
+/// Writes a child's queued stdin lines with no session lock held: a child woken by the write
+/// may run (and answer) at once, and the thread that reads its answer must not find the
+/// session held by the writer. [`Shared::lock`]'s guard calls it once it has let go.
+pub(crate) trait StdioFlush: Send + Sync {
+    fn flush(&self);
+}
+
+/// The locked session; letting go of it writes what was queued for the child's stdin.
+pub(crate) struct Locked<'a, R> {
+    guard: Option<MutexGuard<'a, Session<R>>>,
+    flusher: Option<&'a dyn StdioFlush>,
+}
+
+impl<R> std::ops::Deref for Locked<'_, R> {
+    type Target = Session<R>;
+    fn deref(&self) -> &Session<R> {
+        // Present until drop.
+        self.guard.as_deref().unwrap_or_else(|| unreachable!())
+    }
+}
+
+impl<R> std::ops::DerefMut for Locked<'_, R> {
+    fn deref_mut(&mut self) -> &mut Session<R> {
+        self.guard.as_deref_mut().unwrap_or_else(|| unreachable!())
+    }
+}
+
+impl<R> Drop for Locked<'_, R> {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        if let Some(flusher) = self.flusher {
+            flusher.flush();
+        }
+    }
 }
 
 /// What an operation's outcome is handed to when nobody waits for it.
@@ -730,6 +771,8 @@ fn subscription_of(e: &SubscriptionEvent) -> Option<(SubscriptionHandle, bool)> 
 /// A session shared by a client's handles, its loop and its host (see the module docs).
 pub(crate) struct Shared<R> {
     session: Mutex<Session<R>>,
+    /// Writes stdin lines off the lock, when the runtime does (see [`StdioFlush`]).
+    flusher: Option<Arc<dyn StdioFlush>>,
     host: Mutex<Box<dyn Host + Send>>,
     /// Authorization's two jobs in the world: the browser step and the token store.
     auth: Option<Arc<DriverAuth>>,
@@ -774,8 +817,10 @@ impl<R> Drop for Session<R> {
 impl<R: Runtime> Shared<R> {
     pub(crate) fn new(mut session: Session<R>, auth: Option<Arc<DriverAuth>>) -> Arc<Self> {
         session.auth = auth.clone();
+        let flusher = session.rt.stdio_flusher();
         Arc::new_cyclic(|me| Shared {
             session: Mutex::new(session),
+            flusher,
             host: Mutex::new(Box::new(NoHost)),
             auth,
             me: me.clone(),
@@ -928,8 +973,11 @@ impl<R: Runtime> Shared<R> {
 
     /// The session, locked (a panic elsewhere does not make it unusable: its state stays
     /// consistent between calls).
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Session<R>> {
-        self.session.lock().unwrap_or_else(PoisonError::into_inner)
+    pub(crate) fn lock(&self) -> Locked<'_, R> {
+        Locked {
+            guard: Some(self.session.lock().unwrap_or_else(PoisonError::into_inner)),
+            flusher: self.flusher.as_deref(),
+        }
     }
 
     /// Sets the host hooks; from now on every event reaches them.

@@ -16,10 +16,10 @@
 use std::io::{Read, Write};
 use std::process::{ChildStdin, ChildStdout};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
-#[cfg(unix)]
 use std::sync::Arc;
 
 use super::{spawn, Input};
+use crate::mcp::session::StdioFlush;
 
 /// Bytes read from stdout at once.
 const CHUNK: usize = 64 * 1024;
@@ -34,6 +34,7 @@ pub(super) enum Stdin {
 impl Stdin {
     /// Sends one message line (the newline is added here).
     pub(super) fn send(&mut self, line: String) {
+        // Polled: queued here, written by the flusher once the session is let go.
         match self {
             #[cfg(unix)]
             Stdin::Polled(p) => p.send(line),
@@ -46,10 +47,20 @@ impl Stdin {
     }
 
     /// Writes what waits, as far as the pipe takes it now.
-    pub(super) fn flush(&mut self) {
+    pub(super) fn flush(&self) {
         #[cfg(unix)]
         if let Stdin::Polled(p) = self {
             p.flush();
+        }
+    }
+
+    /// What writes the queued lines after the session is let go ([`Stdin::send`] only queues
+    /// them, when polled).
+    pub(super) fn flusher(&self) -> Option<Arc<dyn StdioFlush>> {
+        match self {
+            #[cfg(unix)]
+            Stdin::Polled(p) => Some(Arc::new(p.clone())),
+            Stdin::Threads(_) => None,
         }
     }
 
@@ -157,7 +168,7 @@ mod polled {
     use std::os::fd::{AsFd, OwnedFd};
     use std::os::unix::net::UnixStream;
     use std::process::{ChildStdin, ChildStdout};
-    use std::sync::Arc;
+    use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
     use std::time::Duration;
 
     use rustix::event::{poll, PollFd, PollFlags, Timespec};
@@ -188,82 +199,168 @@ mod polled {
             let _ = rustix::io::ioctl_fionbio(&stdout, false);
             return Err((stdin, stdout));
         };
-        let writer = Writer {
-            stdin: Some(stdin),
-            unsent: Vec::new(),
-            written: 0,
-        };
+        let kick = Kicker::Socket(Arc::new(kicker));
+        let writer = Writer(Arc::new(Queue {
+            pipe: Mutex::new(Pipe {
+                stdin: Some(Arc::new(stdin)),
+                unsent: Vec::new(),
+                written: 0,
+                busy: false,
+                full: false,
+                closing: false,
+            }),
+            kick: kick.clone(),
+        }));
         let reader = Reader {
             stdout: Some(stdout),
             room: Some(room),
             chunk: vec![0; CHUNK].into_boxed_slice(),
             wake,
         };
-        Ok((
-            Stdin::Polled(writer),
-            Stdout::Polled(reader),
-            Kicker::Socket(Arc::new(kicker)),
-        ))
+        Ok((Stdin::Polled(writer), Stdout::Polled(reader), kick))
     }
 
-    /// The non-blocking stdin and the bytes it did not take yet.
-    pub(crate) struct Writer {
-        stdin: Option<ChildStdin>,
+    /// The non-blocking stdin and the bytes it did not take yet, shared by whoever holds the
+    /// session (it queues lines) and whoever writes them, after letting go of the session: a
+    /// child woken by a write may run at once, and it must not find the session held while
+    /// its answer comes back. One thread writes at a time, from the front, so lines keep the
+    /// order they were queued in (a cancel never overtakes its request).
+    #[derive(Clone)]
+    pub(crate) struct Writer(Arc<Queue>);
+
+    struct Queue {
+        pipe: Mutex<Pipe>,
+        /// Wakes whoever waits in [`Reader::wait`], to watch for room when the pipe is full.
+        kick: Kicker,
+    }
+
+    struct Pipe {
+        stdin: Option<Arc<ChildStdin>>,
         /// Bytes for stdin not written yet, from `written` on.
         unsent: Vec<u8>,
         written: usize,
+        /// A thread is writing (it has taken the bytes it writes out of `unsent`, and comes
+        /// back for what was queued meanwhile).
+        busy: bool,
+        /// The pipe was full: the rest waits for room (the loop watches for it).
+        full: bool,
+        /// Closed once what waits is written (or the pipe is full).
+        closing: bool,
+    }
+
+    /// How one write ended.
+    enum Wrote {
+        All,
+        Full,
+        Gone,
+    }
+
+    impl crate::mcp::session::StdioFlush for Writer {
+        fn flush(&self) {
+            Writer::flush(self);
+        }
     }
 
     impl Writer {
-        pub(crate) fn send(&mut self, line: String) {
-            if self.stdin.is_none() {
+        fn pipe(&self) -> MutexGuard<'_, Pipe> {
+            self.0.pipe.lock().unwrap_or_else(PoisonError::into_inner)
+        }
+
+        /// Queues one line; [`Writer::flush`] writes it.
+        pub(crate) fn send(&self, line: String) {
+            let mut p = self.pipe();
+            if p.stdin.is_none() {
                 return; // the child is gone; its stdout's end reports it
             }
             let mut bytes = line.into_bytes();
             bytes.push(b'\n');
-            if self.unsent.is_empty() {
-                self.unsent = bytes;
-                self.written = 0;
+            if p.unsent.is_empty() {
+                p.unsent = bytes;
+                p.written = 0;
             } else {
-                self.unsent.extend_from_slice(&bytes);
+                p.unsent.extend_from_slice(&bytes);
             }
-            self.flush();
         }
 
+        /// Bytes wait for room in a full pipe.
         pub(crate) fn pending(&self) -> bool {
-            self.stdin.is_some() && self.written < self.unsent.len()
+            let p = self.pipe();
+            p.stdin.is_some() && p.full && p.written < p.unsent.len()
         }
 
-        /// Writes what waits, as far as the pipe takes it now.
-        pub(crate) fn flush(&mut self) {
-            let Some(stdin) = &mut self.stdin else {
+        /// Writes what waits, as far as the pipe takes it now; never blocks. A thread that
+        /// finds another writing leaves its lines to that one.
+        pub(crate) fn flush(&self) {
+            let mut p = self.pipe();
+            if p.busy {
                 return;
-            };
-            while self.written < self.unsent.len() {
-                match stdin.write(&self.unsent[self.written..]) {
-                    Ok(0) => break,
-                    Ok(n) => self.written += n,
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                    Err(_) => {
+            }
+            loop {
+                let Some(stdin) = p.stdin.clone() else {
+                    p.unsent = Vec::new();
+                    p.written = 0;
+                    return;
+                };
+                if p.written >= p.unsent.len() {
+                    p.unsent.clear();
+                    p.written = 0;
+                    p.full = false;
+                    if p.closing {
+                        p.stdin = None;
+                    }
+                    return;
+                }
+                let bytes = std::mem::take(&mut p.unsent);
+                let from = std::mem::take(&mut p.written);
+                p.busy = true;
+                drop(p);
+                let (n, wrote) = write_some(&stdin, bytes.get(from..).unwrap_or_default());
+                p = self.pipe();
+                p.busy = false;
+                // What is left of these bytes goes first, then what was queued meanwhile.
+                let queued = std::mem::replace(&mut p.unsent, bytes);
+                p.written = from + n;
+                p.unsent.extend_from_slice(&queued);
+                match wrote {
+                    Wrote::All => {}
+                    Wrote::Gone => {
                         // The child closed its stdin: nothing more goes there.
-                        self.stdin = None;
-                        break;
+                        p.stdin = None;
+                    }
+                    Wrote::Full if p.closing => p.stdin = None,
+                    Wrote::Full => {
+                        p.full = true;
+                        drop(p);
+                        // Whoever waits for input watches for room from now on.
+                        self.0.kick.kick();
+                        return;
                     }
                 }
             }
-            if self.written >= self.unsent.len() || self.stdin.is_none() {
-                self.unsent.clear();
-                self.written = 0;
-            }
         }
 
-        pub(crate) fn close(&mut self) {
+        /// Closes the child's stdin once what was queued is written, as far as it goes
+        /// without blocking.
+        pub(crate) fn close(&self) {
+            self.pipe().closing = true;
             self.flush();
-            self.stdin = None;
-            self.unsent = Vec::new();
-            self.written = 0;
         }
+    }
+
+    /// Writes `bytes` as far as the pipe takes them: how many went, and why it stopped.
+    fn write_some(stdin: &ChildStdin, bytes: &[u8]) -> (usize, Wrote) {
+        let mut n = 0;
+        let mut out = stdin;
+        while n < bytes.len() {
+            match out.write(bytes.get(n..).unwrap_or_default()) {
+                Ok(0) => return (n, Wrote::Full),
+                Ok(k) => n += k,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return (n, Wrote::Full),
+                Err(_) => return (n, Wrote::Gone),
+            }
+        }
+        (n, Wrote::All)
     }
 
     /// The non-blocking stdout, a duplicate of stdin's descriptor (to wait for room in it) and
@@ -356,5 +453,125 @@ mod polled {
         pub(crate) fn close(&mut self) {
             self.room = None;
         }
+    }
+}
+
+#[cfg(all(test, unix))]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use std::process::{Child, Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    use super::{polled, Stdin, Stdout};
+
+    /// `sh -c SCRIPT` with both pipes, split by [`polled::start`].
+    fn child(script: &str) -> (Child, polled::Writer, polled::Reader) {
+        let mut child = Command::new("sh")
+            .args(["-c", script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+        let Ok((Stdin::Polled(w), Stdout::Polled(r), _)) = polled(stdin, stdout) else {
+            panic!("polled pipes");
+        };
+        (child, w, r)
+    }
+
+    /// Reads the child's stdout (writing what waits whenever there is room) until `want`
+    /// bytes came or 10 s passed.
+    fn read_back(w: &polled::Writer, r: &mut polled::Reader, want: usize) -> Vec<u8> {
+        let mut got = Vec::new();
+        let end = Instant::now() + Duration::from_secs(10);
+        while got.len() < want && Instant::now() < end {
+            let woke = r.wait(Duration::from_millis(50), w.pending(), &mut got);
+            if woke.room {
+                w.flush();
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn lines_sent_from_many_threads_arrive_whole_and_each_threads_in_order() {
+        let (mut ch, w, mut r) = child("cat");
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let w = w.clone();
+                std::thread::spawn(move || {
+                    for i in 0..500 {
+                        w.send(format!(
+                            "{{\"t\":{t},\"i\":{i},\"pad\":\"{}\"}}",
+                            "x".repeat(i)
+                        ));
+                        w.flush();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let want: usize = (0..4)
+            .map(|t: usize| {
+                (0..500)
+                    .map(|i: usize| format!("{{\"t\":{t},\"i\":{i},\"pad\":\"\"}}\n").len() + i)
+                    .sum::<usize>()
+            })
+            .sum();
+        let got = read_back(&w, &mut r, want);
+        assert_eq!(got.len(), want, "every byte sent came back");
+        let mut next = [0usize; 4];
+        for line in String::from_utf8(got).unwrap().lines() {
+            let v: serde_json::Value = serde_json::from_str(line).expect("a whole line");
+            let (t, i) = (
+                v["t"].as_u64().unwrap() as usize,
+                v["i"].as_u64().unwrap() as usize,
+            );
+            assert_eq!(i, next[t], "thread {t}'s lines in the order sent");
+            next[t] += 1;
+        }
+        assert_eq!(next, [500; 4]);
+        let _ = ch.kill();
+        let _ = ch.wait();
+    }
+
+    #[test]
+    fn a_full_pipe_never_blocks_the_sender_and_the_rest_goes_once_there_is_room() {
+        // The child reads nothing for a while: far more than a pipe holds is sent meanwhile.
+        let (mut ch, w, mut r) = child("sleep 1; cat");
+        let line = "y".repeat(1023);
+        let started = Instant::now();
+        for _ in 0..1024 {
+            w.send(line.clone());
+            w.flush();
+        }
+        assert!(
+            started.elapsed() < Duration::from_millis(900),
+            "sending to a full pipe returned at once"
+        );
+        assert!(w.pending(), "what the pipe did not take waits for room");
+        let got = read_back(&w, &mut r, 1024 * 1024);
+        assert_eq!(got.len(), 1024 * 1024);
+        assert!(got
+            .chunks(1024)
+            .all(|c| c[..1023] == *line.as_bytes() && c[1023] == b'\n'));
+        assert!(!w.pending());
+        let _ = ch.kill();
+        let _ = ch.wait();
+    }
+
+    #[test]
+    fn close_ends_the_childs_stdin_after_what_was_queued() {
+        let (mut ch, w, mut r) = child("cat; echo end");
+        w.send("last".into());
+        r.close(); // the reader's duplicate of stdin, for watching for room
+        w.close();
+        w.send("after close".into());
+        w.flush();
+        let got = read_back(&w, &mut r, "last\nend\n".len());
+        assert_eq!(String::from_utf8(got).unwrap(), "last\nend\n");
+        let _ = ch.wait();
     }
 }
