@@ -21,7 +21,8 @@
 //!   response POSTs and their retries), its configuration, events and outputs;
 //! - [`stdio`]: the shared stdio binding (one child's JSON-RPC frames);
 //! - [`supervisor`]: the restart policy of a stdio child (backoff, healthy runs, replacements);
-//! - [`cloudflare`]: managed `cloudflared` (runtime fetch, companion argv/env, readiness).
+//! - [`cloudflare`]: managed `cloudflared` (runtime fetch, companion argv/env, readiness);
+//! - [`harpoon`]: the built-in allowlisted HTTP client on the `harpoon` channel (its targets).
 //!
 //! [`Tunnel`], the whole client as one machine (the engine, the route table, a binding and a
 //! supervisor per stdio channel; what a driver runs), lives in a private module (`machine`):
@@ -46,6 +47,7 @@ pub mod cloudflare;
 pub mod engine;
 pub mod failure;
 pub mod forward_headers;
+pub mod harpoon;
 pub mod headers;
 mod machine;
 pub mod response_timeout;

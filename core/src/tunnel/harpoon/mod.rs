@@ -1,0 +1,11 @@
+//! Harpoon: the tunnel client's built-in, allowlisted HTTP client, served as an MCP server on
+//! the reserved `harpoon` channel (`shared/spec/tunnel/protocol.md`, "MCP server
+//! information"; `openapi.json`'s `oauth_shim_*` error codes). tunnel-service reaches a
+//! customer's private endpoints through it, and only those registered here.
+//!
+//! - [`targets`]: the registered targets (labels, URLs, validation, and the `--harpoon.target`
+//!   and `HARPOON_TARGETS` forms).
+
+pub mod targets;
+
+pub use targets::{Registry, Target, TargetError, TargetSource, TargetSpec};

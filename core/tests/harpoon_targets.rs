@@ -1,0 +1,353 @@
+//! Harpoon's target registry: label and URL validation with errors that name the entry, the
+//! comparison form (scheme and host lowercased, the rest as written, the original spelling
+//! kept), dot segments caught after unescaping, the target limit, and the `--harpoon.target` /
+//! `HARPOON_TARGETS` forms (quoted values round-trip).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use mcpwire_core::tunnel::harpoon::targets::{valid_label, MAX_TARGETS};
+use mcpwire_core::tunnel::harpoon::{Registry, TargetError, TargetSource, TargetSpec};
+use proptest::prelude::*;
+
+fn spec(label: &str, url: &str) -> TargetSpec {
+    TargetSpec {
+        label: label.into(),
+        url: url.into(),
+        description: String::new(),
+        source: TargetSource::Config,
+        tags: Vec::new(),
+    }
+}
+
+fn register(reg: &mut Registry, label: &str, url: &str) -> Result<(), TargetError> {
+    reg.register(spec(label, url)).map(|_| ())
+}
+
+#[test]
+fn a_valid_target_is_registered_and_found_by_label_and_by_url() {
+    let mut reg = Registry::new(false);
+    assert!(reg.is_empty());
+    register(
+        &mut reg,
+        "idp-token",
+        "https://IdP.Internal:8443/OAuth/Token?x=A",
+    )
+    .unwrap();
+    let t = reg.get("idp-token").unwrap();
+    assert_eq!(
+        t.url(),
+        "https://IdP.Internal:8443/OAuth/Token?x=A",
+        "original spelling kept"
+    );
+    // Scheme and host compare lowercased; path and query as written.
+    let found: Vec<_> = reg
+        .find_url("HTTPS://idp.internal:8443/OAuth/Token?x=A")
+        .map(|t| t.label().to_owned())
+        .collect();
+    assert_eq!(found, ["idp-token"]);
+    assert_eq!(
+        reg.find_url("https://idp.internal:8443/oauth/token?x=A")
+            .count(),
+        0
+    );
+    assert_eq!(
+        reg.find_url("https://idp.internal:8443/OAuth/Token?x=a")
+            .count(),
+        0
+    );
+    assert_eq!(
+        reg.find_url("https://idp.internal/OAuth/Token?x=A").count(),
+        0,
+        "port counts"
+    );
+    assert_eq!(reg.len(), 1);
+}
+
+#[test]
+fn several_labels_may_share_a_url_and_are_found_in_registration_order() {
+    let mut reg = Registry::new(false);
+    register(&mut reg, "oauth-issuer-1", "https://as.example/").unwrap();
+    register(&mut reg, "oauth-token-1", "https://as.example/token").unwrap();
+    register(&mut reg, "oauth-jwks-1", "https://AS.example/").unwrap();
+    let found: Vec<_> = reg
+        .find_url("https://as.example/")
+        .map(|t| t.label().to_owned())
+        .collect();
+    assert_eq!(found, ["oauth-issuer-1", "oauth-jwks-1"]);
+}
+
+#[test]
+fn bad_labels_are_refused_with_the_entry_named() {
+    let mut reg = Registry::new(false);
+    for label in [
+        "",
+        "Upper",
+        "-lead",
+        "_lead",
+        "has space",
+        "dot.ted",
+        &"a".repeat(65),
+    ] {
+        let e = register(&mut reg, label, "https://h.example/").unwrap_err();
+        assert!(
+            matches!(e, TargetError::BadLabel { .. }),
+            "{label:?}: {e:?}"
+        );
+        assert!(e.to_string().contains("#1"), "{e}");
+    }
+    register(&mut reg, &"a".repeat(64), "https://h.example/").unwrap();
+    register(&mut reg, "0-9_z", "https://h.example/").unwrap();
+}
+
+#[test]
+fn a_duplicate_label_is_refused() {
+    let mut reg = Registry::new(false);
+    register(&mut reg, "a", "https://h.example/1").unwrap();
+    let e = register(&mut reg, "a", "https://h.example/2").unwrap_err();
+    assert_eq!(e, TargetError::DuplicateLabel { label: "a".into() });
+    assert_eq!(reg.get("a").unwrap().url(), "https://h.example/1");
+}
+
+#[test]
+fn urls_must_be_absolute_https_with_a_host() {
+    let mut reg = Registry::new(false);
+    for url in [
+        "/relative",
+        "h.example/x",
+        "https:h.example/x",
+        "https:///x",
+        "https://",
+        "https://h.example:99999/",
+        "https://h .example/",
+        "https://h.example/a b",
+    ] {
+        let e = register(&mut reg, "t", url).unwrap_err();
+        assert_eq!(e, TargetError::NotAbsolute { label: "t".into() }, "{url}");
+        if url.len() > "https://".len() {
+            assert!(!e.to_string().contains(url), "the URL is not quoted: {e}");
+        }
+    }
+    for url in [
+        "http://h.example/",
+        "ftp://h.example/",
+        "file://h/etc/passwd",
+    ] {
+        let e = register(&mut reg, "t", url).unwrap_err();
+        assert_eq!(e, TargetError::Scheme { label: "t".into() }, "{url}");
+    }
+    let mut plain = Registry::new(true);
+    register(&mut plain, "t", "http://127.0.0.1:8080/x").unwrap();
+    assert!(register(&mut plain, "u", "ftp://h.example/").is_err());
+    register(&mut plain, "v", "https://[::1]:8443/").unwrap();
+}
+
+#[test]
+fn dot_segments_are_refused_after_unescaping() {
+    let mut reg = Registry::new(false);
+    for url in [
+        "https://h.example/a/../b",
+        "https://h.example/./b",
+        "https://h.example/a/..",
+        "https://h.example/a/%2e%2e/b",
+        "https://h.example/a/%2E./b",
+        "https://h.example/a/.%2e",
+        "https://h.example/a\\..\\b",
+    ] {
+        let e = register(&mut reg, "t", url).unwrap_err();
+        assert_eq!(e, TargetError::DotSegment { label: "t".into() }, "{url}");
+    }
+    // Dots elsewhere are fine: in names, the query, the fragment.
+    for (i, url) in [
+        "https://h.example/a.b/..c/...",
+        "https://h.example/x?p=../..",
+        "https://h.example/x#..",
+    ]
+    .iter()
+    .enumerate()
+    {
+        register(&mut reg, &format!("ok{i}"), url).unwrap();
+    }
+}
+
+#[test]
+fn at_most_ten_thousand_targets() {
+    let mut reg = Registry::new(false);
+    for i in 0..MAX_TARGETS {
+        register(
+            &mut reg,
+            &format!("t{i}"),
+            &format!("https://h.example/{i}"),
+        )
+        .unwrap();
+    }
+    let e = register(&mut reg, "one-more", "https://h.example/x").unwrap_err();
+    assert_eq!(
+        e,
+        TargetError::TooMany {
+            label: "one-more".into()
+        }
+    );
+    assert_eq!(reg.len(), MAX_TARGETS);
+}
+
+#[test]
+fn debug_output_never_shows_a_url() {
+    let mut reg = Registry::new(false);
+    register(&mut reg, "t", "https://user:secret@private.internal/x").unwrap();
+    let shown = format!("{reg:?} {:?}", spec("t", "https://private.internal/y"));
+    assert!(
+        !shown.contains("private.internal") && !shown.contains("secret"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn the_flag_form_parses_with_quotes_and_says_what_is_wrong() {
+    let s = TargetSpec::parse(
+        r#"label=idp,url=https://idp.internal/token?a=1&b=2,desc="The IdP, \"token\" endpoint; x=y""#,
+        "--harpoon.target #1",
+    )
+    .unwrap();
+    assert_eq!(s.label, "idp");
+    assert_eq!(s.url, "https://idp.internal/token?a=1&b=2");
+    assert_eq!(s.description, r#"The IdP, "token" endpoint; x=y"#);
+    let s = TargetSpec::parse(" label = a , url = https://a.internal/ ", "x").unwrap();
+    assert_eq!(
+        (s.label.as_str(), s.url.as_str()),
+        ("a", "https://a.internal/")
+    );
+    for (bad, says) in [
+        ("url=https://a/", "no label="),
+        ("label=a", "has no url="),
+        ("label=a,url=https://a/,colour=red", "unknown key 'colour'"),
+        ("label=a,label=b,url=https://a/", "'label' is given twice"),
+        ("label=a,url", "has no '='"),
+        (r#"label=a,url=https://a/,desc="open"#, "no closing quote"),
+        (
+            r#"label="a"x,url=https://a/"#,
+            "something other than a comma",
+        ),
+    ] {
+        let e = TargetSpec::parse(bad, "--harpoon.target #3").unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("--harpoon.target #3") && text.contains(says),
+            "{bad}: {text}"
+        );
+    }
+}
+
+#[test]
+fn the_env_form_splits_at_semicolons_and_newlines_outside_quotes() {
+    let list = TargetSpec::parse_list(
+        "label=a,url=https://a.internal/x; label=b,url=https://b.internal/y,desc=\"one; two\"\n\n label=c,url=https://c.internal/\r\n",
+    )
+    .unwrap();
+    let labels: Vec<_> = list.iter().map(|s| s.label.as_str()).collect();
+    assert_eq!(labels, ["a", "b", "c"]);
+    assert_eq!(list[1].description, "one; two");
+    let e = TargetSpec::parse_list("label=a,url=https://a/;label=b").unwrap_err();
+    assert!(e.to_string().contains("HARPOON_TARGETS entry #2"), "{e}");
+    assert!(TargetSpec::parse_list(" ;\n ").unwrap().is_empty());
+}
+
+proptest! {
+    #[test]
+    fn labels_are_exactly_the_pattern(label in "[a-z0-9][a-z0-9_-]{0,63}") {
+        prop_assert!(valid_label(&label));
+        let mut reg = Registry::new(false);
+        prop_assert!(reg.register(spec(&label, "https://h.example/")).is_ok());
+    }
+
+    #[test]
+    fn anything_else_is_not_a_label(label in "\\PC{0,70}") {
+        let pattern = label.len() <= 64
+            && label.bytes().next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && label.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-');
+        prop_assert_eq!(valid_label(&label), pattern);
+    }
+
+    #[test]
+    fn a_dot_segment_anywhere_in_the_path_is_refused(
+        before in proptest::collection::vec("[a-zA-Z0-9_~-]{1,8}", 0..4),
+        dots in prop::sample::select(vec![".", "..", "%2e", "%2E", "%2e%2e", ".%2E", "%2E."]),
+        after in proptest::collection::vec("[a-zA-Z0-9_~-]{1,8}", 0..4),
+        query in "[a-z0-9=&./]{0,12}",
+    ) {
+        let mut path = before.join("/");
+        if !path.is_empty() { path.push('/'); }
+        path.push_str(dots);
+        for a in &after { path.push('/'); path.push_str(a); }
+        let url = format!("https://h.example/{path}?{query}");
+        let mut reg = Registry::new(false);
+        prop_assert_eq!(
+            reg.register(spec("t", &url)).map(|_| ()),
+            Err(TargetError::DotSegment { label: "t".into() })
+        );
+    }
+
+    #[test]
+    fn lookups_ignore_scheme_and_host_case_only(
+        host in "[a-zA-Z][a-zA-Z0-9]{0,10}\\.[a-zA-Z]{2,5}",
+        path in "(/[a-zA-Z0-9_.~-]{1,8}){0,4}",
+        flip in any::<u64>(),
+    ) {
+        prop_assume!(!path.split('/').any(|s| s == "." || s == ".."));
+        let url = format!("https://{host}{path}");
+        let mut reg = Registry::new(false);
+        reg.register(spec("t", &url)).unwrap();
+        // The same URL with the scheme and host in any case is found.
+        let recased: String = format!("HTTPS://{host}")
+            .chars()
+            .enumerate()
+            .map(|(i, c)| if flip >> (i % 64) & 1 == 1 { c.to_ascii_uppercase() } else { c.to_ascii_lowercase() })
+            .collect();
+        let candidate = format!("{recased}{path}");
+        prop_assert_eq!(reg.find_url(&candidate).count(), 1);
+        prop_assert_eq!(reg.get("t").unwrap().url(), url.as_str());
+        // A path that differs in case is a different URL.
+        if path.chars().any(|c| c.is_ascii_alphabetic()) {
+            let other = format!("https://{host}{}", swap_case(&path));
+            prop_assert_eq!(reg.find_url(&other).count(), 0);
+        }
+    }
+
+    #[test]
+    fn quoted_values_round_trip_through_the_flag_and_env_forms(
+        label in "[a-z0-9][a-z0-9_-]{0,20}",
+        path in "[a-zA-Z0-9/,=;\"\\\\]{0,20}",
+        desc in "\\PC{0,40}",
+    ) {
+        let s = TargetSpec {
+            label,
+            url: format!("https://h.example/{path}"),
+            description: desc.trim().to_owned(),
+            source: TargetSource::Config,
+            tags: Vec::new(),
+        };
+        let flag = s.to_flag();
+        prop_assert_eq!(TargetSpec::parse(&flag, "x").unwrap(), s.clone());
+        let list = TargetSpec::parse_list(&format!("{flag};{flag}\n{flag}")).unwrap();
+        prop_assert_eq!(list, vec![s.clone(), s.clone(), s]);
+    }
+
+    #[test]
+    fn parsing_never_panics(value in "\\PC{0,80}") {
+        let _ = TargetSpec::parse(&value, "x");
+        let _ = TargetSpec::parse_list(&value);
+        let mut reg = Registry::new(true);
+        let _ = reg.register(spec("t", &value));
+        let _ = reg.find_url(&value).count();
+    }
+}
+
+fn swap_case(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_uppercase() {
+                c.to_ascii_lowercase()
+            } else {
+                c.to_ascii_uppercase()
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,55 @@
+//! Fuzzes Harpoon's target registry and its `--harpoon.target` / `HARPOON_TARGETS` forms.
+//!
+//! Input layout: the bytes as text (invalid UTF-8 replaced by U+FFFD), read as a
+//! `HARPOON_TARGETS` value; each line is also registered as a bare URL.
+//!
+//! Checked on every run:
+//! - parsing and registering never panic;
+//! - a parsed entry written back with `to_flag` parses to the same entry;
+//! - a registered target is found by its label and by its own URL (and by that URL with the
+//!   scheme upper-cased), and its URL is kept as written;
+//! - nothing registered has a `.` or `..` path segment, and `Debug` shows no URL.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use mcpwire_core::tunnel::harpoon::{Registry, TargetSource, TargetSpec};
+
+fuzz_target!(|data: &[u8]| {
+    let text = String::from_utf8_lossy(data);
+    let mut reg = Registry::new(data.first().is_some_and(|b| b & 1 == 1));
+    if let Ok(list) = TargetSpec::parse_list(&text) {
+        for spec in list {
+            let again = TargetSpec::parse(&spec.to_flag(), "x").expect("to_flag parses");
+            assert_eq!(again, spec);
+            let _ = reg.register(spec);
+        }
+    }
+    for (i, line) in text.lines().enumerate() {
+        let _ = reg.register(TargetSpec {
+            label: format!("line-{i}"),
+            url: line.to_owned(),
+            description: String::new(),
+            source: TargetSource::Config,
+            tags: Vec::new(),
+        });
+    }
+    let shown = format!("{reg:?}");
+    for t in reg.iter() {
+        assert_eq!(reg.get(t.label()).map(|x| x.url()), Some(t.url()));
+        assert!(reg.find_url(t.url()).any(|x| x.label() == t.label()));
+        if let Some((scheme, rest)) = t.url().split_once("://") {
+            let upper = format!("{}://{rest}", scheme.to_ascii_uppercase());
+            assert!(reg.find_url(&upper).any(|x| x.label() == t.label()));
+        }
+        let path = t.url().split_once("://").map_or("", |(_, r)| r);
+        let path = path.split(['?', '#']).next().unwrap_or_default();
+        assert!(path.split(['/', '\\']).skip(1).all(|s| {
+            let s = s.to_ascii_lowercase().replace("%2e", ".");
+            s != "." && s != ".."
+        }));
+        assert!(
+            t.url().len() < 12 || !shown.contains(t.url()),
+            "Debug shows a URL"
+        );
+    }
+});
