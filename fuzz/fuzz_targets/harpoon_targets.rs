@@ -8,10 +8,13 @@
 //! - a parsed entry written back with `to_flag` parses to the same entry;
 //! - a registered target is found by its label and by its own URL (and by that URL with the
 //!   scheme upper-cased), and its URL is kept as written;
-//! - nothing registered has a `.` or `..` path segment, and `Debug` shows no URL.
+//! - nothing registered has a `.` or `..` path segment, and `Debug` shows no URL;
+//! - the lines read as `name: value` headers: the filter keeps or drops each one, keeps no
+//!   value with CR or LF and no `Host`, `Cookie` or `Proxy-*`, and adds our `User-Agent`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use mcpwire_core::tunnel::harpoon::headers::filter_request_headers;
 use mcpwire_core::tunnel::harpoon::{Registry, TargetSource, TargetSpec};
 
 fuzz_target!(|data: &[u8]| {
@@ -51,5 +54,24 @@ fuzz_target!(|data: &[u8]| {
             t.url().len() < 12 || !shown.contains(t.url()),
             "Debug shows a URL"
         );
+    }
+    let headers: Vec<(String, String)> = text
+        .split('\n')
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.to_owned(), v.to_owned()))
+        .collect();
+    let f = filter_request_headers(&headers, "ua");
+    assert_eq!(f.kept.len() + f.dropped.len(), headers.len() + 1);
+    assert_eq!(
+        f.kept.last(),
+        Some(&("User-Agent".to_owned(), "ua".to_owned()))
+    );
+    for (n, v) in &f.kept {
+        let n = n.to_ascii_lowercase();
+        assert!(
+            n != "host" && n != "cookie" && !n.starts_with("proxy-"),
+            "{n} kept"
+        );
+        assert!(!v.contains(['\r', '\n']));
     }
 });

@@ -4,8 +4,11 @@
 //! customer's private endpoints through it, and only those registered here.
 //!
 //! - [`targets`]: the registered targets (labels, URLs, validation, and the `--harpoon.target`
-//!   and `HARPOON_TARGETS` forms).
+//!   and `HARPOON_TARGETS` forms);
+//! - [`headers`]: what of a call's headers is sent (hop-by-hop, proxy, forwarding and cookie
+//!   headers dropped by class; our `User-Agent`).
 
+pub mod headers;
 pub mod targets;
 
 pub use targets::{Registry, Target, TargetError, TargetSource, TargetSpec};

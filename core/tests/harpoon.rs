@@ -1,7 +1,8 @@
 //! Harpoon's target registry: label and URL validation with errors that name the entry, the
 //! comparison form (scheme and host lowercased, the rest as written, the original spelling
 //! kept), dot segments caught after unescaping, the target limit, and the `--harpoon.target` /
-//! `HARPOON_TARGETS` forms (quoted values round-trip).
+//! `HARPOON_TARGETS` forms (quoted values round-trip); and the request header filter (nothing
+//! hop-by-hop, proxy, forwarding, cookie or injected survives; our `User-Agent` once).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mcpwire_core::tunnel::harpoon::targets::{valid_label, MAX_TARGETS};
@@ -350,4 +351,121 @@ fn swap_case(s: &str) -> String {
             }
         })
         .collect()
+}
+
+mod headers {
+    use mcpwire_core::tunnel::harpoon::headers::{filter_request_headers, DroppedClass};
+    use proptest::prelude::*;
+
+    const UA: &str = "mcpwire-harpoon/0.1";
+
+    fn h(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn each_class_is_dropped_and_counted_and_the_rest_kept_as_written() {
+        let f = filter_request_headers(
+            &h(&[
+                ("Accept", "application/json"),
+                ("connection", "close, X-Secret-Hop"),
+                ("Keep-Alive", "timeout=5"),
+                ("TRANSFER-ENCODING", "chunked"),
+                ("Host", "evil.example"),
+                ("Content-Length", "99"),
+                ("Cookie", "session=abc"),
+                ("Proxy-Authorization", "Basic Zm9v"),
+                ("X-Forwarded-For", "10.0.0.1"),
+                ("X-Forwarded-Host", "evil.example"),
+                ("Forwarded", "for=10.0.0.1"),
+                ("X-Real-IP", "10.0.0.1"),
+                ("True-Client-IP", "10.0.0.1"),
+                ("X-Secret-Hop", "1"),
+                ("User-Agent", "curl/8"),
+                ("Bad Name", "x"),
+                ("X-Injected", "a\r\nHost: evil.example"),
+                ("Authorization", "Bearer t"),
+                ("X-Custom", "Kept As Written"),
+            ]),
+            UA,
+        );
+        assert_eq!(
+            f.kept,
+            h(&[
+                ("Accept", "application/json"),
+                ("Authorization", "Bearer t"),
+                ("X-Custom", "Kept As Written"),
+                ("User-Agent", UA),
+            ])
+        );
+        use DroppedClass::*;
+        assert_eq!(
+            f.dropped,
+            [
+                HopByHop,
+                HopByHop,
+                HopByHop,
+                Host,
+                ContentLength,
+                Cookie,
+                Proxy,
+                Forwarding,
+                Forwarding,
+                Forwarding,
+                Forwarding,
+                Forwarding,
+                ConnectionNominated,
+                UserAgent,
+                Invalid,
+                Invalid,
+            ]
+        );
+        // What is logged is the class, never a value.
+        let log = format!("{:?}", f.dropped);
+        assert!(!log.contains("abc") && !log.contains("10.0.0.1"), "{log}");
+    }
+
+    proptest! {
+        #[test]
+        fn nothing_forbidden_survives_and_user_agent_is_ours_once(
+            headers in proptest::collection::vec(
+                (
+                    prop::sample::select(vec![
+                        "Host", "host", "Cookie", "Proxy-Foo", "X-Forwarded-Proto", "x-real-ip",
+                        "Via", "TE", "Upgrade", "User-Agent", "X-Hop", "Accept", "X-Ok",
+                        "Authorization", "Connection",
+                    ]),
+                    "[ -~]{0,12}",
+                ),
+                0..12,
+            ),
+            hop in any::<bool>(),
+        ) {
+            let mut given: Vec<(String, String)> =
+                headers.iter().map(|(n, v)| ((*n).to_owned(), v.clone())).collect();
+            if hop {
+                given.push(("Connection".into(), "x-hop".into()));
+            }
+            let f = filter_request_headers(&given, UA);
+            prop_assert_eq!(f.kept.len() + f.dropped.len(), given.len() + 1);
+            let forbidden = |n: &str| {
+                let n = n.to_ascii_lowercase();
+                ["host", "cookie", "via", "te", "upgrade", "connection"].contains(&n.as_str())
+                    || n.starts_with("proxy-")
+                    || n.starts_with("x-forwarded-")
+                    || n == "x-real-ip"
+                    || (hop && n == "x-hop")
+            };
+            for (n, v) in &f.kept {
+                prop_assert!(!forbidden(n), "{} kept", n);
+                prop_assert!(!v.contains(['\r', '\n']));
+            }
+            let uas: Vec<_> = f.kept.iter().filter(|(n, _)| n.eq_ignore_ascii_case("user-agent")).collect();
+            prop_assert_eq!(uas.len(), 1);
+            prop_assert_eq!(uas[0].1.as_str(), UA);
+        }
+    }
 }
