@@ -469,3 +469,248 @@ mod headers {
         }
     }
 }
+
+mod rewrite {
+    use mcpwire_core::tunnel::harpoon::rewrite::{rewrite_body, rewrite_header, rewrite_json};
+    use mcpwire_core::tunnel::harpoon::{Registry, TargetSource, TargetSpec};
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    fn reg(entries: &[(&str, &str, Option<&str>)]) -> Registry {
+        let mut r = Registry::new(true);
+        for (label, url, role) in entries {
+            r.register(TargetSpec {
+                label: (*label).into(),
+                url: (*url).into(),
+                description: String::new(),
+                source: match role {
+                    Some(role) => TargetSource::OauthDiscovery {
+                        role: (*role).into(),
+                    },
+                    None => TargetSource::Config,
+                },
+                tags: Vec::new(),
+            })
+            .unwrap();
+        }
+        r
+    }
+
+    #[test]
+    fn authorization_server_metadata_is_rewritten_with_roles_deciding_shared_urls() {
+        let r = reg(&[
+            ("oauth-issuer-1", "https://as.internal", Some("issuer")),
+            ("oauth-jwks-1", "https://as.internal", Some("jwks_uri")),
+            (
+                "oauth-token-1",
+                "https://as.internal/token",
+                Some("token_endpoint"),
+            ),
+        ]);
+        let mut doc = json!({
+            "issuer": "https://as.internal",
+            "jwks_uri": "https://AS.internal",
+            "token_endpoint": "https://as.internal/token",
+            "authorization_endpoint": "https://as.internal/authorize",
+            "nested": {"list": ["https://as.internal/token", 1, null]},
+            "https://as.internal/token": "as a key",
+        });
+        assert_eq!(rewrite_json(&r, &mut doc), 5);
+        assert_eq!(
+            doc,
+            json!({
+                "issuer": "harpoon://oauth-issuer-1",
+                "jwks_uri": "harpoon://oauth-jwks-1",
+                "token_endpoint": "harpoon://oauth-token-1",
+                "authorization_endpoint": "https://as.internal/authorize",
+                "nested": {"list": ["harpoon://oauth-token-1", 1, null]},
+                "harpoon://oauth-token-1": "as a key",
+            })
+        );
+    }
+
+    #[test]
+    fn a_prm_resource_is_left_alone_and_its_authorization_servers_rewritten() {
+        let r = reg(&[
+            ("mcp", "https://mcp.internal/mcp", None),
+            ("oauth-issuer-1", "https://as.internal", Some("issuer")),
+        ]);
+        let mut prm = json!({
+            "resource": "https://mcp.internal/mcp",
+            "authorization_servers": ["https://as.internal"],
+        });
+        rewrite_json(&r, &mut prm);
+        assert_eq!(prm["resource"], "https://mcp.internal/mcp");
+        assert_eq!(
+            prm["authorization_servers"],
+            json!(["harpoon://oauth-issuer-1"])
+        );
+    }
+
+    #[test]
+    fn bodies_other_than_json_and_json_with_nothing_to_rewrite_pass_unchanged() {
+        let r = reg(&[("t", "https://t.internal/x", None)]);
+        assert_eq!(
+            rewrite_body(&r, Some("text/html"), b"https://t.internal/x"),
+            None
+        );
+        assert_eq!(
+            rewrite_body(&r, None, br#"{"a":"https://t.internal/x"}"#),
+            None
+        );
+        assert_eq!(
+            rewrite_body(&r, Some("application/json"), br#"{"a": "other"}"#),
+            None
+        );
+        assert_eq!(
+            rewrite_body(&r, Some("application/json"), b"not json"),
+            None
+        );
+        let out = rewrite_body(
+            &r,
+            Some("application/problem+json; charset=utf-8"),
+            br#"{"a": "https://t.internal/x"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            serde_json::from_slice::<Value>(&out).unwrap(),
+            json!({"a": "harpoon://t"})
+        );
+    }
+
+    #[test]
+    fn location_content_location_and_link_are_rewritten() {
+        let r = reg(&[
+            ("a", "https://a.internal/next", None),
+            ("b", "https://b.internal/", None),
+        ]);
+        assert_eq!(
+            rewrite_header(&r, "Location", "https://A.internal/next").as_deref(),
+            Some("harpoon://a")
+        );
+        assert_eq!(
+            rewrite_header(&r, "content-location", "https://b.internal/").as_deref(),
+            Some("harpoon://b")
+        );
+        assert_eq!(rewrite_header(&r, "Location", "https://elsewhere/"), None);
+        assert_eq!(rewrite_header(&r, "X-Other", "https://b.internal/"), None);
+        assert_eq!(
+            rewrite_header(
+                &r,
+                "Link",
+                r#"<https://a.internal/next>; rel="next", <https://x/>; rel=prev, <https://b.internal/>"#
+            )
+            .as_deref(),
+            Some(r#"<harpoon://a>; rel="next", <https://x/>; rel=prev, <harpoon://b>"#)
+        );
+        assert_eq!(
+            rewrite_header(&r, "Link", "<https://x/>; rel=next, <broken"),
+            None
+        );
+    }
+
+    const URLS: [&str; 4] = [
+        "https://as.internal",
+        "https://as.internal/token",
+        "http://10.0.0.5:8080/jwks",
+        "https://api.internal/v1?x=1",
+    ];
+    const KEYS: [&str; 7] = [
+        "issuer",
+        "token_endpoint",
+        "jwks_uri",
+        "authorization_servers",
+        "resource",
+        "other",
+        "https://as.internal/token",
+    ];
+
+    /// A URL of [`URLS`], its scheme and host in the case `flip` picks, or another string.
+    fn string() -> impl Strategy<Value = String> {
+        prop_oneof![
+            (0..URLS.len(), any::<u16>()).prop_map(|(i, flip)| {
+                let u = URLS[i];
+                let (scheme_host, rest) = match u[8..].find(['/', '?']) {
+                    Some(p) => u.split_at(8 + p),
+                    None => (u, ""),
+                };
+                let recased: String = scheme_host
+                    .chars()
+                    .enumerate()
+                    .map(|(j, c)| {
+                        if flip >> (j % 16) & 1 == 1 {
+                            c.to_ascii_uppercase()
+                        } else {
+                            c
+                        }
+                    })
+                    .collect();
+                format!("{recased}{rest}")
+            }),
+            "[a-z:/.]{0,12}",
+        ]
+    }
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            string().prop_map(Value::String),
+            any::<i32>().prop_map(Value::from),
+            Just(Value::Null),
+        ];
+        leaf.prop_recursive(4, 40, 5, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                proptest::collection::vec(
+                    (
+                        prop_oneof![
+                            prop::sample::select(KEYS.to_vec()).prop_map(String::from),
+                            string()
+                        ],
+                        inner
+                    ),
+                    0..5
+                )
+                .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn strings<'a>(v: &'a Value, top: bool, out: &mut Vec<&'a str>) {
+        match v {
+            Value::String(s) => out.push(s),
+            Value::Array(a) => a.iter().for_each(|x| strings(x, false, out)),
+            Value::Object(m) => {
+                for (k, x) in m {
+                    out.push(k);
+                    if !(top && k == "resource" && x.is_string()) {
+                        strings(x, false, out);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn no_registered_url_survives_a_rewrite_anywhere(mut doc in json_value()) {
+            let r = reg(&[
+                ("oauth-issuer-1", URLS[0], Some("issuer")),
+                ("oauth-jwks-1", URLS[0], Some("jwks_uri")),
+                ("oauth-token-1", URLS[1], Some("token_endpoint")),
+                ("jwks", URLS[2], None),
+                ("api", URLS[3], None),
+            ]);
+            let before = doc.clone();
+            let n = rewrite_json(&r, &mut doc);
+            let mut left = Vec::new();
+            strings(&doc, true, &mut left);
+            for s in left {
+                prop_assert_eq!(r.find_url(s).count(), 0, "{} survived", s);
+            }
+            if n == 0 {
+                prop_assert_eq!(doc, before);
+            }
+        }
+    }
+}

@@ -10,12 +10,17 @@
 //!   scheme upper-cased), and its URL is kept as written;
 //! - nothing registered has a `.` or `..` path segment, and `Debug` shows no URL;
 //! - the lines read as `name: value` headers: the filter keeps or drops each one, keeps no
-//!   value with CR or LF and no `Host`, `Cookie` or `Proxy-*`, and adds our `User-Agent`.
+//!   value with CR or LF and no `Host`, `Cookie` or `Proxy-*`, and adds our `User-Agent`;
+//! - the text as a JSON body, with every registered URL put in as well: after the rewrite no
+//!   string (key or value) is a registered URL but a top-level `resource`; the lines as
+//!   `Location` and `Link` values: a rewritten one names no registered URL.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use mcpwire_core::tunnel::harpoon::headers::filter_request_headers;
+use mcpwire_core::tunnel::harpoon::rewrite::{rewrite_header, rewrite_json};
 use mcpwire_core::tunnel::harpoon::{Registry, TargetSource, TargetSpec};
+use serde_json::Value;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
@@ -74,4 +79,36 @@ fuzz_target!(|data: &[u8]| {
         );
         assert!(!v.contains(['\r', '\n']));
     }
+    let mut doc = serde_json::from_str::<Value>(&text).unwrap_or(Value::Null);
+    let urls: Vec<Value> = reg.iter().map(|t| Value::from(t.url())).collect();
+    doc = serde_json::json!({"input": doc, "urls": urls});
+    rewrite_json(&reg, &mut doc);
+    let mut left = Vec::new();
+    strings(&doc, true, &mut left);
+    for s in left {
+        assert_eq!(reg.find_url(s).count(), 0, "a registered URL survived");
+    }
+    for line in text.lines() {
+        for name in ["Location", "Link"] {
+            if let Some(v) = rewrite_header(&reg, name, line) {
+                assert!(reg.find_url(&v).next().is_none());
+            }
+        }
+    }
 });
+
+fn strings<'a>(v: &'a Value, top: bool, out: &mut Vec<&'a str>) {
+    match v {
+        Value::String(s) => out.push(s),
+        Value::Array(a) => a.iter().for_each(|x| strings(x, false, out)),
+        Value::Object(m) => {
+            for (k, x) in m {
+                out.push(k);
+                if !(top && k == "resource" && x.is_string()) {
+                    strings(x, false, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}

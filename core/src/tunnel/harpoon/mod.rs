@@ -6,9 +6,11 @@
 //! - [`targets`]: the registered targets (labels, URLs, validation, and the `--harpoon.target`
 //!   and `HARPOON_TARGETS` forms);
 //! - [`headers`]: what of a call's headers is sent (hop-by-hop, proxy, forwarding and cookie
-//!   headers dropped by class; our `User-Agent`).
+//!   headers dropped by class; our `User-Agent`);
+//! - [`rewrite`]: a target's answer with every registered URL turned into `harpoon://<label>`.
 
 pub mod headers;
+pub mod rewrite;
 pub mod targets;
 
 pub use targets::{Registry, Target, TargetError, TargetSource, TargetSpec};
