@@ -714,3 +714,241 @@ mod rewrite {
         }
     }
 }
+
+mod call {
+    use std::time::Duration;
+
+    use mcpwire_core::tunnel::harpoon::call::{
+        error_result, next_hop, CallError, CallOutcome, CallRequest, Hop, Method, RedirectRefused,
+    };
+    use mcpwire_core::tunnel::harpoon::{Registry, TargetSource, TargetSpec};
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    fn reg() -> Registry {
+        let mut r = Registry::new(false);
+        for (label, url) in [
+            ("api", "https://api.internal/v1/things"),
+            ("next", "https://api.internal/v1/next"),
+            ("other-host", "https://other.internal/landing"),
+        ] {
+            r.register(TargetSpec {
+                label: label.into(),
+                url: url.into(),
+                description: String::new(),
+                source: TargetSource::Config,
+                tags: Vec::new(),
+            })
+            .unwrap();
+        }
+        r
+    }
+
+    fn req(args: Value) -> Result<CallRequest, CallError> {
+        CallRequest::from_arguments(&args, &reg(), 1024 * 1024)
+    }
+
+    #[test]
+    fn defaults_and_a_full_request() {
+        let r = req(json!({"label": "api"})).unwrap();
+        assert_eq!(r.method, Method::Get);
+        assert_eq!(r.timeout, Duration::from_secs(30));
+        assert_eq!(r.max_response_bytes, 100 * 1024);
+        assert!(r.follow_redirects);
+        assert_eq!(r.max_redirects, 5);
+        let r = req(json!({
+            "label": "api", "method": "put", "headers": {"Accept": "application/json"},
+            "body": "{}", "timeout_ms": 100, "max_response_bytes": 1024 * 1024,
+            "follow_redirects": false, "max_redirects": 0,
+        }))
+        .unwrap();
+        assert_eq!(r.method, Method::Put);
+        assert_eq!(
+            r.headers,
+            [("Accept".to_owned(), "application/json".to_owned())]
+        );
+        assert_eq!(r.body.as_deref(), Some("{}"));
+        assert_eq!(r.timeout, Duration::from_millis(100));
+        assert!(!r.follow_redirects);
+        let shown = format!("{r:?}");
+        assert!(
+            !shown.contains("application/json"),
+            "Debug shows no header value: {shown}"
+        );
+        // A cap below the default lowers the default.
+        let small = CallRequest::from_arguments(&json!({"label": "api"}), &reg(), 4096).unwrap();
+        assert_eq!(small.max_response_bytes, 4096);
+    }
+
+    #[test]
+    fn bad_arguments_say_which_and_why() {
+        for (args, says) in [
+            (json!("api"), "at least \"label\""),
+            (json!({}), "at least \"label\""),
+            (
+                json!({"label": "nope"}),
+                "no harpoon target is labelled 'nope'",
+            ),
+            (
+                json!({"label": "api", "method": "DELETE"}),
+                "\"method\" must be GET, POST or PUT",
+            ),
+            (
+                json!({"label": "api", "timeout_ms": 99}),
+                "\"timeout_ms\" must be a whole number from 100 to 120000",
+            ),
+            (
+                json!({"label": "api", "timeout_ms": 120_001}),
+                "from 100 to 120000",
+            ),
+            (
+                json!({"label": "api", "max_response_bytes": 2 * 1024 * 1024}),
+                "\"max_response_bytes\" must be a whole number from 1 to 1048576",
+            ),
+            (
+                json!({"label": "api", "max_redirects": 21}),
+                "\"max_redirects\"",
+            ),
+            (
+                json!({"label": "api", "headers": {"A": 1}}),
+                "\"headers\" must map each name to a string",
+            ),
+            (
+                json!({"label": "api", "body": "x"}),
+                "\"body\" is for POST and PUT",
+            ),
+            (
+                json!({"label": "api", "follow_redirects": "yes"}),
+                "true or false",
+            ),
+            (
+                json!({"label": "api", "url": "https://evil/"}),
+                "takes no \"url\"",
+            ),
+            (
+                json!({"label": "api", "path": "/admin"}),
+                "takes no \"path\"",
+            ),
+        ] {
+            let e = req(args.clone()).unwrap_err().to_string();
+            assert!(e.contains(says), "{args}: {e}");
+        }
+    }
+
+    #[test]
+    fn redirects_go_only_to_registered_urls_within_the_count() {
+        let r = reg();
+        let call = req(json!({"label": "api", "max_redirects": 2})).unwrap();
+        let here = "https://api.internal/v1/things";
+        let label = |h: Hop<'_>| match h {
+            Hop::Follow(t) => t.label().to_owned(),
+            other => format!("{other:?}"),
+        };
+        assert_eq!(
+            label(next_hop(
+                &r,
+                &call,
+                here,
+                Some("https://API.internal/v1/next"),
+                0
+            )),
+            "next"
+        );
+        assert_eq!(
+            label(next_hop(&r, &call, here, Some("/v1/next"), 0)),
+            "next"
+        );
+        assert_eq!(label(next_hop(&r, &call, here, Some("next"), 1)), "next");
+        assert_eq!(
+            label(next_hop(
+                &r,
+                &call,
+                here,
+                Some("https://other.internal/landing"),
+                1
+            )),
+            "other-host"
+        );
+        assert_eq!(
+            next_hop(&r, &call, here, Some("https://api.internal/v1/admin"), 0),
+            Hop::Refuse(RedirectRefused::NotRegistered)
+        );
+        assert_eq!(
+            next_hop(
+                &r,
+                &call,
+                here,
+                Some("https://api.internal/v1/x/../next"),
+                0
+            ),
+            Hop::Refuse(RedirectRefused::NotRegistered),
+            "a dot segment is not resolved into a registered URL"
+        );
+        assert_eq!(
+            next_hop(&r, &call, here, Some("http://api.internal/v1/next"), 0),
+            Hop::Refuse(RedirectRefused::NotRegistered),
+            "no downgrade to http"
+        );
+        assert_eq!(
+            next_hop(&r, &call, here, Some("/v1/next"), 2),
+            Hop::Refuse(RedirectRefused::TooMany)
+        );
+        assert_eq!(
+            next_hop(&r, &call, here, None, 0),
+            Hop::Refuse(RedirectRefused::NoLocation)
+        );
+        let off = req(json!({"label": "api", "follow_redirects": false})).unwrap();
+        assert_eq!(next_hop(&r, &off, here, Some("/v1/next"), 0), Hop::Return);
+    }
+
+    #[test]
+    fn results_as_the_tool_returns_them() {
+        let out = CallOutcome {
+            status: 200,
+            headers: vec![
+                ("Content-Type".into(), "application/json".into()),
+                ("Set-Thing".into(), "a".into()),
+                ("set-thing".into(), "b".into()),
+            ],
+            body: b"{\"ok\":true}".to_vec(),
+        };
+        let result = out.to_result();
+        insta::assert_snapshot!(
+            "harpoon_call_result",
+            serde_json::to_string_pretty(&result).unwrap()
+        );
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(text).unwrap(),
+            result["structuredContent"]
+        );
+        insta::assert_snapshot!(
+            "harpoon_call_error",
+            serde_json::to_string_pretty(&error_result(
+                "api",
+                "the response body is over max_response_bytes (102400)"
+            ))
+            .unwrap()
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn arguments_never_panic_and_a_request_names_a_registered_label(
+            label in prop::sample::select(vec!["api", "next", "nope", ""]),
+            method in prop::option::of("[A-Za-z]{0,6}"),
+            timeout in prop::option::of(0u64..200_000),
+            max_redirects in prop::option::of(0u64..40),
+        ) {
+            let mut args = json!({"label": label});
+            if let Some(m) = method { args["method"] = json!(m); }
+            if let Some(t) = timeout { args["timeout_ms"] = json!(t); }
+            if let Some(m) = max_redirects { args["max_redirects"] = json!(m); }
+            if let Ok(r) = req(args) {
+                prop_assert!(reg().get(&r.label).is_some());
+                prop_assert!((100..=120_000).contains(&r.timeout.as_millis()));
+                prop_assert!(r.max_redirects <= 20);
+            }
+        }
+    }
+}

@@ -13,10 +13,14 @@
 //!   value with CR or LF and no `Host`, `Cookie` or `Proxy-*`, and adds our `User-Agent`;
 //! - the text as a JSON body, with every registered URL put in as well: after the rewrite no
 //!   string (key or value) is a registered URL but a top-level `resource`; the lines as
-//!   `Location` and `Link` values: a rewritten one names no registered URL.
+//!   `Location` and `Link` values: a rewritten one names no registered URL;
+//! - the text as `call_target` arguments: a request it accepts names a registered label and
+//!   stays within the bounds; each line as a redirect's `Location`: a hop it follows goes to
+//!   a registered target.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use mcpwire_core::tunnel::harpoon::call::{next_hop, CallRequest, Hop};
 use mcpwire_core::tunnel::harpoon::headers::filter_request_headers;
 use mcpwire_core::tunnel::harpoon::rewrite::{rewrite_header, rewrite_json};
 use mcpwire_core::tunnel::harpoon::{Registry, TargetSource, TargetSpec};
@@ -88,7 +92,24 @@ fuzz_target!(|data: &[u8]| {
     for s in left {
         assert_eq!(reg.find_url(s).count(), 0, "a registered URL survived");
     }
+    let args = serde_json::from_str::<Value>(&text).unwrap_or(Value::Null);
+    if let Ok(call) = CallRequest::from_arguments(&args, &reg, 1 << 20) {
+        assert!(reg.get(&call.label).is_some());
+        assert!(call.max_response_bytes <= 1 << 20 && call.max_redirects <= 20);
+    }
+    let first = reg
+        .iter()
+        .next()
+        .map(|t| (t.label().to_owned(), t.url().to_owned()));
     for line in text.lines() {
+        if let Some((label, url)) = &first {
+            let call =
+                CallRequest::from_arguments(&serde_json::json!({"label": label}), &reg, 1 << 20)
+                    .expect("a registered label");
+            if let Hop::Follow(t) = next_hop(&reg, &call, url, Some(line), 0) {
+                assert!(reg.get(t.label()).is_some());
+            }
+        }
         for name in ["Location", "Link"] {
             if let Some(v) = rewrite_header(&reg, name, line) {
                 assert!(reg.find_url(&v).next().is_none());

@@ -7,8 +7,10 @@
 //!   and `HARPOON_TARGETS` forms);
 //! - [`headers`]: what of a call's headers is sent (hop-by-hop, proxy, forwarding and cookie
 //!   headers dropped by class; our `User-Agent`);
-//! - [`rewrite`]: a target's answer with every registered URL turned into `harpoon://<label>`.
+//! - [`rewrite`]: a target's answer with every registered URL turned into `harpoon://<label>`;
+//! - [`call`]: one `call_target`'s arguments, its redirect policy and its result.
 
+pub mod call;
 pub mod headers;
 pub mod rewrite;
 pub mod targets;

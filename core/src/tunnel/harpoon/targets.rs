@@ -363,7 +363,7 @@ fn check_url(url: &str, allow_plaintext: bool) -> Result<String, UrlProblem> {
 }
 
 /// `.` or `..`, with any of their dots percent-encoded (`%2e`, `%2E`).
-fn is_dot_segment(segment: &str) -> bool {
+pub(crate) fn is_dot_segment(segment: &str) -> bool {
     let s = segment.to_ascii_lowercase().replace("%2e", ".");
     s == "." || s == ".."
 }
