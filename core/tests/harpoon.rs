@@ -952,3 +952,157 @@ mod call {
         }
     }
 }
+
+mod tools {
+    use mcpwire_core::tunnel::harpoon::tools::{definitions, list_targets, oauth_target_audience};
+    use mcpwire_core::tunnel::harpoon::{Registry, TargetSource, TargetSpec};
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    fn spec(label: &str, url: &str, role: Option<&str>, tags: &[&str]) -> TargetSpec {
+        TargetSpec {
+            label: label.into(),
+            url: url.into(),
+            description: format!("the {label} one"),
+            source: role.map_or(TargetSource::Config, |r| TargetSource::OauthDiscovery {
+                role: r.into(),
+            }),
+            tags: tags.iter().map(|t| (*t).to_owned()).collect(),
+        }
+    }
+
+    fn reg() -> Registry {
+        let mut r = Registry::new(false);
+        for s in [
+            spec(
+                "oauth-token-1",
+                "https://as.internal/token",
+                Some("token_endpoint"),
+                &[],
+            ),
+            spec(
+                "oauth-jwks-1",
+                "https://as.internal/jwks",
+                Some("jwks_uri"),
+                &[],
+            ),
+            spec(
+                "crm",
+                "https://crm.internal/api",
+                None,
+                &["CRM", " Sales ", "crm"],
+            ),
+            spec(
+                "with-user",
+                "https://u:p@as.internal/token2",
+                None,
+                &["token-endpoint"],
+            ),
+            spec(
+                "with-fragment",
+                "https://as.internal/token3#x",
+                None,
+                &["token-endpoint"],
+            ),
+        ] {
+            r.register(s).unwrap();
+        }
+        r
+    }
+
+    fn labels(result: &Value) -> Vec<String> {
+        result["structuredContent"]["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["label"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn list_targets_filters_and_never_shows_a_url() {
+        let r = reg();
+        let all = list_targets(&r, &json!({})).unwrap();
+        assert_eq!(labels(&all).len(), 5);
+        let text = all.to_string();
+        assert!(!text.contains("internal"), "no URL or host in {text}");
+        let crm = &all["structuredContent"]["targets"][2];
+        assert_eq!(
+            *crm,
+            json!({"label": "crm", "description": "the crm one", "category": "custom",
+                   "source": "config", "tags": ["crm", "sales"], "methods": ["GET", "POST", "PUT"]})
+        );
+        assert_eq!(
+            labels(&list_targets(&r, &json!({"category": "oauth"})).unwrap()),
+            ["oauth-token-1", "oauth-jwks-1"]
+        );
+        assert_eq!(
+            labels(
+                &list_targets(
+                    &r,
+                    &json!({"source": "oauth_discovery", "tags": ["token-endpoint"]})
+                )
+                .unwrap()
+            ),
+            ["oauth-token-1"]
+        );
+        assert_eq!(
+            labels(&list_targets(&r, &json!({"tags": ["SALES", "crm"]})).unwrap()),
+            ["crm"]
+        );
+        assert!(list_targets(&r, &json!({"tags": "crm"})).is_err());
+        assert!(list_targets(&r, &json!({"url": "x"})).is_err());
+        assert_eq!(labels(&list_targets(&r, &Value::Null).unwrap()).len(), 5);
+    }
+
+    #[test]
+    fn the_audience_is_a_token_endpoints_exact_url_and_nothing_else() {
+        let r = reg();
+        let a = oauth_target_audience(&r, &json!({"label": "oauth-token-1"})).unwrap();
+        assert_eq!(
+            a["structuredContent"]["audience"],
+            "https://as.internal/token"
+        );
+        for (label, says) in [
+            ("oauth-jwks-1", "not a token endpoint"),
+            ("crm", "not a token endpoint"),
+            ("with-user", "userinfo"),
+            ("with-fragment", "fragment"),
+            ("nope", "no harpoon target is labelled 'nope'"),
+        ] {
+            let e = oauth_target_audience(&r, &json!({"label": label}))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(says), "{label}: {e}");
+            assert!(!e.contains("internal"), "no URL in {e}");
+        }
+    }
+
+    #[test]
+    fn tool_definitions() {
+        insta::assert_snapshot!(
+            "harpoon_tools",
+            serde_json::to_string_pretty(&definitions(1 << 20)).unwrap()
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn no_filter_ever_shows_a_url(
+            hosts in proptest::collection::vec("[a-z]{3,8}", 1..6),
+            category in prop::option::of(prop::sample::select(vec!["oauth", "custom", "x"])),
+            tag in prop::option::of(prop::sample::select(vec!["oauth", "token-endpoint", "crm"])),
+        ) {
+            let mut r = Registry::new(false);
+            for (i, h) in hosts.iter().enumerate() {
+                let role = (i % 2 == 0).then_some("token_endpoint");
+                let _ = r.register(spec(&format!("t{i}"), &format!("https://{h}.secret.example/p{i}"), role, &["crm"]));
+            }
+            let mut args = json!({});
+            if let Some(c) = category { args["category"] = json!(c); }
+            if let Some(t) = tag { args["tags"] = json!([t]); }
+            let out = list_targets(&r, &args).unwrap().to_string();
+            prop_assert!(!out.contains("secret.example"));
+        }
+    }
+}

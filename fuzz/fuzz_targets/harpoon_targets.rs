@@ -16,13 +16,16 @@
 //!   `Location` and `Link` values: a rewritten one names no registered URL;
 //! - the text as `call_target` arguments: a request it accepts names a registered label and
 //!   stays within the bounds; each line as a redirect's `Location`: a hop it follows goes to
-//!   a registered target.
+//!   a registered target;
+//! - `list_targets` with the text as arguments shows no registered URL; an audience is a
+//!   token endpoint's registered URL.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use mcpwire_core::tunnel::harpoon::call::{next_hop, CallRequest, Hop};
 use mcpwire_core::tunnel::harpoon::headers::filter_request_headers;
 use mcpwire_core::tunnel::harpoon::rewrite::{rewrite_header, rewrite_json};
+use mcpwire_core::tunnel::harpoon::tools::{list_targets, oauth_target_audience};
 use mcpwire_core::tunnel::harpoon::{Registry, TargetSource, TargetSpec};
 use serde_json::Value;
 
@@ -96,6 +99,25 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(call) = CallRequest::from_arguments(&args, &reg, 1 << 20) {
         assert!(reg.get(&call.label).is_some());
         assert!(call.max_response_bytes <= 1 << 20 && call.max_redirects <= 20);
+    }
+    if let Ok(listed) = list_targets(&reg, &args) {
+        let listed = listed.to_string();
+        for t in reg.iter() {
+            // A description or tag may quote a URL; only the URL field must never show.
+            let quoted = reg.iter().any(|x| {
+                x.description().contains(t.url()) || x.tags().iter().any(|g| g.contains(t.url()))
+            });
+            assert!(
+                quoted || t.url().len() < 12 || !listed.contains(t.url()),
+                "list_targets showed a URL"
+            );
+        }
+    }
+    if let Ok(a) = oauth_target_audience(&reg, &args) {
+        let url = a["structuredContent"]["audience"]
+            .as_str()
+            .expect("an audience");
+        assert!(reg.find_url(url).any(|t| t.is_token_endpoint()));
     }
     let first = reg
         .iter()

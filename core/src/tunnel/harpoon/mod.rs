@@ -8,11 +8,13 @@
 //! - [`headers`]: what of a call's headers is sent (hop-by-hop, proxy, forwarding and cookie
 //!   headers dropped by class; our `User-Agent`);
 //! - [`rewrite`]: a target's answer with every registered URL turned into `harpoon://<label>`;
-//! - [`call`]: one `call_target`'s arguments, its redirect policy and its result.
+//! - [`call`]: one `call_target`'s arguments, its redirect policy and its result;
+//! - [`tools`]: the tool definitions, `list_targets` and `get_oauth_target_audience`.
 
 pub mod call;
 pub mod headers;
 pub mod rewrite;
 pub mod targets;
+pub mod tools;
 
 pub use targets::{Registry, Target, TargetError, TargetSource, TargetSpec};

@@ -121,10 +121,27 @@ impl Target {
     pub fn source(&self) -> &TargetSource {
         &self.source
     }
-    /// Its tags.
+    /// Its tags: lowercased, sorted, without repeats; a discovered target's include `oauth`
+    /// and its role with dashes (`token-endpoint`).
     #[must_use]
     pub fn tags(&self) -> &[String] {
         &self.tags
+    }
+
+    /// Its category as `list_targets` shows it: `oauth` for a discovered endpoint, `custom`
+    /// for one from the config.
+    #[must_use]
+    pub fn category(&self) -> &'static str {
+        match self.source {
+            TargetSource::Config => "custom",
+            TargetSource::OauthDiscovery { .. } => "oauth",
+        }
+    }
+
+    /// Whether it is an authorization server's token endpoint (tagged `token-endpoint`).
+    #[must_use]
+    pub fn is_token_endpoint(&self) -> bool {
+        self.tags.iter().any(|t| t == "token-endpoint")
     }
 }
 
@@ -237,8 +254,8 @@ impl Registry {
             url,
             key,
             description: spec.description.trim().to_owned(),
+            tags: normalize_tags(spec.tags, &spec.source),
             source: spec.source,
-            tags: spec.tags,
         });
         Ok(&self.targets[at])
     }
@@ -281,6 +298,21 @@ impl Registry {
     pub fn allows_plaintext(&self) -> bool {
         self.allow_plaintext
     }
+}
+
+fn normalize_tags(tags: Vec<String>, source: &TargetSource) -> Vec<String> {
+    let mut out: Vec<String> = tags
+        .into_iter()
+        .map(|t| t.trim().to_ascii_lowercase())
+        .filter(|t| !t.is_empty())
+        .collect();
+    if let TargetSource::OauthDiscovery { role } = source {
+        out.push("oauth".to_owned());
+        out.push(role.trim().to_ascii_lowercase().replace('_', "-"));
+    }
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// `^[a-z0-9][a-z0-9_-]{0,63}$`.
