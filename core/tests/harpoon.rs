@@ -1106,3 +1106,124 @@ mod tools {
         }
     }
 }
+
+mod discovery {
+    use std::net::IpAddr;
+
+    use mcpwire_core::tunnel::harpoon::discovery::{discovered_targets, HostFilter, Inclusion};
+    use mcpwire_core::tunnel::harpoon::Registry;
+    use serde_json::json;
+
+    fn filter() -> HostFilter {
+        HostFilter {
+            include_loopback: true,
+            include_private: true,
+            suffixes: vec![".corp.example".into()],
+            patterns: vec![regex::Regex::new(r"idp-[0-9]+\.example\.net").unwrap()],
+            mcp_host: "mcp.example.com".into(),
+        }
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn hosts_are_classified_by_each_switch() {
+        let f = filter();
+        assert_eq!(f.classify("127.0.0.1", &[]), Some(Inclusion::Loopback));
+        assert_eq!(f.classify("[::1]", &[]), Some(Inclusion::Loopback));
+        assert_eq!(f.classify("localhost", &[]), Some(Inclusion::Loopback));
+        assert_eq!(f.classify("10.1.2.3", &[]), Some(Inclusion::Private));
+        assert_eq!(f.classify("fd00::1", &[]), Some(Inclusion::Private));
+        assert_eq!(
+            f.classify("as.lan", &[ip("192.168.1.5")]),
+            Some(Inclusion::Private)
+        );
+        assert_eq!(
+            f.classify("as.lan", &[ip("192.168.1.5"), ip("8.8.8.8")]),
+            None,
+            "all must be private"
+        );
+        assert_eq!(f.classify("MCP.example.com", &[]), Some(Inclusion::McpHost));
+        assert_eq!(
+            f.classify("auth.mcp.example.com", &[ip("8.8.8.8")]),
+            Some(Inclusion::McpHost)
+        );
+        assert_eq!(
+            f.classify("evilmcp.example.com", &[ip("8.8.8.8")]),
+            None,
+            "a subdomain, not a suffix"
+        );
+        assert_eq!(
+            f.classify("sso.corp.example", &[ip("8.8.8.8")]),
+            Some(Inclusion::Suffix)
+        );
+        assert_eq!(
+            f.classify("idp-42.example.net", &[ip("8.8.8.8")]),
+            Some(Inclusion::Pattern)
+        );
+        assert_eq!(
+            f.classify("x.idp-42.example.net", &[ip("8.8.8.8")]),
+            None,
+            "the whole name"
+        );
+        assert_eq!(f.classify("169.254.169.254", &[]), None, "link-local never");
+        assert_eq!(f.classify("8.8.8.8", &[]), None);
+        assert_eq!(
+            f.classify("public.example", &[]),
+            None,
+            "unresolved: nothing to go by"
+        );
+        let off = HostFilter {
+            include_loopback: false,
+            include_private: false,
+            ..filter()
+        };
+        assert_eq!(off.classify("127.0.0.1", &[]), None);
+        assert_eq!(off.classify("localhost", &[]), None);
+        assert_eq!(off.classify("10.1.2.3", &[]), None);
+    }
+
+    #[test]
+    fn endpoints_become_labelled_targets_and_the_authorization_endpoint_never_does() {
+        let meta = [
+            json!({
+                "issuer": "http://127.0.0.1:9000",
+                "authorization_endpoint": "http://127.0.0.1:9000/authorize",
+                "token_endpoint": "http://127.0.0.1:9000/token",
+                "registration_endpoint": "http://127.0.0.1:9000/register",
+                "revocation_endpoint": "https://public.example/revoke",
+                "jwks_uri": "http://127.0.0.1:9000/jwks",
+            }),
+            json!({"issuer": "https://auth.mcp.example.com", "token_endpoint": "https://auth.mcp.example.com/t"}),
+        ];
+        let specs = discovered_targets(&meta, &filter(), |_| vec![ip("8.8.8.8")]);
+        let labels: Vec<_> = specs.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "oauth-token-1",
+                "oauth-registration-1",
+                "oauth-jwks-1",
+                "oauth-issuer-1",
+                "oauth-token-2",
+                "oauth-issuer-2"
+            ]
+        );
+        assert!(specs
+            .iter()
+            .all(|s| !s.url.contains("authorize") && !s.url.contains("public.example")));
+        let mut reg = Registry::new(true);
+        for s in specs {
+            reg.register(s).unwrap();
+        }
+        assert!(reg.get("oauth-token-1").unwrap().is_token_endpoint());
+        assert!(reg
+            .get("oauth-jwks-1")
+            .unwrap()
+            .tags()
+            .contains(&"jwks-uri".to_owned()));
+        assert_eq!(reg.get("oauth-issuer-1").unwrap().category(), "oauth");
+    }
+}

@@ -9,9 +9,11 @@
 //!   headers dropped by class; our `User-Agent`);
 //! - [`rewrite`]: a target's answer with every registered URL turned into `harpoon://<label>`;
 //! - [`call`]: one `call_target`'s arguments, its redirect policy and its result;
-//! - [`tools`]: the tool definitions, `list_targets` and `get_oauth_target_audience`.
+//! - [`tools`]: the tool definitions, `list_targets` and `get_oauth_target_audience`;
+//! - [`discovery`]: the targets OAuth discovery registers, and the host filter they pass.
 
 pub mod call;
+pub mod discovery;
 pub mod headers;
 pub mod rewrite;
 pub mod targets;
