@@ -567,7 +567,6 @@ type Job = Box<dyn FnOnce() + Send>;
 /// start-up to every call's latency), more started while every one is busy, up to
 /// [`Workers::MAX`]; past that a job waits for a free thread. A job goes to one idle thread,
 /// the one idle last (its stack and caches are warm), and wakes only that one.
-#[derive(Clone)]
 struct Workers {
     pool: Arc<Pool>,
 }

@@ -97,7 +97,7 @@
 
 pub mod addr;
 pub mod icon;
-mod url_check;
+pub(crate) mod url_check;
 
 use core::net::{IpAddr, SocketAddr};
 use std::fmt;

@@ -41,7 +41,7 @@ pub(super) fn has_control_or_space(text: &str) -> bool {
 
 /// Whether a (lowercase, ASCII) domain is `localhost` or under it (RFC 6761), ignoring
 /// trailing dots.
-fn is_localhost_name(name: &str) -> bool {
+pub(crate) fn is_localhost_name(name: &str) -> bool {
     name.split('.').rev().find(|label| !label.is_empty()) == Some("localhost")
 }
 

@@ -114,7 +114,7 @@ pub enum CallError {
     UnknownArgument(String),
 }
 
-fn bad(argument: &'static str, problem: impl Into<String>) -> CallError {
+pub(super) fn bad(argument: &'static str, problem: impl Into<String>) -> CallError {
     CallError::Argument {
         argument,
         problem: problem.into(),

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::targets::{TargetSource, TargetSpec};
 use crate::net_policy::addr::{blocked_range, BlockedRange};
+use crate::net_policy::url_check::is_localhost_name;
 
 /// Which hosts an endpoint found by discovery may have.
 #[derive(Debug, Clone)]
@@ -74,8 +75,7 @@ impl HostFilter {
         let addrs: Vec<IpAddr> = literal.map_or_else(|| addrs.to_vec(), |ip| vec![ip]);
         let all = |f: fn(IpAddr) -> bool| !addrs.is_empty() && addrs.iter().all(|&ip| f(ip));
         if self.include_loopback
-            && (all(is_loopback)
-                || (literal.is_none() && (host == "localhost" || host.ends_with(".localhost"))))
+            && (all(is_loopback) || (literal.is_none() && is_localhost_name(&host)))
         {
             return Some(Inclusion::Loopback);
         }

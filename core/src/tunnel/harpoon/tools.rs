@@ -4,7 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::call::{CallError, Method, DEFAULT_MAX_REDIRECTS, TIMEOUT_MS};
+use super::call::{bad, CallError, Method, DEFAULT_MAX_REDIRECTS, TIMEOUT_MS};
 use super::targets::Registry;
 
 /// The methods a call may use.
@@ -81,10 +81,7 @@ fn string_arg<'a>(
     match args.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(CallError::Argument {
-            argument: name,
-            problem: "must be a string".into(),
-        }),
+        Some(_) => Err(bad(name, "must be a string")),
     }
 }
 
@@ -97,12 +94,7 @@ pub fn list_targets(registry: &Registry, args: &Value) -> Result<Value, CallErro
     let args = match args {
         Value::Null => &empty,
         Value::Object(m) => m,
-        _ => {
-            return Err(CallError::Argument {
-                argument: "arguments",
-                problem: "must be an object".into(),
-            })
-        }
+        _ => return Err(bad("arguments", "must be an object")),
     };
     if let Some(k) = args
         .keys()
@@ -119,18 +111,10 @@ pub fn list_targets(registry: &Registry, args: &Value) -> Result<Value, CallErro
             .map(|t| {
                 t.as_str()
                     .map(|t| t.trim().to_ascii_lowercase())
-                    .ok_or(CallError::Argument {
-                        argument: "tags",
-                        problem: "must be an array of strings".into(),
-                    })
+                    .ok_or_else(|| bad("tags", "must be an array of strings"))
             })
             .collect::<Result<_, _>>()?,
-        Some(_) => {
-            return Err(CallError::Argument {
-                argument: "tags",
-                problem: "must be an array of strings".into(),
-            })
-        }
+        Some(_) => return Err(bad("tags", "must be an array of strings")),
     };
     let methods: Vec<&str> = METHODS.iter().map(|m| m.as_str()).collect();
     let targets: Vec<Value> = registry
@@ -167,10 +151,7 @@ pub fn oauth_target_audience(registry: &Registry, args: &Value) -> Result<Value,
         .ok_or_else(|| CallError::UnknownTarget {
             label: label.chars().take(64).collect(),
         })?;
-    let refuse = |problem: &str| CallError::Argument {
-        argument: "label",
-        problem: format!("names '{}', {problem}", target.label()),
-    };
+    let refuse = |problem: &str| bad("label", format!("names '{}', {problem}", target.label()));
     if !target.is_token_endpoint() {
         return Err(refuse(
             "which is not a token endpoint (tagged token-endpoint)",
