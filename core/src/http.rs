@@ -181,6 +181,8 @@ pub enum Method {
     Post,
     /// `DELETE`
     Delete,
+    /// `PUT` (Harpoon's `call_target`)
+    Put,
 }
 
 impl Method {
@@ -190,6 +192,7 @@ impl Method {
             Method::Get => "GET",
             Method::Post => "POST",
             Method::Delete => "DELETE",
+            Method::Put => "PUT",
         }
     }
 }

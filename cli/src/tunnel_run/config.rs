@@ -805,6 +805,7 @@ pub fn resolve(
             stdio,
             grace,
             cloudflared,
+            harpoon: None,
         },
         health_addr,
         log_level,

@@ -1,7 +1,7 @@
 //! `machine`: the module of [`Tunnel`], the whole tunnel client as one machine (what it
 //! decides is on [`Tunnel`]). The module is private: `tunnel` re-exports what it exports.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::http::{Request, ResponseHead};
 use crate::time::{Duration, Instant, SystemTime};
@@ -10,6 +10,8 @@ use super::engine::{
     self, CommandId, ConfigError, Engine, Forward, ForwardKind, Health, PollId, PostId, UsageError,
 };
 use super::failure::{FailureSource, TunnelFailure};
+use super::harpoon::{Harpoon, HarpoonConfig, HarpoonEvent, HarpoonOutput};
+use super::server_info::{ChannelBinding, ChannelDeclaration, ServerInfo};
 use super::stdio::{DiscardReason, StdioBinding, StdioConfig, StdioOutput};
 use super::supervisor::{Exit, Supervisor};
 use crate::backoff::Jitter;
@@ -57,7 +59,15 @@ pub struct Config {
     /// Seeds the jitter of the stdio restart backoff (the caller draws it from its own
     /// randomness).
     pub restart_seed: u64,
+    /// Harpoon, the built-in allowlisted HTTP client on the reserved [`HARPOON_CHANNEL`]: served
+    /// while it has a target. The tunnel then serves the channel and declares it in
+    /// `X-Tunnel-MCP-Server-Info` (version 2, `stateless` and `proc_affinity`); without a target
+    /// it does neither, and a command for the channel is answered as for any unserved channel.
+    pub harpoon: Option<HarpoonConfig>,
 }
+
+/// The channel name reserved for Harpoon: no target of [`Config::targets`] may take it.
+pub const HARPOON_CHANNEL: &str = "harpoon";
 
 /// One stdio child: its channel's index among the stdio channels, and its generation (each start
 /// attempt of a channel gets the next one).
@@ -143,6 +153,8 @@ pub enum Event {
         /// Why.
         reason: DiscardReason,
     },
+    /// A fact of Harpoon's (a finished call, dropped headers, a connection reset).
+    Harpoon(HarpoonEvent),
 }
 
 /// An output of the tunnel: work for the driver, or a fact for its log.
@@ -237,6 +249,8 @@ pub enum TimeoutReason {
     },
     /// The shutdown grace period ends.
     Grace,
+    /// Harpoon's connection reaches its maximum age, or a deadline of its server core.
+    Harpoon,
 }
 
 /// The next instant the tunnel needs [`Tunnel::handle_timeout`], and why.
@@ -266,6 +280,7 @@ struct StdioChannel {
 enum Route {
     Http(String),
     Stdio(usize),
+    Harpoon,
 }
 
 /// The whole tunnel client as one machine: the [`Engine`], the route table (one
@@ -304,6 +319,10 @@ pub struct Tunnel {
     stdio: Vec<StdioChannel>,
     /// Commands whose forward runs on a stdio binding, and which one.
     on_stdio: BTreeMap<CommandId, usize>,
+    /// Harpoon, while it has a target.
+    harpoon: Option<Harpoon>,
+    /// Commands Harpoon serves (their forward reports are Harpoon's outbound requests).
+    on_harpoon: BTreeSet<CommandId>,
     poll_timeout: Duration,
     grace: Duration,
     stopping: Option<Instant>,
@@ -325,9 +344,26 @@ impl Tunnel {
     /// at `now` (emitted by the first [`Tunnel::handle_timeout`]).
     pub fn new(config: Config, now: Instant) -> Result<Self, ConfigError> {
         let poll_timeout = config.engine.poll_wait.saturating_add(POLL_GUARD);
-        let engine = Engine::new(config.engine, now)?;
+        if config.targets.iter().any(|t| t.channel == HARPOON_CHANNEL) {
+            return Err(ConfigError::Invalid(
+                "the channel name 'harpoon' is reserved for the built-in Harpoon server",
+            ));
+        }
+        let harpoon = match config.harpoon {
+            Some(h) if !h.registry.is_empty() => Some(
+                Harpoon::new(h, now)
+                    .map_err(|_| ConfigError::Invalid("harpoon's MCP server cannot be set up"))?,
+            ),
+            _ => None,
+        };
+        let mut engine_config = config.engine;
+        declare_harpoon(&mut engine_config, harpoon.is_some());
+        let engine = Engine::new(engine_config, now)?;
         let mut seeds = Jitter::new(config.restart_seed);
         let mut routes = BTreeMap::new();
+        if harpoon.is_some() {
+            routes.insert(HARPOON_CHANNEL.to_owned(), Route::Harpoon);
+        }
         let mut stdio = Vec::new();
         for t in config.targets {
             match t.kind {
@@ -357,6 +393,8 @@ impl Tunnel {
             routes,
             stdio,
             on_stdio: BTreeMap::new(),
+            harpoon,
+            on_harpoon: BTreeSet::new(),
             poll_timeout,
             grace: config.grace,
             stopping: None,
@@ -402,10 +440,19 @@ impl Tunnel {
             at,
             reason: TimeoutReason::Grace,
         });
+        let harpoon = self
+            .harpoon
+            .as_ref()
+            .and_then(Harpoon::poll_timeout)
+            .map(|at| Timeout {
+                at,
+                reason: TimeoutReason::Harpoon,
+            });
         engine
             .into_iter()
             .chain(restarts)
             .chain(grace)
+            .chain(harpoon)
             .min_by_key(|t| t.at)
     }
 
@@ -415,6 +462,9 @@ impl Tunnel {
     /// Time passed: engine deadlines, due stdio restarts. Calling it early or twice is harmless.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.engine.handle_timeout(now);
+        if let Some(h) = self.harpoon.as_mut() {
+            h.handle_timeout(now);
+        }
         for i in 0..self.stdio.len() {
             if self
                 .stdio
@@ -518,7 +568,10 @@ impl Tunnel {
         cmd: CommandId,
         head: ResponseHead,
     ) -> Result<(), UsageError> {
-        let r = self.engine.handle_forward_head(now, cmd, head);
+        let r = match self.harpoon_fetch(cmd) {
+            Some(h) => h.handle_fetch_head(now, cmd, head),
+            None => self.engine.handle_forward_head(now, cmd, head),
+        };
         self.pump(now);
         r
     }
@@ -530,14 +583,20 @@ impl Tunnel {
         cmd: CommandId,
         chunk: &[u8],
     ) -> Result<(), UsageError> {
-        let r = self.engine.handle_forward_body(now, cmd, chunk);
+        let r = match self.harpoon_fetch(cmd) {
+            Some(h) => h.handle_fetch_body(now, cmd, chunk),
+            None => self.engine.handle_forward_body(now, cmd, chunk),
+        };
         self.pump(now);
         r
     }
 
     /// The HTTP MCP server's response body ended.
     pub fn handle_forward_end(&mut self, now: Instant, cmd: CommandId) -> Result<(), UsageError> {
-        let r = self.engine.handle_forward_end(now, cmd);
+        let r = match self.harpoon_fetch(cmd) {
+            Some(h) => h.handle_fetch_end(now, cmd),
+            None => self.engine.handle_forward_end(now, cmd),
+        };
         self.pump(now);
         r
     }
@@ -549,7 +608,10 @@ impl Tunnel {
         cmd: CommandId,
         failure: TunnelFailure,
     ) -> Result<(), UsageError> {
-        let r = self.engine.handle_forward_failed(now, cmd, failure);
+        let r = match self.harpoon_fetch(cmd) {
+            Some(h) => h.handle_fetch_failed(now, cmd, failure),
+            None => self.engine.handle_forward_failed(now, cmd, failure),
+        };
         self.pump(now);
         r
     }
@@ -676,6 +738,10 @@ impl Tunnel {
                     self.stdio_output(now, i, out);
                 }
             }
+            while let Some(out) = self.harpoon.as_mut().and_then(Harpoon::poll_output) {
+                progressed = true;
+                self.harpoon_output(now, out);
+            }
             if !progressed {
                 return;
             }
@@ -690,14 +756,19 @@ impl Tunnel {
                 timeout: self.poll_timeout,
             }),
             engine::Output::Forward(f) => self.forward(now, f),
-            engine::Output::CancelForward { cmd } => match self.on_stdio.remove(&cmd) {
-                Some(i) => {
+            engine::Output::CancelForward { cmd } => {
+                if let Some(i) = self.on_stdio.remove(&cmd) {
                     if let Some(s) = self.stdio.get_mut(i) {
                         s.binding.handle_deadline(now, cmd);
                     }
+                } else if self.on_harpoon.remove(&cmd) {
+                    if let Some(h) = self.harpoon.as_mut() {
+                        h.cancel(now, cmd);
+                    }
+                } else {
+                    self.outputs.push_back(Output::CancelForward { cmd });
                 }
-                None => self.outputs.push_back(Output::CancelForward { cmd }),
-            },
+            }
             engine::Output::Post {
                 id,
                 cmd,
@@ -749,6 +820,26 @@ impl Tunnel {
                     }
                 }
             }
+            Some(Route::Harpoon) => {
+                let Some(h) = self.harpoon.as_mut() else {
+                    return;
+                };
+                match &f.kind {
+                    ForwardKind::JsonRpc { payload, .. } => {
+                        self.on_harpoon.insert(f.cmd);
+                        h.handle_command(now, f.cmd, payload.get(), f.deadline);
+                    }
+                    // Harpoon has no Streamable HTTP session to close (as stdio has none).
+                    ForwardKind::SessionTermination => {
+                        let failure = super::stdio::session_termination_failure();
+                        self.outputs.push_back(Output::Event(Event::ForwardRefused {
+                            request_id: f.request_id,
+                            failure,
+                        }));
+                        let _ = self.engine.handle_forward_failed(now, f.cmd, failure);
+                    }
+                }
+            }
             Some(Route::Http(url)) => {
                 let (cmd, deadline) = (f.cmd, f.deadline);
                 let request = f.into_http_request(url.clone());
@@ -762,6 +853,49 @@ impl Tunnel {
             None => {
                 let _ = self.engine.handle_forward_failed(now, f.cmd, not_started());
             }
+        }
+    }
+
+    /// Harpoon, when `cmd` is one of its commands (its forward reports are Harpoon's).
+    fn harpoon_fetch(&mut self, cmd: CommandId) -> Option<&mut Harpoon> {
+        if self.on_harpoon.contains(&cmd) {
+            self.harpoon.as_mut()
+        } else {
+            None
+        }
+    }
+
+    fn harpoon_output(&mut self, now: Instant, out: HarpoonOutput) {
+        // Reports for a command the engine already dropped are late: the engine ignores them.
+        match out {
+            HarpoonOutput::Fetch {
+                cmd,
+                request,
+                deadline,
+            } => self.outputs.push_back(Output::Forward {
+                cmd,
+                request,
+                deadline,
+            }),
+            HarpoonOutput::CancelFetch { cmd } => {
+                self.outputs.push_back(Output::CancelForward { cmd });
+            }
+            HarpoonOutput::Message { cmd, json } => {
+                let _ = self.engine.handle_forward_message(now, cmd, &json);
+            }
+            HarpoonOutput::Reply { cmd, json } => {
+                self.on_harpoon.remove(&cmd);
+                let _ = self.engine.handle_forward_message(now, cmd, &json);
+            }
+            HarpoonOutput::Acknowledged { cmd } => {
+                self.on_harpoon.remove(&cmd);
+                let _ = self.engine.handle_forward_acknowledged(now, cmd);
+            }
+            HarpoonOutput::Failed { cmd, failure } => {
+                self.on_harpoon.remove(&cmd);
+                let _ = self.engine.handle_forward_failed(now, cmd, failure);
+            }
+            HarpoonOutput::Event(e) => self.outputs.push_back(Output::Event(Event::Harpoon(e))),
         }
     }
 
@@ -852,4 +986,35 @@ fn channel(stdio: &mut [StdioChannel], child: ChildId) -> Result<&mut StdioChann
 /// with the server).
 fn not_started() -> TunnelFailure {
     TunnelFailure::before_response(FailureSource::ClientInternal, None)
+}
+
+/// Serves and declares the `harpoon` channel exactly when Harpoon is on (it has a target), and
+/// neither otherwise: the engine answers a command for an unserved channel itself. A
+/// declaration the embedder left out stays out, unless Harpoon is the only channel.
+fn declare_harpoon(config: &mut engine::Config, on: bool) {
+    config.channels.retain(|c| c != HARPOON_CHANNEL);
+    if let Some(subs) = config.poll_channels.as_mut() {
+        if !on {
+            subs.retain(|c| c != HARPOON_CHANNEL);
+        }
+    }
+    let declared = match config.server_info.take() {
+        Some(info) => Some(info.channels().to_vec()),
+        None if on && config.channels.is_empty() => Some(Vec::new()),
+        None => None,
+    };
+    if on {
+        config.channels.push(HARPOON_CHANNEL.to_owned());
+    }
+    config.server_info = declared.and_then(|mut channels| {
+        channels.retain(|c| c.name != HARPOON_CHANNEL);
+        if on {
+            channels.push(ChannelDeclaration::for_binding(
+                HARPOON_CHANNEL,
+                ChannelBinding::InMemoryStateless,
+            ));
+        }
+        // Valid before, one canonical name more or less: only an empty list is refused.
+        ServerInfo::new(channels).ok()
+    });
 }

@@ -62,7 +62,7 @@ pub use engine::{
 pub use failure::TunnelFailure;
 pub use machine::{
     AttemptLimit, ChildId, Config, Event, Forwarded, Output, Target, TargetKind, Timeout,
-    TimeoutReason, Tunnel, POLL_GUARD, POST_ATTEMPT_CAP,
+    TimeoutReason, Tunnel, HARPOON_CHANNEL, POLL_GUARD, POST_ATTEMPT_CAP,
 };
 pub use stdio::{DiscardReason, StdioBinding, StdioConfig};
 pub use supervisor::Supervisor;

@@ -440,6 +440,7 @@ fn build(
         Method::Get => hyper::Method::GET,
         Method::Post => hyper::Method::POST,
         Method::Delete => hyper::Method::DELETE,
+        Method::Put => hyper::Method::PUT,
     };
     let mut builder = hyper::Request::builder().method(method).uri(target);
     if !request.headers.contains("host") {

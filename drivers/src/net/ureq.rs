@@ -144,7 +144,7 @@ pub fn send(
         builder = builder.header(name, value);
     }
     match request.method {
-        Method::Post => {
+        Method::Post | Method::Put => {
             let req = builder.body(request.body.as_slice())?;
             req.with_agent(agent)
                 .configure()

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use mcpwire_core::tunnel::engine::{Config, Secret};
+use mcpwire_core::tunnel::harpoon::HarpoonConfig;
 use mcpwire_core::tunnel::StdioConfig;
 pub use mcpwire_core::tunnel::{Target, TargetKind};
 
@@ -44,4 +45,7 @@ pub struct TunnelConfig {
     pub grace: Duration,
     /// The cloudflared companion, when one runs.
     pub cloudflared: Option<Cloudflared>,
+    /// Harpoon on the reserved `harpoon` channel, served while it has a target (its outbound
+    /// requests go through the same HTTP client as the forwards).
+    pub harpoon: Option<HarpoonConfig>,
 }

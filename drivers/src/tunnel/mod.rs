@@ -35,6 +35,7 @@
 //!     stdio: Default::default(),
 //!     grace: Duration::from_secs(10),
 //!     cloudflared: None,
+//!     harpoon: None,
 //! };
 //! let log = Arc::new(Logger::stderr(Level::Info, false, vec!["sk-...".to_owned()]));
 //! // Runs until the stopper (kept by `on_start`, e.g. for a signal handler) is used.

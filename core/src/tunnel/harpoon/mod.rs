@@ -10,13 +10,17 @@
 //! - [`rewrite`]: a target's answer with every registered URL turned into `harpoon://<label>`;
 //! - [`call`]: one `call_target`'s arguments, its redirect policy and its result;
 //! - [`tools`]: the tool definitions, `list_targets` and `get_oauth_target_audience`;
-//! - [`discovery`]: the targets OAuth discovery registers, and the host filter they pass.
+//! - [`discovery`]: the targets OAuth discovery registers, and the host filter they pass;
+//! - [`server`]: [`Harpoon`], the channel's MCP server (one connection, one request at a time,
+//!   the outbound requests the driver performs).
 
 pub mod call;
 pub mod discovery;
 pub mod headers;
 pub mod rewrite;
+pub mod server;
 pub mod targets;
 pub mod tools;
 
+pub use server::{Harpoon, HarpoonConfig, HarpoonEvent, HarpoonOutput};
 pub use targets::{Registry, Target, TargetError, TargetSource, TargetSpec};

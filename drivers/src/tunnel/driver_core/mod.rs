@@ -204,6 +204,7 @@ impl Prepared {
                 stdio: config.stdio.clone(),
                 grace: config.grace,
                 restart_seed: crate::random_seed(),
+                harpoon: config.harpoon.clone(),
             },
             now,
         )?;
