@@ -712,7 +712,7 @@ fn unknown_labels_and_bad_arguments_are_error_results_with_folded_metrics() {
             _ => None,
         })
         .collect();
-    assert_eq!(labels, ["unknown", "api", "api"]);
+    assert_eq!(labels, ["__unknown__", "api", "api"]);
 }
 
 #[test]

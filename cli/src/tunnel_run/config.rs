@@ -16,7 +16,13 @@ use mcpwire_core::tunnel::wire::DEFAULT_CHANNEL;
 use mcpwire_core::tunnel::StdioConfig;
 
 use mcpwire::tunnel::log::Level;
-use mcpwire::tunnel::{Cloudflared, CloudflaredToken, Target, TargetKind, TunnelConfig};
+use mcpwire::tunnel::{
+    Cloudflared, CloudflaredToken, HarpoonDiscovery, Target, TargetKind, TunnelConfig,
+};
+use mcpwire_core::net_policy::NetPolicy;
+use mcpwire_core::tunnel::harpoon::discovery::{host_pattern, HostFilter};
+use mcpwire_core::tunnel::harpoon::{HarpoonConfig, Registry, TargetSpec};
+use mcpwire_core::tunnel::HARPOON_CHANNEL;
 
 /// The flags of `mcpwire tunnel run` (each also read from the environment variable named in
 /// its help; flags beat the environment, which beats the default).
@@ -88,6 +94,44 @@ pub struct RunArgs {
     /// [env: CLOUDFLARED_READY_TIMEOUT] [default: 30s]
     #[arg(long = "cloudflared.ready-timeout", value_name = "DURATION")]
     pub cloudflared_ready_timeout: Option<String>,
+    /// A Harpoon target: label=NAME,url=URL,desc=TEXT (repeatable; a value in double quotes
+    /// may hold commas) [env: HARPOON_TARGETS, entries separated by ';' or newlines]
+    #[arg(long = "harpoon.target", value_name = "ENTRY")]
+    pub harpoon_targets: Vec<String>,
+    /// Allow http:// Harpoon targets (and redirects to them) [env: HARPOON_ALLOW_PLAINTEXT_HTTP]
+    /// [default: false]
+    #[arg(long = "harpoon.allow-plaintext-http", value_name = "BOOL",
+          num_args = 0..=1, default_missing_value = "true")]
+    pub harpoon_allow_plaintext: Option<String>,
+    /// The most bytes a call_target answer may have; a call's max_response_bytes is capped by
+    /// it [env: HARPOON_MAX_RESPONSE_BYTES] [default: 102400]
+    #[arg(long = "harpoon.max-response-bytes", value_name = "BYTES")]
+    pub harpoon_max_response_bytes: Option<String>,
+    /// Register the main MCP server's OAuth endpoints (token, registration, revocation,
+    /// introspection, JWKS, issuer) as Harpoon targets at start-up [env: HARPOON_OAUTH_DISCOVERY]
+    /// [default: true when channel main is a Streamable HTTP server]
+    #[arg(long = "harpoon.oauth-discovery", value_name = "BOOL",
+          num_args = 0..=1, default_missing_value = "true")]
+    pub harpoon_oauth_discovery: Option<String>,
+    /// OAuth discovery registers endpoints on loopback hosts [env: HARPOON_HOSTS_INCLUDE_LOOPBACK]
+    /// [default: true]
+    #[arg(long = "harpoon.hosts-include-loopback", value_name = "BOOL",
+          num_args = 0..=1, default_missing_value = "true")]
+    pub harpoon_include_loopback: Option<String>,
+    /// OAuth discovery registers endpoints on private networks [env: HARPOON_HOSTS_INCLUDE_PRIVATE]
+    /// [default: true]
+    #[arg(long = "harpoon.hosts-include-private", value_name = "BOOL",
+          num_args = 0..=1, default_missing_value = "true")]
+    pub harpoon_include_private: Option<String>,
+    /// OAuth discovery registers endpoints on hosts with this name suffix, e.g. corp.example
+    /// (repeatable) [env: HARPOON_HOSTS_INCLUDE_SUFFIX, separated by ';' or newlines]
+    #[arg(long = "harpoon.hosts-include-suffix", value_name = "SUFFIX")]
+    pub harpoon_include_suffixes: Vec<String>,
+    /// OAuth discovery registers endpoints on hosts whose whole name matches this regular
+    /// expression, ignoring case (repeatable) [env: HARPOON_HOSTS_INCLUDE_REGEX, separated by
+    /// ';' or newlines]
+    #[arg(long = "harpoon.hosts-include-regex", value_name = "REGEX")]
+    pub harpoon_include_patterns: Vec<String>,
 }
 
 /// Which driver runs the engine.
@@ -290,6 +334,13 @@ pub fn parse_argv(raw: &str) -> Result<Vec<String>, &'static str> {
 }
 
 fn check_channel(origin: &str, name: &str) -> Result<(), ConfigError> {
+    if name == HARPOON_CHANNEL {
+        return Err(bad(
+            origin,
+            name,
+            "the channel harpoon is reserved for the built-in Harpoon server (--harpoon.target)",
+        ));
+    }
     if is_canonical_channel_name(name) {
         Ok(())
     } else {
@@ -572,6 +623,197 @@ fn cloudflared(
     }))
 }
 
+/// The largest `--harpoon.max-response-bytes` (an answer travels base64-encoded in one
+/// response POST).
+pub const MAX_HARPOON_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
+
+/// A repeatable flag's values, else its variable's entries (separated by `;` or newlines).
+fn list(
+    flag: &str,
+    given: &[String],
+    env_var: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> (Vec<String>, String) {
+    if !given.is_empty() {
+        return (given.to_vec(), format!("--{flag}"));
+    }
+    let list = env(env_var)
+        .map(|v| {
+            v.split([';', '\n'])
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    (list, format!("--{flag} (from {env_var})"))
+}
+
+fn boolean_or(raw: Option<Raw>, default: bool) -> Result<bool, ConfigError> {
+    match raw {
+        None => Ok(default),
+        some => boolean(some),
+    }
+}
+
+/// Harpoon's configuration (`None` without targets and discovery) and its OAuth discovery
+/// (`None` when off). `main_url` is channel main's Streamable HTTP URL, if it has one.
+fn harpoon(
+    args: &RunArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+    main_url: Option<&str>,
+) -> Result<(Option<HarpoonConfig>, Option<HarpoonDiscovery>), ConfigError> {
+    let allow_plaintext = boolean(pick(
+        "harpoon.allow-plaintext-http",
+        args.harpoon_allow_plaintext.as_ref(),
+        "HARPOON_ALLOW_PLAINTEXT_HTTP",
+        env,
+    ))?;
+    let mut registry = Registry::new(allow_plaintext);
+    let specs = if args.harpoon_targets.is_empty() {
+        match env("HARPOON_TARGETS").filter(|v| !v.trim().is_empty()) {
+            Some(v) => TargetSpec::parse_list(&v)
+                .map_err(|e| ConfigError(format!("invalid HARPOON_TARGETS: {e}")))?,
+            None => Vec::new(),
+        }
+    } else {
+        args.harpoon_targets
+            .iter()
+            .enumerate()
+            .map(|(i, v)| TargetSpec::parse(v, &format!("--harpoon.target #{}", i + 1)))
+            .collect::<Result<_, _>>()
+            .map_err(|e| ConfigError(format!("invalid --harpoon.target: {e}")))?
+    };
+    let origin = if args.harpoon_targets.is_empty() {
+        "HARPOON_TARGETS"
+    } else {
+        "--harpoon.target"
+    };
+    for spec in specs {
+        registry
+            .register(spec)
+            .map_err(|e| ConfigError(format!("invalid {origin}: {e}")))?;
+    }
+    let max_raw = pick(
+        "harpoon.max-response-bytes",
+        args.harpoon_max_response_bytes.as_ref(),
+        "HARPOON_MAX_RESPONSE_BYTES",
+        env,
+    );
+    let max_response_cap = match max_raw {
+        None => mcpwire_core::tunnel::harpoon::call::DEFAULT_MAX_RESPONSE_BYTES,
+        Some(raw) => match raw.value.trim().parse::<u64>() {
+            Ok(n) if (1..=MAX_HARPOON_RESPONSE_BYTES).contains(&n) => n,
+            _ => {
+                return Err(bad(
+                    &raw.origin,
+                    &raw.value,
+                    &format!("expected a number of bytes from 1 to {MAX_HARPOON_RESPONSE_BYTES}"),
+                ))
+            }
+        },
+    };
+    let discovery_raw = pick(
+        "harpoon.oauth-discovery",
+        args.harpoon_oauth_discovery.as_ref(),
+        "HARPOON_OAUTH_DISCOVERY",
+        env,
+    );
+    let asked = discovery_raw.is_some();
+    let discover = boolean_or(discovery_raw, main_url.is_some())?;
+    let discovery = match (discover, main_url) {
+        (false, _) => None,
+        (true, None) if asked => {
+            return Err(ConfigError(
+                "invalid --harpoon.oauth-discovery: OAuth discovery reads the metadata of \
+                 channel main's Streamable HTTP server; set --mcp.server-url, or turn it off"
+                    .to_owned(),
+            ))
+        }
+        (true, None) => None,
+        (true, Some(url)) => {
+            let include_loopback = boolean_or(
+                pick(
+                    "harpoon.hosts-include-loopback",
+                    args.harpoon_include_loopback.as_ref(),
+                    "HARPOON_HOSTS_INCLUDE_LOOPBACK",
+                    env,
+                ),
+                true,
+            )?;
+            let include_private = boolean_or(
+                pick(
+                    "harpoon.hosts-include-private",
+                    args.harpoon_include_private.as_ref(),
+                    "HARPOON_HOSTS_INCLUDE_PRIVATE",
+                    env,
+                ),
+                true,
+            )?;
+            let (suffixes, suffix_origin) = list(
+                "harpoon.hosts-include-suffix",
+                &args.harpoon_include_suffixes,
+                "HARPOON_HOSTS_INCLUDE_SUFFIX",
+                env,
+            );
+            for s in &suffixes {
+                let bare = s.trim_start_matches('.');
+                if bare.is_empty() || bare.contains(|c: char| c.is_whitespace() || c == '/') {
+                    return Err(bad(
+                        &suffix_origin,
+                        s,
+                        "expected a host name suffix such as corp.example",
+                    ));
+                }
+            }
+            let (patterns, pattern_origin) = list(
+                "harpoon.hosts-include-regex",
+                &args.harpoon_include_patterns,
+                "HARPOON_HOSTS_INCLUDE_REGEX",
+                env,
+            );
+            let patterns = patterns
+                .iter()
+                .map(|p| host_pattern(p))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| ConfigError(format!("invalid {pattern_origin}: {e}")))?;
+            let mcp_host = mcpwire_core::net_policy::Url::parse(url)
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_owned))
+                .unwrap_or_default();
+            Some(HarpoonDiscovery {
+                server_url: url.to_owned(),
+                filter: HostFilter {
+                    include_loopback,
+                    include_private,
+                    suffixes,
+                    patterns,
+                    mcp_host,
+                },
+                // The tunnel runs next to its MCP server: its documents may be on loopback or
+                // a private network (link-local and cloud metadata stay refused).
+                policy: NetPolicy {
+                    allow_loopback_http: true,
+                    allow_private: true,
+                    ..NetPolicy::strict()
+                },
+            })
+        }
+    };
+    if registry.is_empty() && discovery.is_none() {
+        return Ok((None, None));
+    }
+    let mut entropy = [0u8; 64];
+    getrandom::fill(&mut entropy).map_err(|e| {
+        ConfigError(format!(
+            "cannot read the system's random source for Harpoon: {e}"
+        ))
+    })?;
+    let mut config = HarpoonConfig::new(registry, entropy);
+    config.max_response_cap = max_response_cap;
+    Ok((Some(config), discovery))
+}
+
 /// Resolves `args` against the environment (`env`) and files (`read_file`).
 pub fn resolve(
     args: &RunArgs,
@@ -728,6 +970,13 @@ pub fn resolve(
         targets.push(target);
     }
 
+    let main_url = targets.iter().find_map(|t| match &t.kind {
+        TargetKind::Http { url } if t.channel == DEFAULT_CHANNEL => Some(url.as_str()),
+        _ => None,
+    });
+    let (harpoon, harpoon_discovery) = harpoon(args, env, main_url)?;
+    let harpoon_targets = harpoon.as_ref().is_some_and(|h| !h.registry.is_empty());
+
     let poll_channels = if !args.poll_channels.is_empty() {
         Some((
             args.poll_channels.clone(),
@@ -746,10 +995,24 @@ pub fn resolve(
     if let Some((list, origin)) = &poll_channels {
         let mut seen: Vec<&String> = Vec::new();
         for c in list {
-            check_channel(origin, c)?;
             if seen.contains(&c) {
                 return Err(bad(origin, c, "each channel may be named once"));
             }
+            if c == HARPOON_CHANNEL {
+                // Discovery can only add targets when the main channel is served too.
+                let discovered_later =
+                    harpoon_discovery.is_some() && list.iter().any(|c| c == DEFAULT_CHANNEL);
+                if !harpoon_targets && !discovered_later {
+                    return Err(bad(
+                        origin,
+                        c,
+                        "Harpoon has no target; add --harpoon.target label=NAME,url=URL",
+                    ));
+                }
+                seen.push(c);
+                continue;
+            }
+            check_channel(origin, c)?;
             if !targets.iter().any(|t| &t.channel == c) {
                 return Err(bad(
                     origin,
@@ -762,7 +1025,8 @@ pub fn resolve(
     } else if !targets.iter().any(|t| t.channel == DEFAULT_CHANNEL) {
         return Err(ConfigError(
             "missing MCP server for channel main: set --mcp.server-url URL or --mcp.command CMD \
-             (or MCP_SERVER_URL / MCP_COMMAND)"
+             (or MCP_SERVER_URL / MCP_COMMAND), or serve Harpoon alone with \
+             --control-plane.poll-channel harpoon and --harpoon.target"
                 .to_owned(),
         ));
     }
@@ -777,8 +1041,15 @@ pub fn resolve(
             ChannelDeclaration::for_binding(t.channel.clone(), binding)
         })
         .collect();
-    let server_info = ServerInfo::new(declarations)
-        .map_err(|e| ConfigError(format!("invalid --mcp.server-url/--mcp.command: {e}")))?;
+    // Harpoon alone has no declaration of its own here: the tunnel adds Harpoon's.
+    let server_info = if targets.is_empty() {
+        None
+    } else {
+        Some(
+            ServerInfo::new(declarations)
+                .map_err(|e| ConfigError(format!("invalid --mcp.server-url/--mcp.command: {e}")))?,
+        )
+    };
 
     let mut engine = Config::new(
         base_url,
@@ -786,7 +1057,7 @@ pub fn resolve(
         api_key,
         format!("{:016x}", mcpwire::random_seed()),
     );
-    engine.server_info = Some(server_info);
+    engine.server_info = server_info;
     engine.channels = targets.iter().map(|t| t.channel.clone()).collect();
     engine.poll_channels = poll_channels.map(|(l, _)| l);
     engine.poll_wait = poll_wait;
@@ -805,7 +1076,8 @@ pub fn resolve(
             stdio,
             grace,
             cloudflared,
-            harpoon: None,
+            harpoon,
+            harpoon_discovery,
         },
         health_addr,
         log_level,
@@ -1089,5 +1361,165 @@ mod tests {
             .unwrap_err()
             .0
             .contains("--cloudflared.ready-timeout"));
+    }
+
+    fn harpoon_only() -> RunArgs {
+        RunArgs {
+            tunnel_id: Some("tun_1".into()),
+            api_key: Some("sk-literal".into()),
+            poll_channels: vec!["harpoon".into()],
+            ..RunArgs::default()
+        }
+    }
+
+    #[test]
+    fn harpoon_targets_come_from_flags_or_the_environment_and_errors_name_the_entry() {
+        let mut a = base();
+        a.harpoon_targets = vec![
+            r#"label=idp,url=https://idp.corp.example/token,desc="Token, internal""#.into(),
+            "label=api,url=https://api.corp.example/v1".into(),
+        ];
+        let c = run(
+            a.clone(),
+            &[("HARPOON_TARGETS", "label=ignored,url=https://x.example")],
+        )
+        .unwrap();
+        let h = c.tunnel.harpoon.as_ref().unwrap();
+        let labels: Vec<&str> = h.registry.iter().map(|t| t.label()).collect();
+        assert_eq!(labels, ["idp", "api"]);
+        assert_eq!(
+            h.registry.get("idp").unwrap().description(),
+            "Token, internal"
+        );
+        assert_eq!(h.max_response_cap, 100 * 1024);
+
+        let c = run(
+            base(),
+            &[(
+                "HARPOON_TARGETS",
+                "label=a,url=https://a.example/x;label=b,url=https://b.example\nlabel=c,url=https://c.example",
+            )],
+        )
+        .unwrap();
+        assert_eq!(c.tunnel.harpoon.unwrap().registry.len(), 3);
+
+        for (entry, needle) in [
+            ("label=Bad,url=https://a.example", "#1 ('Bad')"),
+            ("label=a,url=http://a.example", "https"),
+            ("label=a,url=https://a.example/x/../y", "'..'"),
+            ("label=a,url=/relative", "absolute"),
+            ("label=a", "no url="),
+            ("label=a,url=https://a.example,port=1", "unknown key"),
+        ] {
+            let mut a = base();
+            a.harpoon_targets = vec![entry.into()];
+            let e = run(a, &[]).unwrap_err().0;
+            assert!(e.starts_with("invalid --harpoon.target: "), "{e}");
+            assert!(e.contains(needle), "{entry}: {e}");
+        }
+        let mut a = base();
+        a.harpoon_targets = vec![
+            "label=a,url=https://a.example".into(),
+            "label=a,url=https://b.example".into(),
+        ];
+        assert!(run(a, &[]).unwrap_err().0.contains("registered already"));
+        let e = run(
+            base(),
+            &[("HARPOON_TARGETS", "label=a,url=https://a.example;label=B")],
+        )
+        .unwrap_err()
+        .0;
+        assert!(e.contains("HARPOON_TARGETS entry #2"), "{e}");
+
+        let mut a = base();
+        a.harpoon_targets = vec!["label=a,url=http://10.0.0.5/token".into()];
+        a.harpoon_allow_plaintext = Some("true".into());
+        a.harpoon_max_response_bytes = Some("2048".into());
+        let h = run(a, &[]).unwrap().tunnel.harpoon.unwrap();
+        assert!(h.registry.allows_plaintext());
+        assert_eq!(h.max_response_cap, 2048);
+        for bad_cap in ["0", "8388609", "lots"] {
+            let mut a = base();
+            a.harpoon_targets = vec!["label=a,url=https://a.example".into()];
+            a.harpoon_max_response_bytes = Some(bad_cap.into());
+            let e = run(a, &[]).unwrap_err().0;
+            assert!(e.contains("--harpoon.max-response-bytes"), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_harpoon_channel_is_reserved_and_may_be_served_alone() {
+        let mut a = base();
+        a.server_urls = vec!["channel=harpoon,url=http://127.0.0.1:9/mcp".into()];
+        let e = run(a, &[]).unwrap_err().0;
+        assert!(e.contains("reserved for the built-in Harpoon"), "{e}");
+        let mut a = base();
+        a.poll_channels = vec!["main".into(), "harpoon".into()];
+        a.harpoon_oauth_discovery = Some("false".into());
+        let e = run(a, &[]).unwrap_err().0;
+        assert!(e.contains("Harpoon has no target"), "{e}");
+
+        let mut a = harpoon_only();
+        a.harpoon_targets = vec!["label=idp,url=https://idp.corp.example/token".into()];
+        let c = run(a, &[]).unwrap();
+        assert!(c.tunnel.targets.is_empty());
+        assert!(c.tunnel.engine.server_info.is_none());
+        assert!(c.tunnel.engine.channels.is_empty());
+        assert_eq!(
+            c.tunnel.engine.poll_channels,
+            Some(vec!["harpoon".to_owned()])
+        );
+        assert!(c.tunnel.harpoon_discovery.is_none());
+        let e = run(harpoon_only(), &[]).unwrap_err().0;
+        assert!(e.contains("Harpoon has no target"), "{e}");
+    }
+
+    #[test]
+    fn oauth_discovery_is_on_for_an_http_main_channel_and_takes_the_host_switches() {
+        let c = run(base(), &[]).unwrap();
+        let d = c.tunnel.harpoon_discovery.unwrap();
+        assert_eq!(d.server_url, "http://127.0.0.1:3000/mcp");
+        assert_eq!(d.filter.mcp_host, "127.0.0.1");
+        assert!(d.filter.include_loopback && d.filter.include_private);
+        assert!(d.filter.suffixes.is_empty() && d.filter.patterns.is_empty());
+        // Discovery may add targets: Harpoon is there, with an empty registry.
+        assert!(c.tunnel.harpoon.unwrap().registry.is_empty());
+
+        let c = run(
+            base(),
+            &[
+                ("HARPOON_HOSTS_INCLUDE_LOOPBACK", "false"),
+                ("HARPOON_HOSTS_INCLUDE_PRIVATE", "0"),
+                ("HARPOON_HOSTS_INCLUDE_SUFFIX", "corp.example;.int.example"),
+                ("HARPOON_HOSTS_INCLUDE_REGEX", "idp-[0-9]+\\.example"),
+            ],
+        )
+        .unwrap();
+        let f = c.tunnel.harpoon_discovery.unwrap().filter;
+        assert!(!f.include_loopback && !f.include_private);
+        assert_eq!(f.suffixes, ["corp.example", ".int.example"]);
+        assert!(f.patterns[0].is_match("IDP-7.example"));
+
+        let mut a = base();
+        a.harpoon_include_patterns = vec!["idp-(".into()];
+        let e = run(a, &[]).unwrap_err().0;
+        assert!(
+            e.starts_with("invalid --harpoon.hosts-include-regex: "),
+            "{e}"
+        );
+
+        let mut a = base();
+        a.harpoon_oauth_discovery = Some("false".into());
+        let c = run(a, &[]).unwrap();
+        assert!(c.tunnel.harpoon.is_none() && c.tunnel.harpoon_discovery.is_none());
+
+        let mut a = base();
+        a.server_urls = Vec::new();
+        a.commands = vec!["my-server --stdio".into()];
+        let c = run(a.clone(), &[]).unwrap();
+        assert!(c.tunnel.harpoon_discovery.is_none());
+        a.harpoon_oauth_discovery = Some("true".into());
+        let e = run(a, &[]).unwrap_err().0;
+        assert!(e.contains("channel main's Streamable HTTP server"), "{e}");
     }
 }

@@ -430,8 +430,19 @@ impl McpServer {
         format!("http://{}/mcp", self.addr)
     }
 
+    /// The requests received, less the tunnel's start-up OAuth discovery (Harpoon's
+    /// `--harpoon.oauth-discovery`, on by default for an HTTP main channel: its probe and
+    /// metadata fetches say so in their `User-Agent`).
     pub fn requests(&self) -> Vec<Req> {
-        self.state.lock().unwrap().requests.clone()
+        let ua = mcpwire_core::tunnel::harpoon::discovery::DISCOVERY_USER_AGENT;
+        self.state
+            .lock()
+            .unwrap()
+            .requests
+            .iter()
+            .filter(|r| r.header("User-Agent") != Some(ua))
+            .cloned()
+            .collect()
     }
 }
 

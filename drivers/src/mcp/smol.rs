@@ -1070,7 +1070,7 @@ impl Loop {
 }
 
 /// What the HTTP stack's error says, for [`Error::Transport`].
-fn describe(e: &HttpError) -> String {
+pub(crate) fn describe(e: &HttpError) -> String {
     match e {
         HttpError::Request => "the request cannot be sent (bad URL or header)".into(),
         HttpError::Resolve(Some(kind)) => format!("the host name did not resolve ({kind})"),

@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
+use mcpwire_core::net_policy::NetPolicy;
 use mcpwire_core::tunnel::engine::{Config, Secret};
+use mcpwire_core::tunnel::harpoon::discovery::HostFilter;
 use mcpwire_core::tunnel::harpoon::HarpoonConfig;
 use mcpwire_core::tunnel::StdioConfig;
 pub use mcpwire_core::tunnel::{Target, TargetKind};
@@ -48,4 +50,21 @@ pub struct TunnelConfig {
     /// Harpoon on the reserved `harpoon` channel, served while it has a target (its outbound
     /// requests go through the same HTTP client as the forwards).
     pub harpoon: Option<HarpoonConfig>,
+    /// OAuth discovery of more Harpoon targets at start-up (`--harpoon.oauth-discovery`): the
+    /// endpoints found are added to `harpoon`'s registry before the first poll. Needs
+    /// `harpoon` to be set (an empty registry is fine).
+    pub harpoon_discovery: Option<HarpoonDiscovery>,
+}
+
+/// What OAuth discovery of Harpoon targets reads and keeps.
+#[derive(Clone, Debug)]
+pub struct HarpoonDiscovery {
+    /// The main MCP server's URL: its Protected Resource Metadata and its authorization
+    /// servers' metadata are read.
+    pub server_url: String,
+    /// Which endpoint hosts become targets.
+    pub filter: HostFilter,
+    /// The URL policy the documents' URLs are fetched under (link-local addresses and cloud
+    /// metadata services are refused under every policy).
+    pub policy: NetPolicy,
 }

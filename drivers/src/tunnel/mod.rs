@@ -36,6 +36,7 @@
 //!     grace: Duration::from_secs(10),
 //!     cloudflared: None,
 //!     harpoon: None,
+//!     harpoon_discovery: None,
 //! };
 //! let log = Arc::new(Logger::stderr(Level::Info, false, vec!["sk-...".to_owned()]));
 //! // Runs until the stopper (kept by `on_start`, e.g. for a signal handler) is used.
@@ -47,6 +48,8 @@
 pub mod config;
 #[cfg(any(feature = "blocking", feature = "smol"))]
 pub(crate) mod driver_core;
+#[cfg(any(feature = "blocking", feature = "smol"))]
+mod harpoon_discovery;
 pub mod log;
 #[cfg(any(feature = "blocking", feature = "smol"))]
 mod report;
@@ -60,7 +63,9 @@ pub mod blocking;
 #[cfg_attr(docsrs, doc(cfg(feature = "smol")))]
 pub mod smol;
 
-pub use config::{Cloudflared, CloudflaredToken, Target, TargetKind, TunnelConfig};
+pub use config::{
+    Cloudflared, CloudflaredToken, HarpoonDiscovery, Target, TargetKind, TunnelConfig,
+};
 pub use log::Logger;
 pub use status::{Metrics, Status};
 pub use stop::Stopper;

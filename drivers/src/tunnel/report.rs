@@ -7,10 +7,12 @@ use std::time::Instant;
 
 use mcpwire_core::http::ResponseHead;
 use mcpwire_core::tunnel::engine::{Event, PostAnswer, Stage};
+use mcpwire_core::tunnel::harpoon::server::{CallResult, ResetReason};
+use mcpwire_core::tunnel::harpoon::HarpoonEvent;
 use mcpwire_core::tunnel::{self, CommandId, Forwarded, TunnelFailure};
 
 use super::log::{Level, Logger};
-use super::status::Metrics;
+use super::status::{HarpoonKey, Metrics};
 
 /// What the log line of a command's outcome says about it.
 struct CmdInfo {
@@ -70,9 +72,73 @@ impl Report {
                 "stdio frame discarded",
                 &[("channel", &channel), ("reason", &format!("{reason:?}"))],
             ),
+            tunnel::Event::Harpoon(e) => self.harpoon(e),
             other => self.log.log(
                 Level::Debug,
                 "tunnel event",
+                &[("event", &format!("{other:?}"))],
+            ),
+        }
+    }
+
+    /// Logs and counts what Harpoon reports: by label, status, outcome, sizes and header
+    /// classes, never a URL, a header value or a body.
+    fn harpoon(&mut self, e: HarpoonEvent) {
+        match e {
+            HarpoonEvent::Call(call) => {
+                let latency_ms = call.latency.as_secs_f64() * 1000.0;
+                let key = HarpoonKey {
+                    label: call.label.clone(),
+                    status_class: call.status_class(),
+                    outcome: call.result.as_str(),
+                };
+                self.metrics
+                    .harpoon_calls
+                    .entry(key)
+                    .or_default()
+                    .observe(latency_ms, call.response_bytes);
+                let level = match call.result {
+                    CallResult::Answered => Level::Info,
+                    _ => Level::Warn,
+                };
+                let status = call
+                    .status
+                    .map_or_else(|| "-".to_owned(), |s| s.to_string());
+                self.log.log(
+                    level,
+                    "harpoon call",
+                    &[
+                        ("label", &call.label),
+                        ("status", &status),
+                        ("outcome", &call.result.as_str()),
+                        ("duration_ms", &call.latency.as_millis()),
+                        ("response_bytes", &call.response_bytes),
+                        ("redirects", &call.redirects),
+                    ],
+                );
+            }
+            HarpoonEvent::HeadersDropped { label, classes } => {
+                let classes: Vec<&str> = classes.iter().map(|c| c.as_str()).collect();
+                self.log.log(
+                    Level::Info,
+                    "harpoon dropped request headers",
+                    &[("label", &label), ("classes", &classes.join(","))],
+                );
+            }
+            HarpoonEvent::ConnectionReset { reason } => {
+                let reason = match reason {
+                    ResetReason::MaxAge => "max_age",
+                    ResetReason::Deadline => "deadline",
+                };
+                self.log.log(
+                    Level::Debug,
+                    "harpoon connection reset",
+                    &[("reason", &reason)],
+                );
+            }
+            other => self.log.log(
+                Level::Debug,
+                "harpoon event",
                 &[("event", &format!("{other:?}"))],
             ),
         }
@@ -378,5 +444,77 @@ mod tests {
             lines[3]
         );
         assert_eq!(lines.len(), 4);
+    }
+
+    /// A Harpoon call is one log line by label, status and outcome (no URL, no header value)
+    /// and one observation in each of the Go tunnel-client's three series.
+    #[test]
+    fn harpoon_calls_are_logged_and_counted_under_the_go_clients_names() {
+        use mcpwire_core::tunnel::harpoon::headers::DroppedClass;
+        use mcpwire_core::tunnel::harpoon::server::CallRecord;
+        use std::time::Duration;
+
+        let sink = Sink::default();
+        let log = Logger::new(Level::Debug, false, Vec::new(), Box::new(sink.clone()));
+        let mut r = Report::new(Arc::new(log));
+        let call = |result, status, ms, bytes| {
+            tunnel::Event::Harpoon(HarpoonEvent::Call(CallRecord {
+                label: "api".into(),
+                status,
+                result,
+                latency: Duration::from_millis(ms),
+                response_bytes: bytes,
+                redirects: 1,
+            }))
+        };
+        r.tunnel_event(tunnel::Event::Harpoon(HarpoonEvent::HeadersDropped {
+            label: "api".into(),
+            classes: vec![DroppedClass::Cookie, DroppedClass::Forwarding],
+        }));
+        r.tunnel_event(call(CallResult::Answered, Some(200), 7, 300));
+        r.tunnel_event(call(CallResult::Answered, Some(201), 40, 5000));
+        r.tunnel_event(call(CallResult::TooLarge, Some(200), 3, 2_000_000));
+        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text
+            .lines()
+            .map(|l| l.split_once(' ').map_or(l, |(_, rest)| rest))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "INFO  harpoon dropped request headers label=api classes=cookie,forwarding",
+                "INFO  harpoon call label=api status=200 outcome=success duration_ms=7 response_bytes=300 redirects=1",
+                "INFO  harpoon call label=api status=201 outcome=success duration_ms=40 response_bytes=5000 redirects=1",
+                "WARN  harpoon call label=api status=200 outcome=response_too_large duration_ms=3 response_bytes=2000000 redirects=1",
+            ]
+        );
+        let prom = r.metrics.prometheus();
+        let ok = "label=\"api\",status_class=\"2xx\",outcome=\"success\"";
+        for needle in [
+            "# TYPE harpoon_call_total counter".to_owned(),
+            format!("harpoon_call_total{{{ok}}} 2"),
+            "harpoon_call_total{label=\"api\",status_class=\"2xx\",outcome=\"response_too_large\"} 1"
+                .to_owned(),
+            "# TYPE harpoon_call_latency_milliseconds histogram".to_owned(),
+            format!("harpoon_call_latency_milliseconds_bucket{{{ok},le=\"5\"}} 0"),
+            format!("harpoon_call_latency_milliseconds_bucket{{{ok},le=\"10\"}} 1"),
+            format!("harpoon_call_latency_milliseconds_bucket{{{ok},le=\"50\"}} 2"),
+            format!("harpoon_call_latency_milliseconds_bucket{{{ok},le=\"+Inf\"}} 2"),
+            format!("harpoon_call_latency_milliseconds_sum{{{ok}}} 47"),
+            format!("harpoon_call_latency_milliseconds_count{{{ok}}} 2"),
+            "# TYPE harpoon_response_size_bytes histogram".to_owned(),
+            format!("harpoon_response_size_bytes_bucket{{{ok},le=\"256\"}} 0"),
+            format!("harpoon_response_size_bytes_bucket{{{ok},le=\"1024\"}} 1"),
+            format!("harpoon_response_size_bytes_bucket{{{ok},le=\"16384\"}} 2"),
+            format!("harpoon_response_size_bytes_sum{{{ok}}} 5300"),
+        ] {
+            assert!(prom.contains(&needle), "missing {needle} in\n{prom}");
+        }
+    }
+
+    /// Without Harpoon calls its series are absent (no empty histogram headers).
+    #[test]
+    fn no_harpoon_series_without_calls() {
+        assert!(!Metrics::default().prometheus().contains("harpoon_"));
     }
 }

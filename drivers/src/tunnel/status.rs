@@ -34,6 +34,97 @@ pub struct Metrics {
     pub posts_in_flight: usize,
     /// `None` when ready, else why not.
     pub not_ready: Option<String>,
+    /// Harpoon's `call_target` calls by label, status class and outcome.
+    pub harpoon_calls: BTreeMap<HarpoonKey, HarpoonSeries>,
+}
+
+/// The labels of Harpoon's series: the target's label (unregistered ones folded), the status
+/// class (`2xx` ... or `none`) and the outcome.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct HarpoonKey {
+    /// The target's label, or `__unknown__`.
+    pub label: String,
+    /// `1xx` ... `5xx`, or `none` when no answer came.
+    pub status_class: &'static str,
+    /// How the call ended.
+    pub outcome: &'static str,
+}
+
+/// The upper bounds of `harpoon_call_latency_milliseconds`'s buckets.
+pub const LATENCY_BUCKETS_MS: [f64; 14] = [
+    5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0, 60000.0,
+    120000.0,
+];
+
+/// The upper bounds of `harpoon_response_size_bytes`'s buckets.
+pub const SIZE_BUCKETS_BYTES: [f64; 10] = [
+    256.0, 1024.0, 4096.0, 16384.0, 65536.0, 102400.0, 262144.0, 1048576.0, 4194304.0, 16777216.0,
+];
+
+/// A Prometheus histogram: cumulative counts at fixed upper bounds, a sum and a count.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Histogram {
+    /// Observations at or below each bound of the metric's bucket list.
+    pub buckets: Vec<u64>,
+    /// The sum of the observations.
+    pub sum: f64,
+    /// How many observations.
+    pub count: u64,
+}
+
+impl Histogram {
+    fn observe(&mut self, bounds: &[f64], value: f64) {
+        if self.buckets.len() != bounds.len() {
+            self.buckets = vec![0; bounds.len()];
+        }
+        for (n, bound) in self.buckets.iter_mut().zip(bounds) {
+            if value <= *bound {
+                *n += 1;
+            }
+        }
+        self.sum += value;
+        self.count += 1;
+    }
+
+    fn lines(&self, labels: &str, bounds: &[f64], out: &mut Vec<(String, String)>) {
+        let sep = if labels.is_empty() { "" } else { "," };
+        for (i, bound) in bounds.iter().enumerate() {
+            let n = self.buckets.get(i).copied().unwrap_or(0);
+            out.push((
+                format!("_bucket{{{labels}{sep}le=\"{bound}\"}}"),
+                n.to_string(),
+            ));
+        }
+        out.push((
+            format!("_bucket{{{labels}{sep}le=\"+Inf\"}}"),
+            self.count.to_string(),
+        ));
+        out.push((format!("_sum{{{labels}}}"), self.sum.to_string()));
+        out.push((format!("_count{{{labels}}}"), self.count.to_string()));
+    }
+}
+
+/// One label set's counter and histograms.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HarpoonSeries {
+    /// Calls.
+    pub calls: u64,
+    /// Their latency in milliseconds.
+    pub latency_ms: Histogram,
+    /// Their answers' body sizes in bytes.
+    pub response_bytes: Histogram,
+}
+
+impl HarpoonSeries {
+    /// Counts one call that took `latency_ms` and received `bytes`.
+    pub fn observe(&mut self, latency_ms: f64, bytes: u64) {
+        self.calls += 1;
+        self.latency_ms.observe(&LATENCY_BUCKETS_MS, latency_ms);
+        // Sizes are far below 2^53, where f64 stops being exact.
+        #[allow(clippy::cast_precision_loss)]
+        self.response_bytes
+            .observe(&SIZE_BUCKETS_BYTES, bytes as f64);
+    }
 }
 
 impl Metrics {
@@ -77,6 +168,25 @@ impl Metrics {
             }
         };
         let one = |v: String| vec![(String::new(), v)];
+        // Harpoon's series carry the Go tunnel-client's names, so its dashboards keep working.
+        let mut calls = Vec::new();
+        let mut latency = Vec::new();
+        let mut sizes = Vec::new();
+        for (k, series) in &self.harpoon_calls {
+            let labels = format!(
+                "label=\"{}\",status_class=\"{}\",outcome=\"{}\"",
+                escape_label(&k.label),
+                k.status_class,
+                k.outcome
+            );
+            calls.push((format!("{{{labels}}}"), series.calls.to_string()));
+            series
+                .latency_ms
+                .lines(&labels, &LATENCY_BUCKETS_MS, &mut latency);
+            series
+                .response_bytes
+                .lines(&labels, &SIZE_BUCKETS_BYTES, &mut sizes);
+        }
         metric(
             "mcpwire_tunnel_polls_total",
             "counter",
@@ -142,8 +252,35 @@ impl Metrics {
             "1 when /readyz answers 200.",
             &one(u8::from(self.not_ready.is_none()).to_string()),
         );
+        if !calls.is_empty() {
+            metric(
+                "harpoon_call_total",
+                "counter",
+                "Harpoon call_target invocations, by target label, status class and outcome.",
+                &calls,
+            );
+            metric(
+                "harpoon_call_latency_milliseconds",
+                "histogram",
+                "Latency of Harpoon call_target invocations in milliseconds.",
+                &latency,
+            );
+            metric(
+                "harpoon_response_size_bytes",
+                "histogram",
+                "Body size of the answers Harpoon's call_target received, in bytes.",
+                &sizes,
+            );
+        }
         s
     }
+}
+
+/// A label value in the exposition format: `\\`, `"` and newlines escaped.
+fn escape_label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 fn not_ready_text(why: &NotReady) -> String {

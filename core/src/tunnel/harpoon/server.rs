@@ -53,8 +53,9 @@ use crate::tunnel::failure::{FailureSource, TransportErrorKind, TunnelFailure};
 pub const CONNECTION_MAX_AGE: Duration = Duration::from_secs(600);
 
 /// The label metrics use for a call naming no registered target (labels are folded so that
-/// callers cannot grow the metric's label set).
-pub const UNKNOWN_LABEL: &str = "unknown";
+/// callers cannot grow the metric's label set); the Go tunnel-client's spelling, which no
+/// valid label can take (labels start with a letter or digit).
+pub const UNKNOWN_LABEL: &str = "__unknown__";
 
 /// The largest JSON-RPC frame the connection reads (a `call_target` body rides in it).
 const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
@@ -119,15 +120,17 @@ pub enum CallResult {
 }
 
 impl CallResult {
-    /// The outcome as metrics and logs name it.
+    /// The outcome as metrics and logs name it: the Go tunnel-client's `harpoon_call_total`
+    /// outcomes (`success`, `invalid_input`, `request_error`, `response_too_large`) where they
+    /// say the same, and `redirect_refused`, `timeout` and `cancelled` where ours say more.
     pub fn as_str(self) -> &'static str {
         match self {
-            CallResult::Answered => "ok",
-            CallResult::Refused => "refused",
+            CallResult::Answered => "success",
+            CallResult::Refused => "invalid_input",
             CallResult::RedirectRefused => "redirect_refused",
-            CallResult::TooLarge => "too_large",
+            CallResult::TooLarge => "response_too_large",
             CallResult::TimedOut => "timeout",
-            CallResult::Failed => "failed",
+            CallResult::Failed => "request_error",
             CallResult::Cancelled => "cancelled",
         }
     }

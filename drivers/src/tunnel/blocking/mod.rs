@@ -42,6 +42,7 @@ use crate::tunnel::driver_core::{Completion, MAX_POLL_BODY};
 use crate::tunnel::driver_core::{
     NotStarted, Prepared, Runtime, Wake, CHUNK, COMPLETIONS, MAX_POST_ANSWER,
 };
+use crate::tunnel::harpoon_discovery;
 use crate::tunnel::log::{Level, Logger};
 use crate::tunnel::stop::Stopper;
 use crate::tunnel::Error;
@@ -81,6 +82,17 @@ pub fn run(
         signal.send(Completion::Signal).is_ok()
     }))
     .map_err(Error::Start)?;
+    let mut config = config;
+    if let Some((wanted, mut d)) = harpoon_discovery::begin(&config, &log) {
+        while let Some(fetch) = d.next_fetch() {
+            match harpoon_discovery::fetch_blocking(&fetch, wanted.policy) {
+                Ok((head, body)) => d.handle_response(&head, &body),
+                Err(cause) => d.handle_failed(&cause),
+            }
+        }
+        let found = harpoon_discovery::found(&wanted, &d);
+        harpoon_discovery::register(&mut config, &d, found, &log);
+    }
     let max_in_flight = config.engine.max_in_flight;
     let max_forwards = config.engine.max_concurrent_forwards;
     let prepared = Prepared::new(&config, now)?;

@@ -42,6 +42,7 @@ use crate::tunnel::driver_core::{Completion, MAX_POLL_BODY};
 use crate::tunnel::driver_core::{
     NotStarted, Prepared, Runtime, Wake, CHUNK, COMPLETIONS, MAX_POST_ANSWER,
 };
+use crate::tunnel::harpoon_discovery;
 use crate::tunnel::log::Logger;
 use crate::tunnel::stop::Stopper;
 use crate::tunnel::Error;
@@ -90,8 +91,20 @@ async fn run_async(
         signal.send_blocking(Completion::Signal).is_ok()
     }))
     .map_err(Error::Start)?;
-    let prepared = Prepared::new(&config, now)?;
     let tls = http::tls_config().map_err(|reason| Error::Tls { reason })?;
+    let mut config = config;
+    if let Some((wanted, mut d)) = harpoon_discovery::begin(&config, &log) {
+        while let Some(fetch) = d.next_fetch() {
+            match harpoon_discovery::fetch_smol(&tls, &fetch, wanted.policy).await {
+                Ok((head, body)) => d.handle_response(&head, &body),
+                Err(cause) => d.handle_failed(&cause),
+            }
+        }
+        // Host names are resolved with the system's (blocking) resolver.
+        let (found, d) = smol::unblock(move || (harpoon_discovery::found(&wanted, &d), d)).await;
+        harpoon_discovery::register(&mut config, &d, found, &log);
+    }
+    let prepared = Prepared::new(&config, now)?;
     let companion = match &config.cloudflared {
         None => None,
         Some(cfg) => {
