@@ -149,6 +149,12 @@ pub struct McpServerArgs {
     #[arg(long, value_name = "SECS", requires = "auth", conflicts_with = "stdio",
           value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
     pub auth_token_ttl: Option<u64>,
+    /// With --auth: the host name the authorization server's documents use (issuer and
+    /// endpoints on the listener's port), so that it looks like a separate host from the
+    /// protected resource; localhost only (the listener is on loopback).
+    #[arg(long, value_name = "HOST", requires = "auth", conflicts_with = "stdio",
+          value_parser = ["localhost"])]
+    pub auth_issuer_host: Option<String>,
 }
 
 /// Flags of `mcpwire dev control-plane`.
@@ -229,6 +235,7 @@ fn run_mcp_server(args: McpServerArgs) -> ExitCode {
             token_ttl: args
                 .auth_token_ttl
                 .map_or(AuthConfig::default().token_ttl, Duration::from_secs),
+            issuer_host: args.auth_issuer_host.clone(),
         }),
         ..mcp_server::Config::default()
     };

@@ -102,6 +102,11 @@ pub struct AuthConfig {
     pub auto_approve: bool,
     /// How long an access token lives (`expires_in`).
     pub token_ttl: Duration,
+    /// The host name the authorization server's documents use instead of the listener's
+    /// address (same port, same listener): `localhost` puts the issuer and its endpoints on
+    /// another host than the protected resource, as a separate authorization server would be
+    /// (`--auth-issuer-host`). `None`: the listener's address.
+    pub issuer_host: Option<String>,
 }
 
 impl Default for AuthConfig {
@@ -109,6 +114,7 @@ impl Default for AuthConfig {
         AuthConfig {
             auto_approve: false,
             token_ttl: Duration::from_secs(3600),
+            issuer_host: None,
         }
     }
 }
@@ -434,6 +440,19 @@ impl AuthServer {
             .ok_or_else(OAuthError::not_ready)
     }
 
+    /// The authorization server's origin: the listener's, or [`AuthConfig::issuer_host`] on
+    /// its port.
+    fn issuer_origin(&self) -> Option<String> {
+        let origin = self.origin.get()?;
+        Some(match &self.config.issuer_host {
+            None => origin.clone(),
+            Some(host) => {
+                let port = origin.rsplit(':').next().unwrap_or_default();
+                format!("http://{host}:{port}")
+            }
+        })
+    }
+
     /// The settings.
     pub fn config(&self) -> &AuthConfig {
         &self.config
@@ -441,7 +460,7 @@ impl AuthServer {
 
     /// The issuer, `http://ADDR/oauth` (once listening).
     pub fn issuer(&self) -> Option<String> {
-        Some(format!("{}{ISSUER_PATH}", self.origin.get()?))
+        Some(format!("{}{ISSUER_PATH}", self.issuer_origin()?))
     }
 
     /// The protected resource, `http://ADDR/mcp` (once listening).
@@ -617,9 +636,10 @@ impl AuthServer {
 
     fn resource_metadata(&self) -> Result<Value, OAuthError> {
         let origin = self.origin()?;
+        let issuer = self.issuer().ok_or_else(OAuthError::not_ready)?;
         Ok(json!({
             "resource": format!("{origin}/mcp"),
-            "authorization_servers": [format!("{origin}{ISSUER_PATH}")],
+            "authorization_servers": [issuer],
             "scopes_supported": [SCOPE_MCP],
             "bearer_methods_supported": ["header"],
             "resource_name": "mcpwire dev MCP server"
@@ -627,7 +647,7 @@ impl AuthServer {
     }
 
     fn server_metadata(&self) -> Result<Value, OAuthError> {
-        let origin = self.origin()?;
+        let origin = self.issuer_origin().ok_or_else(OAuthError::not_ready)?;
         Ok(json!({
             "issuer": format!("{origin}{ISSUER_PATH}"),
             "authorization_endpoint": format!("{origin}{AUTHORIZE_PATH}"),
