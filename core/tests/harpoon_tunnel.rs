@@ -430,6 +430,43 @@ fn post_and_put_carry_their_body() {
     }
 }
 
+/// Requests are served one at a time, in order: the one queued behind a call is served as
+/// soon as that call ends (answered, refused or failed), with no other input in between.
+#[test]
+fn the_next_queued_request_is_served_as_soon_as_a_call_ends() {
+    let mut g = Sim::new(config(Some(registry()), true));
+    let list = command(
+        "r3",
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list",
+               "params": {"_meta": modern_meta()}}),
+        "30s",
+    );
+    g.poll_with(json!([
+        tool_call("r1", 1, "call_target", json!({"label": "token"})),
+        tool_call("r2", 2, "call_target", json!({"label": "token"})),
+        list,
+    ]));
+    assert_eq!(g.forwards.len(), 1, "one outbound call at a time");
+    let first = g.forwards[0].0;
+    g.answer(first, 200, &[], b"one");
+    assert_eq!(decoded_body(g.post("r1")), "one");
+    assert_eq!(g.forwards.len(), 2, "the second call starts at once");
+    let second = g.forwards[1].0;
+    g.tunnel
+        .handle_forward_failed(
+            g.now,
+            second,
+            TunnelFailure::before_response(FailureSource::Connect, None),
+        )
+        .unwrap();
+    g.drain();
+    assert_eq!(g.post("r2")["resp_json"]["result"]["isError"], true);
+    let tools = g.post("r3")["resp_json"]["result"]["tools"]
+        .as_array()
+        .unwrap();
+    assert_eq!(tools.len(), 3);
+}
+
 #[test]
 fn a_json_answer_has_every_registered_url_rewritten() {
     let mut g = Sim::new(config(Some(registry()), true));

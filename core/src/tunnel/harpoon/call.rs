@@ -102,7 +102,7 @@ pub enum CallError {
         label: String,
     },
     /// An argument has the wrong type or is out of range.
-    #[error("call_target's \"{argument}\" {problem}")]
+    #[error("the argument \"{argument}\" {problem}")]
     Argument {
         /// The argument's name.
         argument: &'static str,

@@ -746,6 +746,8 @@ impl Harpoon {
             .server
             .respond(now, f.request, Reply::Result(outcome.to_result()));
         self.serve(now);
+        // The call is answered: the next queued request is served now, not at the next input.
+        self.next(now);
     }
 
     /// The busy call fails with `message` (an `isError` result naming the label).
@@ -760,6 +762,7 @@ impl Harpoon {
             Reply::Result(call::error_result(&f.call.label, message)),
         );
         self.serve(now);
+        self.next(now);
     }
 
     fn record(&mut self, f: &Fetch, result: CallResult, now: Instant) {
