@@ -366,6 +366,23 @@ mod headers {
             .collect()
     }
 
+    /// Connection-nominated names are matched however the value is spaced and cased.
+    #[test]
+    fn connection_tokens_are_trimmed_and_compared_without_case() {
+        let f = filter_request_headers(
+            &h(&[
+                ("Connection", "  X-A ,,\tx-b,X-C  "),
+                ("x-a", "1"),
+                ("X-B", "2"),
+                ("X-c", "3"),
+                ("X-D", "4"),
+            ]),
+            UA,
+        );
+        let kept: Vec<&str> = f.kept.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(kept, ["X-D", "Accept-Encoding", "User-Agent"]);
+    }
+
     #[test]
     fn each_class_is_dropped_and_counted_and_the_rest_kept_as_written() {
         let f = filter_request_headers(
@@ -389,6 +406,15 @@ mod headers {
                 ("X-Injected", "a\r\nHost: evil.example"),
                 ("Authorization", "Bearer t"),
                 ("X-Custom", "Kept As Written"),
+                ("Trailer", "X-T"),
+                ("Proxy-Connection", "keep-alive"),
+                ("Proxy", "http://evil.example"),
+                ("X-Original-URL", "/admin"),
+                ("X-HTTP-Method-Override", "DELETE"),
+                ("X-Original-Host", "evil.example"),
+                ("Accept-Encoding", "gzip"),
+                ("Range", "bytes=0-10"),
+                ("If-Range", "\"etag\""),
             ]),
             UA,
         );
@@ -398,6 +424,7 @@ mod headers {
                 ("Accept", "application/json"),
                 ("Authorization", "Bearer t"),
                 ("X-Custom", "Kept As Written"),
+                ("Accept-Encoding", "identity"),
                 ("User-Agent", UA),
             ])
         );
@@ -421,6 +448,15 @@ mod headers {
                 UserAgent,
                 Invalid,
                 Invalid,
+                HopByHop,
+                HopByHop,
+                Proxy,
+                Override,
+                Override,
+                Forwarding,
+                Encoding,
+                Range,
+                Range,
             ]
         );
         // What is logged is the class, never a value.
@@ -436,7 +472,9 @@ mod headers {
                     prop::sample::select(vec![
                         "Host", "host", "Cookie", "Proxy-Foo", "X-Forwarded-Proto", "x-real-ip",
                         "Via", "TE", "Upgrade", "User-Agent", "X-Hop", "Accept", "X-Ok",
-                        "Authorization", "Connection",
+                        "Authorization", "Connection", "Trailer", "Proxy-Connection", "Proxy",
+                        "Keep-Alive", "accept-encoding", "Range", "X-Original-URL",
+                        "X-HTTP-Method-Override",
                     ]),
                     "[ -~]{0,12}",
                 ),
@@ -450,10 +488,14 @@ mod headers {
                 given.push(("Connection".into(), "x-hop".into()));
             }
             let f = filter_request_headers(&given, UA);
-            prop_assert_eq!(f.kept.len() + f.dropped.len(), given.len() + 1);
+            prop_assert_eq!(f.kept.len() + f.dropped.len(), given.len() + 2);
             let forbidden = |n: &str| {
                 let n = n.to_ascii_lowercase();
-                ["host", "cookie", "via", "te", "upgrade", "connection"].contains(&n.as_str())
+                [
+                    "host", "cookie", "via", "te", "upgrade", "connection", "trailer",
+                    "keep-alive", "proxy", "range", "x-original-url", "x-http-method-override",
+                ]
+                .contains(&n.as_str())
                     || n.starts_with("proxy-")
                     || n.starts_with("x-forwarded-")
                     || n == "x-real-ip"
@@ -466,6 +508,9 @@ mod headers {
             let uas: Vec<_> = f.kept.iter().filter(|(n, _)| n.eq_ignore_ascii_case("user-agent")).collect();
             prop_assert_eq!(uas.len(), 1);
             prop_assert_eq!(uas[0].1.as_str(), UA);
+            let encodings: Vec<_> = f.kept.iter().filter(|(n, _)| n.eq_ignore_ascii_case("accept-encoding")).collect();
+            prop_assert_eq!(encodings.len(), 1);
+            prop_assert_eq!(encodings[0].1.as_str(), "identity");
         }
     }
 }
@@ -545,6 +590,43 @@ mod rewrite {
             prm["authorization_servers"],
             json!(["harpoon://oauth-issuer-1"])
         );
+    }
+
+    #[test]
+    fn a_resource_outside_a_prm_document_is_rewritten() {
+        let r = reg(&[("mcp", "https://mcp.internal/mcp", None)]);
+        let mut doc = json!({"resource": "https://mcp.internal/mcp", "other": 1});
+        assert_eq!(rewrite_json(&r, &mut doc), 1);
+        assert_eq!(doc["resource"], "harpoon://mcp");
+        let mut nested = json!({"data": {"resource": "https://mcp.internal/mcp"},
+                                "authorization_servers": []});
+        rewrite_json(&r, &mut nested);
+        assert_eq!(nested["data"]["resource"], "harpoon://mcp");
+    }
+
+    /// A JSON-typed body that does not parse still carries no registered URL out: they are
+    /// replaced in its text, as written and with escaped slashes.
+    #[test]
+    fn an_unparsable_json_body_has_its_registered_urls_replaced_in_the_text() {
+        let r = reg(&[
+            ("short", "https://t.internal/x", None),
+            ("long", "https://t.internal/x/y", None),
+        ]);
+        let body = br#"{"a": "https://t.internal/x/y", "b": "https:\/\/t.internal\/x", "c": [1,"#;
+        let out = rewrite_body(&r, Some("application/json"), body).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"a": "harpoon://long", "b": "harpoon://short", "c": [1,"#
+        );
+        let deep = format!(
+            "{}\"https://t.internal/x\"{}",
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let out = rewrite_body(&r, Some("application/json"), deep.as_bytes()).unwrap();
+        assert!(!String::from_utf8(out).unwrap().contains("t.internal"));
+        // Without a registered URL in it, nothing changes.
+        assert_eq!(rewrite_body(&r, Some("application/json"), b"{oops"), None);
     }
 
     #[test]
@@ -702,9 +784,16 @@ mod rewrite {
                 ("api", URLS[3], None),
             ]);
             let before = doc.clone();
+            // Only a PRM document's top-level resource is kept: one with a member only RFC
+            // 9728 defines.
+            let prm = before.as_object().is_some_and(|m| {
+                ["authorization_servers", "bearer_methods_supported", "resource_name"]
+                    .iter()
+                    .any(|k| m.contains_key(*k))
+            });
             let n = rewrite_json(&r, &mut doc);
             let mut left = Vec::new();
-            strings(&doc, true, &mut left);
+            strings(&doc, prm, &mut left);
             for s in left {
                 prop_assert_eq!(r.find_url(s).count(), 0, "{} survived", s);
             }

@@ -249,3 +249,34 @@ fn a_server_url_that_is_not_http_is_refused_at_once() {
     assert!(MetadataDiscovery::new("ftp://mcp.example.com/mcp", policy()).is_err());
     assert!(MetadataDiscovery::new("/mcp", policy()).is_err());
 }
+
+/// A host with an address no URL policy opens is never included, even when it is the MCP
+/// server's own host or matches a suffix.
+#[test]
+fn a_host_resolving_to_link_local_or_metadata_is_never_included() {
+    use mcpwire_core::tunnel::harpoon::discovery::{HostFilter, Inclusion};
+    use std::net::IpAddr;
+    let filter = HostFilter {
+        include_loopback: true,
+        include_private: true,
+        suffixes: vec!["corp.example".into()],
+        patterns: Vec::new(),
+        mcp_host: "mcp.example.com".into(),
+    };
+    let private: IpAddr = "10.0.0.7".parse().unwrap();
+    let link_local: IpAddr = "169.254.169.254".parse().unwrap();
+    assert_eq!(
+        filter.classify("idp.mcp.example.com", &[private]),
+        Some(Inclusion::McpHost)
+    );
+    assert_eq!(filter.classify("idp.mcp.example.com", &[link_local]), None);
+    assert_eq!(
+        filter.classify("idp.corp.example", &[private, link_local]),
+        None
+    );
+    assert_eq!(filter.classify("169.254.169.254", &[]), None);
+    assert_eq!(
+        filter.classify("idp.corp.example", &[]),
+        Some(Inclusion::Suffix)
+    );
+}

@@ -353,7 +353,7 @@ fn call_target_reaches_exactly_the_registered_url_with_filtered_headers() {
         .collect();
     assert_eq!(
         names,
-        ["accept", "authorization", "user-agent"],
+        ["accept", "authorization", "accept-encoding", "user-agent"],
         "{names:?}"
     );
     assert!(req
@@ -539,6 +539,107 @@ fn a_redirect_to_a_registered_url_is_followed_and_one_elsewhere_refused() {
         "{text}"
     );
     assert!(!text.contains("attacker"));
+}
+
+/// Credentials are not sent on to another origin (as Go's client does), and a 301/302/303
+/// of a PUT continues as a bodiless GET; a same-origin 307 repeats the request as it was.
+#[test]
+fn a_redirect_to_another_origin_drops_credentials_and_a_302_of_a_put_becomes_a_get() {
+    let mut g = Sim::new(config(Some(registry()), true));
+    g.poll_with(json!([tool_call(
+        "r1",
+        1,
+        "call_target",
+        json!({"label": "api", "method": "PUT", "body": "b",
+               "headers": {"Authorization": "Bearer secret", "X-Kept": "1"}})
+    )]));
+    let cmd = g.forwards[0].0;
+    // Same origin (api.corp.example): everything repeats.
+    g.answer(cmd, 307, &[("Location", OTHER_URL)], b"");
+    let (_, same, _) = g.forwards[1].clone();
+    assert_eq!(same.method, Method::Put);
+    assert_eq!(same.body, b"b");
+    assert_eq!(same.headers.get("authorization"), Some("Bearer secret"));
+    // Another origin (auth.corp.example): a bodiless GET, without Authorization.
+    g.answer(cmd, 302, &[("Location", TOKEN_URL)], b"");
+    let (_, other, _) = g.forwards[2].clone();
+    assert_eq!(other.url, TOKEN_URL);
+    assert_eq!(other.method, Method::Get);
+    assert!(other.body.is_empty());
+    assert_eq!(other.headers.get("authorization"), None);
+    assert_eq!(other.headers.get("x-kept"), Some("1"));
+    // Back on the first origin, credentials stay off for the rest of the call.
+    g.answer(cmd, 302, &[("Location", API_URL)], b"");
+    assert_eq!(g.forwards[3].1.headers.get("authorization"), None);
+}
+
+/// `timeout_ms` is Harpoon's own timer: with no report from the driver's HTTP client the call
+/// ends with the timeout error and its outbound request is cancelled; the next call starts.
+#[test]
+fn timeout_ms_is_enforced_by_harpoon_whatever_the_driver_reports() {
+    let mut g = Sim::new(config(Some(registry()), true));
+    g.poll_with(json!([
+        tool_call(
+            "r1",
+            1,
+            "call_target",
+            json!({"label": "api", "timeout_ms": 500})
+        ),
+        tool_call("r2", 2, "call_target", json!({"label": "token"})),
+    ]));
+    let cmd = g.forwards[0].0;
+    g.advance(Duration::from_millis(499));
+    assert!(g.cancelled.is_empty());
+    g.advance(Duration::from_millis(1));
+    assert_eq!(g.cancelled, [cmd]);
+    let text = g.post("r1")["resp_json"]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        text,
+        "harpoon target 'api': no answer within timeout_ms (500 ms)"
+    );
+    assert_eq!(g.forwards.len(), 2, "the next call starts");
+    assert_eq!(g.forwards[1].1.url, TOKEN_URL);
+    let timed_out = g.harpoon.iter().any(|e| {
+        matches!(e, HarpoonEvent::Call(c) if c.result == CallResult::TimedOut && c.label == "api")
+    });
+    assert!(timed_out, "{:?}", g.harpoon);
+}
+
+/// Harpoon asks for `Accept-Encoding: identity`; an encoded answer is refused, since its body
+/// could not be rewritten.
+#[test]
+fn an_encoded_answer_is_an_error_not_passed_through() {
+    let mut g = Sim::new(config(Some(registry()), true));
+    g.poll_with(json!([tool_call(
+        "r1",
+        1,
+        "call_target",
+        json!({"label": "token", "headers": {"Accept-Encoding": "gzip"}})
+    )]));
+    let (cmd, req, _) = g.forwards[0].clone();
+    assert_eq!(req.headers.get("accept-encoding"), Some("identity"));
+    g.answer(
+        cmd,
+        200,
+        &[
+            ("Content-Type", "application/json"),
+            ("Content-Encoding", "gzip"),
+        ],
+        b"\x1f\x8b compressed",
+    );
+    let result = &g.post("r1")["resp_json"]["result"];
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Content-Encoding: gzip"),
+        "{result}"
+    );
+    assert!(result["structuredContent"].get("body_base64").is_none());
 }
 
 #[test]

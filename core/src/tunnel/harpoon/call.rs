@@ -92,7 +92,7 @@ impl std::fmt::Debug for CallRequest {
 pub enum CallError {
     /// The arguments are not an object, or `label` is missing.
     #[error(
-        "call_target needs an object with at least \"label\" (a target's label from list_targets)"
+        "the arguments must be an object with at least \"label\" (a target's label from list_targets)"
     )]
     NoLabel,
     /// No target has this label.

@@ -85,13 +85,21 @@ fn is_loopback(ip: IpAddr) -> bool {
     blocked_range(ip).is_some_and(|b| b.range == BlockedRange::Loopback)
 }
 
+/// In a special range that neither loopback nor private-network settings open.
+fn never_allowed(ip: IpAddr) -> bool {
+    blocked_range(ip)
+        .is_some_and(|b| b.range != BlockedRange::Loopback && !b.range.is_private_network())
+}
+
 fn is_private(ip: IpAddr) -> bool {
     blocked_range(ip).is_some_and(|b| b.range.is_private_network())
 }
 
 impl HostFilter {
     /// Why `host` is included, or `None`. `addrs` are what the host name resolved to (all must
-    /// be loopback, or all private, for those classes; ignored for an IP literal).
+    /// be loopback, or all private, for those classes; ignored for an IP literal). A host with
+    /// an address in a range no URL policy opens (link-local, cloud metadata, ...) is never
+    /// included, whatever else matches.
     #[must_use]
     pub fn classify(&self, host: &str, addrs: &[IpAddr]) -> Option<Inclusion> {
         let host = host
@@ -102,12 +110,17 @@ impl HostFilter {
         if host.is_empty() {
             return None;
         }
+        let literal = host.parse::<IpAddr>().ok();
+        let addrs: Vec<IpAddr> = literal.map_or_else(|| addrs.to_vec(), |ip| vec![ip]);
+        // Whatever includes the host, an address no URL policy allows (link-local, a cloud
+        // metadata service, multicast, ...) keeps it out.
+        if addrs.iter().any(|&ip| never_allowed(ip)) {
+            return None;
+        }
         let mcp = self.mcp_host.trim_end_matches('.').to_ascii_lowercase();
         if !mcp.is_empty() && (host == mcp || host.ends_with(&format!(".{mcp}"))) {
             return Some(Inclusion::McpHost);
         }
-        let literal = host.parse::<IpAddr>().ok();
-        let addrs: Vec<IpAddr> = literal.map_or_else(|| addrs.to_vec(), |ip| vec![ip]);
         let all = |f: fn(IpAddr) -> bool| !addrs.is_empty() && addrs.iter().all(|&ip| f(ip));
         if self.include_loopback
             && (all(is_loopback) || (literal.is_none() && is_localhost_name(&host)))

@@ -14,6 +14,12 @@
 //! - forwarding and client-address headers: `Forwarded`, `Via`, `X-Forwarded-*`, `X-Real-IP`,
 //!   `X-Client-IP`, `Client-IP`, `True-Client-IP`, `X-Cluster-Client-IP`, `CF-Connecting-IP`,
 //!   `Fastly-Client-IP`, `X-Original-Forwarded-For`, `X-ProxyUser-IP`;
+//! - `X-Original-Host` and `X-Host` (forwarding, too), and bare `Proxy` (httpoxy);
+//! - headers that ask a backend to route or dispatch otherwise: `X-Original-URL`,
+//!   `X-Rewrite-URL`, `X-HTTP-Method-Override`, `X-HTTP-Method`, `X-Method-Override` (the
+//!   request goes to exactly the registered URL, with GET, POST or PUT);
+//! - `Accept-Encoding` (ours is `identity`: the answer is rewritten, so it must be readable),
+//!   `Range` and `If-Range` (a partial JSON body could not be rewritten);
 //! - `User-Agent` (replaced by ours);
 //! - a header whose name is not an HTTP token or whose value holds CR, LF or NUL.
 
@@ -38,6 +44,12 @@ pub enum DroppedClass {
     Forwarding,
     /// `User-Agent` (ours is sent).
     UserAgent,
+    /// A URL or method override (`X-Original-URL`, `X-HTTP-Method-Override`, ...).
+    Override,
+    /// `Accept-Encoding` (ours, `identity`, is sent).
+    Encoding,
+    /// `Range` or `If-Range`.
+    Range,
     /// A name that is not a token, or a value with CR, LF or NUL.
     Invalid,
 }
@@ -55,6 +67,9 @@ impl DroppedClass {
             DroppedClass::Proxy => "proxy",
             DroppedClass::Forwarding => "forwarding",
             DroppedClass::UserAgent => "user_agent",
+            DroppedClass::Override => "override",
+            DroppedClass::Encoding => "encoding",
+            DroppedClass::Range => "range",
             DroppedClass::Invalid => "invalid",
         }
     }
@@ -80,8 +95,10 @@ const HOP_BY_HOP: [&str; 7] = [
     "proxy-connection",
 ];
 
-const FORWARDING: [&str; 11] = [
+const FORWARDING: [&str; 13] = [
     "forwarded",
+    "x-original-host",
+    "x-host",
     "via",
     "x-real-ip",
     "x-client-ip",
@@ -94,13 +111,24 @@ const FORWARDING: [&str; 11] = [
     "x-proxyuser-ip",
 ];
 
+const OVERRIDES: [&str; 5] = [
+    "x-original-url",
+    "x-rewrite-url",
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+];
+
 /// What happens to a header named `name` (lowercase), `None` when it is kept.
 fn class_of(lower: &str, nominated: &BTreeSet<String>) -> Option<DroppedClass> {
     if HOP_BY_HOP.contains(&lower) {
         return Some(DroppedClass::HopByHop);
     }
-    if lower.starts_with("proxy-") {
+    if lower == "proxy" || lower.starts_with("proxy-") {
         return Some(DroppedClass::Proxy);
+    }
+    if OVERRIDES.contains(&lower) {
+        return Some(DroppedClass::Override);
     }
     if FORWARDING.contains(&lower) || lower.starts_with("x-forwarded-") {
         return Some(DroppedClass::Forwarding);
@@ -110,6 +138,8 @@ fn class_of(lower: &str, nominated: &BTreeSet<String>) -> Option<DroppedClass> {
         "content-length" => Some(DroppedClass::ContentLength),
         "cookie" => Some(DroppedClass::Cookie),
         "user-agent" => Some(DroppedClass::UserAgent),
+        "accept-encoding" => Some(DroppedClass::Encoding),
+        "range" | "if-range" => Some(DroppedClass::Range),
         _ if nominated.contains(lower) => Some(DroppedClass::ConnectionNominated),
         _ => None,
     }
@@ -140,8 +170,8 @@ fn is_token(name: &str) -> bool {
         })
 }
 
-/// Filters a `call_target` request's headers (see the module docs) and adds `User-Agent:
-/// user_agent`.
+/// Filters a `call_target` request's headers (see the module docs) and adds
+/// `Accept-Encoding: identity` and `User-Agent: user_agent`.
 #[must_use]
 pub fn filter_request_headers(headers: &[(String, String)], user_agent: &str) -> Filtered {
     let nominated: BTreeSet<String> = headers
@@ -162,6 +192,8 @@ pub fn filter_request_headers(headers: &[(String, String)], user_agent: &str) ->
             None => out.kept.push((name.clone(), value.clone())),
         }
     }
+    out.kept
+        .push(("Accept-Encoding".to_owned(), "identity".to_owned()));
     out.kept
         .push(("User-Agent".to_owned(), user_agent.to_owned()));
     out

@@ -8,10 +8,14 @@
 //!   wins (`issuer`, `token_endpoint`, `registration_endpoint`, `revocation_endpoint`,
 //!   `introspection_endpoint`, `jwks_uri`; `authorization_servers` holds issuers), otherwise
 //!   the first registered. The top-level `resource` of a Protected Resource Metadata document
-//!   is left alone (it names the MCP server, which the service knows).
+//!   (an object that also has a member only RFC 9728 defines: `authorization_servers`,
+//!   `bearer_methods_supported`, `resource_name`, `resource_documentation`) is left alone (it
+//!   names the MCP server, which the service knows); anywhere else `resource` is rewritten.
 //!
 //! A body that is not JSON passes unchanged, and so does a JSON body with nothing to rewrite
-//! (byte for byte).
+//! (byte for byte). A body with a JSON content type that does not parse (truncated, nested too
+//! deep) has every registered URL replaced in its text, as written and with `/` escaped as
+//! `\/` ([`rewrite_text`]), so that no such body carries one out.
 
 use serde_json::Value;
 
@@ -58,11 +62,56 @@ pub fn rewrite_json(registry: &Registry, value: &mut Value) -> usize {
         return 0;
     }
     let mut n = 0;
-    walk(registry, value, None, true, &mut n);
+    let prm = value.as_object().is_some_and(|m| {
+        [
+            "authorization_servers",
+            "bearer_methods_supported",
+            "resource_name",
+            "resource_documentation",
+        ]
+        .iter()
+        .any(|k| m.contains_key(*k))
+    });
+    walk(registry, value, None, prm, &mut n);
     n
 }
 
-fn walk(registry: &Registry, value: &mut Value, key: Option<&str>, top: bool, n: &mut usize) {
+/// Replaces every registered URL in `text` (longest first; as written, and with `/` written
+/// `\/` as JSON may) by `harpoon://<label>`; `None` when none occurs.
+#[must_use]
+pub fn rewrite_text(registry: &Registry, text: &[u8]) -> Option<Vec<u8>> {
+    let mut targets: Vec<&Target> = registry.iter().collect();
+    targets.sort_by_key(|t| std::cmp::Reverse(t.url().len()));
+    let mut out = text.to_vec();
+    let mut changed = false;
+    for t in targets {
+        let to = format!("{SCHEME}{}", t.label()).into_bytes();
+        for from in [t.url().to_owned(), t.url().replace('/', "\\/")] {
+            let from = from.into_bytes();
+            if from.is_empty() {
+                continue;
+            }
+            let mut next = Vec::with_capacity(out.len());
+            let mut i = 0;
+            while i < out.len() {
+                if out.get(i..i + from.len()) == Some(from.as_slice()) {
+                    next.extend_from_slice(&to);
+                    i += from.len();
+                    changed = true;
+                } else if let Some(b) = out.get(i) {
+                    next.push(*b);
+                    i += 1;
+                }
+            }
+            out = next;
+        }
+    }
+    changed.then_some(out)
+}
+
+/// `prm`: `value` is the top-level object of a Protected Resource Metadata document (its
+/// `resource` is kept).
+fn walk(registry: &Registry, value: &mut Value, key: Option<&str>, prm: bool, n: &mut usize) {
     match value {
         Value::String(s) => {
             if let Some(r) = replacement(registry, s, key) {
@@ -96,7 +145,7 @@ fn walk(registry: &Registry, value: &mut Value, key: Option<&str>, top: bool, n:
                 }
             }
             for (k, v) in map.iter_mut() {
-                if top && k == "resource" && v.is_string() {
+                if prm && k == "resource" && v.is_string() {
                     continue;
                 }
                 walk(registry, v, Some(k), false, n);
@@ -128,7 +177,9 @@ pub fn rewrite_body(
     if registry.is_empty() || !content_type.is_some_and(is_json) {
         return None;
     }
-    let mut value: Value = serde_json::from_slice(body).ok()?;
+    let Ok(mut value) = serde_json::from_slice::<Value>(body) else {
+        return rewrite_text(registry, body);
+    };
     if rewrite_json(registry, &mut value) == 0 {
         return None;
     }

@@ -261,6 +261,10 @@ struct Fetch {
     body: Vec<u8>,
     followed: u32,
     started: Instant,
+    /// When `timeout_ms` runs out (for the whole call, its redirects included).
+    timeout_at: Option<Instant>,
+    /// A redirect left the first URL's origin: credentials are not sent on.
+    cross_origin: bool,
     deadline: Option<Instant>,
     head: Option<ResponseHead>,
     received: Vec<u8>,
@@ -352,15 +356,17 @@ impl Harpoon {
         self.outputs.pop_front()
     }
 
-    /// The next instant [`Harpoon::handle_timeout`] is due: the connection's end of life, or a
-    /// deadline of the server core.
+    /// The next instant [`Harpoon::handle_timeout`] is due: the connection's end of life, the
+    /// call's `timeout_ms`, or a deadline of the server core.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let age = self.opened.checked_add(self.max_age);
         let server = self.server.poll_timeout().map(|t| t.at);
-        match (age, server) {
-            (Some(a), Some(s)) => Some(a.min(s)),
-            (a, s) => a.or(s),
-        }
+        let call = self
+            .busy
+            .as_ref()
+            .and_then(|b| b.fetch.as_ref())
+            .and_then(|f| f.timeout_at);
+        [age, server, call].into_iter().flatten().min()
     }
 
     /// Whether nothing is served or waiting.
@@ -419,6 +425,18 @@ impl Harpoon {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.server.handle_timeout(now);
         self.serve(now);
+        // The call's own timeout_ms, whatever the driver's HTTP client does.
+        let expired = self
+            .busy
+            .as_ref()
+            .and_then(|b| b.fetch.as_ref().map(|f| (b.cmd, f)))
+            .filter(|(_, f)| f.timeout_at.is_some_and(|t| now >= t))
+            .map(|(cmd, f)| (cmd, f.call.timeout.as_millis()));
+        if let Some((cmd, timeout_ms)) = expired {
+            self.outputs.push_back(HarpoonOutput::CancelFetch { cmd });
+            let message = format!("no answer within timeout_ms ({timeout_ms} ms)");
+            self.fail_call(now, CallResult::TimedOut, &message);
+        }
         if self
             .opened
             .checked_add(self.max_age)
@@ -545,13 +563,14 @@ impl Harpoon {
                 let Some(f) = self.busy.as_mut().and_then(|b| b.fetch.as_mut()) else {
                     return Ok(());
                 };
+                if !same_origin_urls(&f.url, &url) {
+                    f.cross_origin = true;
+                }
                 f.url = url;
                 f.followed += 1;
-                // As browsers and Go's client do: 303, and 301/302 after a POST, become a
-                // bodiless GET; 307 and 308 repeat the request.
-                if head.status == 303
-                    || (matches!(head.status, 301 | 302) && f.method == http::Method::Post)
-                {
+                // As Go's client does: 301, 302 and 303 of anything but a GET become a bodiless
+                // GET; 307 and 308 repeat the request.
+                if matches!(head.status, 301..=303) && f.method != http::Method::Get {
                     f.method = http::Method::Get;
                     f.body.clear();
                 }
@@ -621,7 +640,12 @@ impl Harpoon {
         let f = self.busy.as_ref()?.fetch.as_ref()?;
         let filtered = filter_request_headers(&f.call.headers, &self.user_agent);
         let mut headers = Headers::new();
-        for (name, value) in &filtered.kept {
+        // As Go's client does, credentials are not sent on to another origin.
+        let kept = filtered
+            .kept
+            .iter()
+            .filter(|(name, _)| !(f.cross_origin && name.eq_ignore_ascii_case("authorization")));
+        for (name, value) in kept {
             // The filter kept only tokens and clean values: nothing here can be refused.
             let _ = headers.append(name.as_str(), value.as_str());
         }
@@ -707,6 +731,8 @@ impl Harpoon {
             body,
             followed: 0,
             started: now,
+            timeout_at: own,
+            cross_origin: false,
             deadline,
             head: None,
             received: Vec::new(),
@@ -722,6 +748,20 @@ impl Harpoon {
 
     /// The busy call's answer: the target's response, rewritten.
     fn answer_call(&mut self, now: Instant, head: ResponseHead) {
+        // Identity was asked for: an encoded body could not be checked for registered URLs.
+        if let Some(encoding) = head
+            .headers
+            .get("content-encoding")
+            .map(str::trim)
+            .filter(|e| !e.is_empty() && !e.eq_ignore_ascii_case("identity"))
+        {
+            let message = format!(
+                "the answer is encoded (Content-Encoding: {}) although identity was asked for; \
+                 Harpoon returns only bodies it can rewrite",
+                encoding.chars().take(40).collect::<String>()
+            );
+            return self.fail_call(now, CallResult::Failed, &message);
+        }
         let Some(f) = self.busy.as_mut().and_then(|b| b.fetch.take()) else {
             return;
         };
@@ -950,4 +990,12 @@ fn frame(payload: &str) -> Vec<u8> {
     .into_bytes();
     line.push(b'\n');
     line
+}
+
+/// Whether two absolute URLs have one origin (scheme, host and port); unparsable ones do not.
+fn same_origin_urls(a: &str, b: &str) -> bool {
+    match (url::Url::parse(a), url::Url::parse(b)) {
+        (Ok(a), Ok(b)) => crate::net_policy::same_origin(&a, &b),
+        _ => false,
+    }
 }
