@@ -29,6 +29,7 @@ each_driver!(
     redirects_are_followed_only_to_registered_urls,
     an_oversized_body_is_refused_and_json_urls_are_rewritten,
     a_deadline_cancels_the_outbound_call_and_the_next_call_is_served,
+    timeout_ms_ends_a_hung_call_and_the_next_call_is_served,
     the_server_info_header_declares_harpoon_only_while_it_has_targets,
     harpoon_is_served_alone_on_its_channel,
     oauth_discovery_registers_the_authorization_servers_endpoints,
@@ -597,6 +598,38 @@ fn a_deadline_cancels_the_outbound_call_and_the_next_call_is_served(d: Driver) {
         .filter(|p| p.body.contains("\"id\":1"))
         .count();
     assert_eq!(slow_posts, 0, "a response was posted after the deadline");
+    t.stop();
+}
+
+/// A target that never answers: the call ends at its `timeout_ms` with an error naming the
+/// label, its connection is closed, and Harpoon serves the next call.
+fn timeout_ms_ends_a_hung_call_and_the_next_call_is_served(d: Driver) {
+    let cp = plane();
+    let targets = Targets::start();
+    let (t, _mcp) = harpoon_tunnel(d, &cp, &targets);
+    let hung = tool(
+        &cp,
+        1,
+        "call_target",
+        json!({"label": "slow", "timeout_ms": 300}),
+    );
+    assert_eq!(hung["isError"], true, "{hung}");
+    assert_eq!(
+        text(&hung),
+        "harpoon target 'slow': no answer within timeout_ms (300 ms)"
+    );
+    wait_for("the target to see its connection closed", || {
+        (!targets.closed.lock().unwrap().is_empty()).then_some(())
+    });
+    let next = tool(&cp, 2, "call_target", json!({"label": "echo"}));
+    assert_eq!(next["structuredContent"]["status_code"], 200, "{next}");
+    let metrics = t.get("/metrics").1;
+    assert!(
+        metrics.contains(
+            "harpoon_call_total{label=\"slow\",status_class=\"none\",outcome=\"timeout\"} 1"
+        ),
+        "{metrics}"
+    );
     t.stop();
 }
 
