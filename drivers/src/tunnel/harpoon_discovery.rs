@@ -113,7 +113,7 @@ pub(crate) fn fetch_blocking(
 
     let Some(purpose) = fetch.purpose else {
         let response = http::send(&http::mcp_agent(), &fetch.request, Some(FETCH_TIMEOUT))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| ureq_cause(&e))?;
         return Ok((http::head_of(&response), Vec::new()));
     };
     let guard = FetchGuard { policy, purpose };
@@ -142,7 +142,7 @@ pub(crate) fn fetch_blocking(
                 .take();
             return Err(match rejected {
                 Some(r) => r.reason.to_string(),
-                None => e.to_string(),
+                None => ureq_cause(&e),
             });
         }
     };
@@ -154,6 +154,18 @@ pub(crate) fn fetch_blocking(
         .read_to_vec()
         .map_err(|_| format!("the body is unreadable or over {MAX_DOCUMENT_BYTES} bytes"))?;
     Ok((head, body))
+}
+
+/// What went wrong, in words that hold no URL (ureq's own text may quote one).
+#[cfg(feature = "blocking")]
+fn ureq_cause(e: &ureq::Error) -> String {
+    match e {
+        ureq::Error::Io(io) => format!("the exchange failed: {}", io.kind()),
+        ureq::Error::HostNotFound => "the host name did not resolve".to_owned(),
+        ureq::Error::Timeout(_) => "timed out".to_owned(),
+        ureq::Error::ConnectionFailed => "cannot connect".to_owned(),
+        _ => "the request failed".to_owned(),
+    }
 }
 
 /// The smol driver's fetch of one discovery request (see [`fetch_blocking`]): a document's
