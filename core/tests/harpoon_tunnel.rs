@@ -640,6 +640,27 @@ fn an_encoded_answer_is_an_error_not_passed_through() {
         "{result}"
     );
     assert!(result["structuredContent"].get("body_base64").is_none());
+
+    // However it is spelled: a later line, a list, an empty first value.
+    for encodings in [
+        vec!["", "gzip"],
+        vec!["identity", "br"],
+        vec!["identity, deflate"],
+    ] {
+        let mut g = Sim::new(config(Some(registry()), true));
+        g.poll_with(json!([tool_call(
+            "r1",
+            1,
+            "call_target",
+            json!({"label": "token"})
+        )]));
+        let cmd = g.forwards[0].0;
+        let mut headers = vec![("Content-Type", "application/json")];
+        headers.extend(encodings.iter().map(|e| ("Content-Encoding", *e)));
+        g.answer(cmd, 200, &headers, b"{}");
+        let result = &g.post("r1")["resp_json"]["result"];
+        assert_eq!(result["isError"], true, "{encodings:?}: {result}");
+    }
 }
 
 #[test]

@@ -1,13 +1,16 @@
 //! Harpoon's MCP server (`tunnel::harpoon::server::Harpoon`) over a registry of 2 to 4 targets
-//! (a token endpoint among them, two sharing one URL in different spellings), fed an arbitrary
-//! sequence of inputs: commands (`initialize`, `tools/list`, other methods, `tools/call` of
-//! `list_targets`, `call_target` and `get_oauth_target_audience` with fuzzed arguments, in the
-//! modern or the legacy era, sometimes pretty-printed over several lines; notifications,
-//! `notifications/cancelled` among them, client responses; arbitrary text), the outbound
-//! request's answer (any status, redirects with a `Location` that is sometimes a registered URL
-//! in some spelling, relative or with a dot segment; any headers; bodies in arbitrary chunks,
-//! JSON ones holding registered URLs as values and keys), its failure, misordered and late
-//! reports, the engine's cancels and time (with deadlines expiring).
+//! (a token endpoint among them, two sharing one URL in different spellings, two sharing an
+//! origin), fed an arbitrary sequence of inputs: commands (`initialize`, `tools/list`, other
+//! methods, `tools/call` of `list_targets`, `call_target` and `get_oauth_target_audience` with
+//! fuzzed arguments, in the modern or the legacy era, sometimes pretty-printed over several
+//! lines; notifications, `notifications/cancelled` among them, client responses; arbitrary
+//! text), the outbound request's answer (any status, redirects with a `Location` that is
+//! sometimes a registered URL in some spelling, relative or with a dot segment; any headers,
+//! `Content-Encoding` among them; bodies in arbitrary chunks, JSON ones holding registered URLs
+//! as values and keys, PRM-like documents, and JSON-typed ones that do not parse: truncated,
+//! nested too deep, with `/` escaped), its failure, misordered and late reports, the engine's
+//! cancels and time (steps, with deadlines expiring, and exactly at or just before a call's
+//! `timeout_ms`).
 //!
 //! Invariants checked on every output and after every input:
 //! - no panic, whatever arrives;
@@ -25,23 +28,42 @@
 //!   label's URL with its method, body and deadline (the call's `timeout_ms` or the command's
 //!   deadline, whichever is first), a later one only after a redirect answer of the previous one
 //!   (to the `Location`'s target when it is registered as written; never through a dot segment;
-//!   within `max_redirects`; 303, and 301/302 after a POST, as a bodiless GET) and with the same
-//!   deadline; arguments `call_target` documents as refused never lead to a fetch, and valid
-//!   modern ones always do;
+//!   within `max_redirects`; a 301, 302 or 303 of anything but a GET as a bodiless GET, any
+//!   other with the previous method and body) and with the same deadline and headers, but that
+//!   once a hop went to another origin (scheme, host, port) than the hop before it, no
+//!   `Authorization` (in any case) is sent for the rest of the call; arguments `call_target`
+//!   documents as refused never lead to a fetch, and valid modern ones always do;
 //! - an outbound request carries exactly the caller's headers that `headers.rs` documents as
-//!   kept (never `Cookie`, `Host`, `Proxy-*`, `X-Forwarded-*`, forwarding, hop-by-hop or
-//!   `Connection`-nominated ones) and then our `User-Agent`, once; `HeadersDropped` counts the
-//!   rest;
+//!   kept (never `Cookie`, `Host`, `Proxy`, `Proxy-*`, `X-Forwarded-*`, forwarding ones
+//!   (`X-Original-Host` and `X-Host` among them), hop-by-hop or `Connection`-nominated ones, URL
+//!   and method overrides, `Accept-Encoding`, `Range` or `If-Range`), then
+//!   `Accept-Encoding: identity` and our `User-Agent`, each exactly once; `HeadersDropped` names
+//!   the class of each other one, in order (`Override`, `Encoding` and `Range` among them);
+//! - `timeout_ms` is Harpoon's own timer: while a call's request is outstanding `poll_timeout`
+//!   is no later than the call's start plus `timeout_ms`; `handle_timeout` before that instant
+//!   leaves the call alone, and at or past it (unless the command was dropped first) cancels
+//!   the request (`CancelFetch`), records `TimedOut` and answers the `isError` result "no answer
+//!   within timeout_ms (N ms)", then serves the next queued request;
+//! - an answer with a `Content-Encoding` other than `identity` or empty (in any of its values)
+//!   is never passed through: it ends, at its end, as an `isError` result naming the encoding,
+//!   recorded `Failed` (and nothing else ends at its end as `Failed`);
 //! - a `call_target` answer carries the delivered status, the headers as delivered but for
 //!   `Location` and `Content-Location` naming a registered URL (`harpoon://<label>` then) and
 //!   `Link` (no bracketed registered URL left); its body is the delivered one byte for byte,
-//!   unless its content type is JSON, it parses and holds a registered URL as a string or key
-//!   outside the top-level `resource`: then none is left; never more than `max_response_bytes`;
-//!   a redirect is answered only with `follow_redirects: false`;
+//!   unless its content type is JSON and either it parses and holds a registered URL as a
+//!   string or key outside the top-level `resource` of a Protected Resource Metadata document
+//!   (a top-level object with `authorization_servers`, `bearer_methods_supported`,
+//!   `resource_name` or `resource_documentation`; anywhere else `resource` is rewritten): then
+//!   none is left and that `resource` is unchanged; or it does not parse: then it is the
+//!   delivered text with every registered URL (longest first, as written and with `/` escaped
+//!   as `\/`) replaced by `harpoon://<label>`, and holds no registered URL in either form; never
+//!   more than `max_response_bytes`; a redirect is answered only with `follow_redirects: false`;
 //! - no `Reply` or `Message` holds a registered target's URL, but a `call_target` answer's
-//!   passed-through headers, an echo of the command's own payload, or
-//!   `get_oauth_target_audience`'s audience (which is a token endpoint's registered URL);
-//! - one `Call` record per started call when it ends, labels registered or folded;
+//!   passed-through headers (the `Content-Encoding` a refusal names among them), an echo of the
+//!   command's own payload, or `get_oauth_target_audience`'s audience (which is a token
+//!   endpoint's registered URL);
+//! - one `Call` record per started call when it ends (its latency from the call's start, its
+//!   redirects, last status and body bytes as delivered), labels registered or folded;
 //! - handlers never refuse a report valid by construction; a second head, or body bytes or an
 //!   end before the head, is refused with no effect; a late report or a cancel naming a command
 //!   not served changes nothing;
@@ -54,8 +76,10 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use mcpwire_core::http::{self, Headers, ResponseHead};
 use mcpwire_core::jsonrpc::Message;
+use mcpwire_core::net_policy::Url;
 use mcpwire_core::tunnel::engine::{CommandId, UsageError};
 use mcpwire_core::tunnel::failure::{FailureSource, TransportErrorKind, TunnelFailure};
+use mcpwire_core::tunnel::harpoon::headers::DroppedClass;
 use mcpwire_core::tunnel::harpoon::server::{CallResult, HarpoonEvent, ResetReason, UNKNOWN_LABEL};
 use mcpwire_core::tunnel::harpoon::{
     Harpoon, HarpoonConfig, HarpoonOutput, Registry, TargetSource, TargetSpec,
@@ -102,9 +126,23 @@ const USER_AGENT: &str = "fuzz-agent/1";
 const MODERN: &str = "2026-07-28";
 
 /// Request header names a call may carry (dropped ones among them).
-const REQ_HEADERS: [&str; 26] = [
+const REQ_HEADERS: [&str; 40] = [
     "Accept",
     "Authorization",
+    "authorization",
+    "Accept-Encoding",
+    "accept-encoding",
+    "Range",
+    "If-Range",
+    "X-Original-URL",
+    "X-Rewrite-URL",
+    "X-HTTP-Method-Override",
+    "x-http-method",
+    "X-Method-Override",
+    "X-Original-Host",
+    "X-Host",
+    "Proxy",
+    "Trailer",
     "Cookie",
     "COOKIE",
     "Host",
@@ -132,10 +170,12 @@ const REQ_HEADERS: [&str; 26] = [
 ];
 
 /// Response header names an answer may carry.
-const RESP_HEADERS: [&str; 9] = [
+const RESP_HEADERS: [&str; 11] = [
     "Location",
     "location",
     "Content-Location",
+    "Content-Encoding",
+    "content-encoding",
     "Link",
     "Content-Type",
     "Set-Cookie",
@@ -155,11 +195,14 @@ const METHODS: [&str; 8] = [
     "x/unknown",
 ];
 
-const KEYS: [&str; 8] = [
+const KEYS: [&str; 11] = [
     "issuer",
     "token_endpoint",
     "jwks_uri",
     "authorization_servers",
+    "bearer_methods_supported",
+    "resource_name",
+    "resource_documentation",
     "registration_endpoint",
     "resource",
     "links",
@@ -208,6 +251,8 @@ enum HVal {
 #[derive(Arbitrary, Debug)]
 enum HeadersArg {
     Map(Vec<(HName, HVal)>),
+    /// Credentials (in some case) and a header kept along.
+    Credentials(bool),
     NotObject,
     NonStringValue,
 }
@@ -302,6 +347,7 @@ enum RVal {
     Url(u8, u8),
     Link(Vec<(u8, u8)>),
     Text(String),
+    Encoding(u8),
 }
 
 #[derive(Arbitrary, Debug)]
@@ -337,6 +383,27 @@ enum BodySpec {
     Raw(Vec<u8>),
     Json(J),
     Sized(u16),
+    /// JSON with every `/` escaped as `\/` (still JSON).
+    Escaped(J),
+    /// JSON cut short (so that it does not parse), its `/` escaped or not.
+    Truncated {
+        json: J,
+        cut: u16,
+        escape: bool,
+    },
+    /// JSON nested deeper than a parser takes.
+    Deep {
+        json: J,
+        extra: u8,
+    },
+    /// An object with a top-level `resource` (a target's URL in some spelling), members only
+    /// a PRM document has (by the low bits of `prm`, none with its high bit), and a nested
+    /// `resource`.
+    Resource {
+        url: (u8, u8),
+        prm: u8,
+        nested: (u8, u8),
+    },
 }
 
 #[derive(Arbitrary, Debug)]
@@ -383,6 +450,12 @@ enum Op {
     Cancel(u8),
     Time {
         tenths: u16,
+        expire: bool,
+    },
+    /// Time advances to the outstanding call's `timeout_ms` (exactly, just before, just after)
+    /// or to the next deadline `poll_timeout` names.
+    Due {
+        how: u8,
         expire: bool,
     },
 }
@@ -537,6 +610,21 @@ fn call_args(a: &CallArgs, reg: &Registry, cap: u64) -> (Map<String, Value>, Cal
                     .collect();
                 Value::Object(m)
             }
+            HeadersArg::Credentials(lower) => {
+                let name = if *lower {
+                    "authorization"
+                } else {
+                    "Authorization"
+                };
+                let mut m = Map::new();
+                m.insert(name.into(), json!("Bearer secret"));
+                m.insert("X-Kept".into(), json!("1"));
+                headers = m
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+                    .collect();
+                Value::Object(m)
+            }
             HeadersArg::NotObject => {
                 valid = false;
                 json!(["Accept"])
@@ -672,6 +760,44 @@ fn body_bytes(b: &BodySpec) -> Vec<u8> {
         BodySpec::Raw(bytes) => bytes.clone(),
         BodySpec::Json(j) => json_of(j, 0).to_string().into_bytes(),
         BodySpec::Sized(n) => vec![b'x'; usize::from(*n % 5000)],
+        BodySpec::Escaped(j) => json_of(j, 0).to_string().replace('/', "\\/").into_bytes(),
+        BodySpec::Truncated { json, cut, escape } => {
+            let mut text = json_of(json, 0).to_string();
+            if *escape {
+                text = text.replace('/', "\\/");
+            }
+            let mut bytes = text.into_bytes();
+            // At least one byte is cut off. A cut number may still parse: the oracle asks the
+            // same parser as the rewrite, so either way the expectation holds.
+            let keep = usize::from(*cut) % bytes.len().max(1);
+            bytes.truncate(keep);
+            bytes
+        }
+        BodySpec::Resource { url, prm, nested } => {
+            let mut m = Map::new();
+            m.insert("resource".into(), Value::from(url_form(url.0, url.1)));
+            let members = [
+                "authorization_servers",
+                "bearer_methods_supported",
+                "resource_name",
+                "resource_documentation",
+            ];
+            for (bit, k) in members.iter().enumerate() {
+                if prm & 0x80 == 0 && prm & (1 << bit) != 0 {
+                    m.insert((*k).into(), json!([]));
+                }
+            }
+            m.insert(
+                "data".into(),
+                json!({"resource": url_form(nested.0, nested.1)}),
+            );
+            Value::Object(m).to_string().into_bytes()
+        }
+        BodySpec::Deep { json, extra } => {
+            let depth = 128 + usize::from(*extra % 32);
+            let inner = json_of(json, 0).to_string();
+            format!("{}{inner}{}", "[".repeat(depth), "]".repeat(depth)).into_bytes()
+        }
     }
 }
 
@@ -714,6 +840,18 @@ fn head_of(h: &HeadSpec) -> ResponseHead {
                 .collect::<Vec<_>>()
                 .join(", "),
             RVal::Text(s) => s.clone(),
+            RVal::Encoding(e) => [
+                "gzip",
+                "identity",
+                "IDENTITY",
+                "",
+                " ",
+                "br",
+                " identity ",
+                "gzip, identity",
+                "x-custom",
+            ][usize::from(*e) % 9]
+                .to_owned(),
         };
         // A head the driver could not have received is not built.
         let _ = headers.append(name, value);
@@ -748,22 +886,108 @@ fn all_strings(v: &Value, out: &mut Vec<String>) {
     }
 }
 
-/// The strings a JSON answer's rewrite looks at: every key, every string but a top-level
-/// `resource` (`rewrite.rs`).
-fn rewritable<'a>(v: &'a Value, top: bool, out: &mut Vec<&'a str>) {
+/// Whether `v` is a Protected Resource Metadata document: a top-level object with a member
+/// only RFC 9728 defines (`rewrite.rs`).
+fn is_prm(v: &Value) -> bool {
+    v.as_object().is_some_and(|m| {
+        [
+            "authorization_servers",
+            "bearer_methods_supported",
+            "resource_name",
+            "resource_documentation",
+        ]
+        .iter()
+        .any(|k| m.contains_key(*k))
+    })
+}
+
+/// The strings a JSON answer's rewrite looks at: every key, every string but the top-level
+/// `resource` of a PRM document (`prm`: `v` is that document; `rewrite.rs`).
+fn rewritable<'a>(v: &'a Value, prm: bool, out: &mut Vec<&'a str>) {
     match v {
         Value::String(s) => out.push(s),
         Value::Array(a) => a.iter().for_each(|x| rewritable(x, false, out)),
         Value::Object(m) => {
             for (k, x) in m {
                 out.push(k);
-                if !(top && k == "resource" && x.is_string()) {
+                if !(prm && k == "resource" && x.is_string()) {
                     rewritable(x, false, out);
                 }
             }
         }
         _ => {}
     }
+}
+
+/// `text` with every `from` replaced by `to`, left to right, occurrences not overlapping.
+fn replace_bytes(text: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut rest = text;
+    while !rest.is_empty() {
+        if rest.starts_with(from) {
+            out.extend_from_slice(to);
+            rest = &rest[from.len()..];
+        } else {
+            out.push(rest[0]);
+            rest = &rest[1..];
+        }
+    }
+    out
+}
+
+/// The two forms of a URL a JSON text may hold: as written, and with `/` escaped as `\/`.
+fn url_forms(url: &str) -> [String; 2] {
+    [url.to_owned(), url.replace('/', "\\/")]
+}
+
+/// An unparsable JSON-typed body as `rewrite.rs` documents it: every registered URL (longest
+/// first; as written, then with `/` escaped) replaced by `harpoon://<label>` in its bytes.
+fn text_rewritten(reg: &Registry, body: &[u8]) -> Vec<u8> {
+    let mut targets: Vec<(&str, &str)> = reg.iter().map(|t| (t.url(), t.label())).collect();
+    // Stable: among URLs of one length, registration order.
+    targets.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+    let mut out = body.to_vec();
+    for (url, label) in targets {
+        let to = format!("harpoon://{label}");
+        for from in url_forms(url) {
+            out = replace_bytes(&out, from.as_bytes(), to.as_bytes());
+        }
+    }
+    out
+}
+
+fn contains_bytes(hay: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The `Content-Encoding` values of `head` that say the body is encoded (not `identity`, not
+/// empty).
+fn encodings(head: &ResponseHead) -> Vec<&str> {
+    head.headers
+        .get_all("content-encoding")
+        .map(str::trim)
+        .filter(|e| !e.is_empty() && !e.eq_ignore_ascii_case("identity"))
+        .collect()
+}
+
+/// A URL's origin: scheme, host, port (the scheme's default when none is written); `None` for
+/// one that does not parse (which has no origin in common with any).
+fn origin(url: &str) -> Option<(String, String, u16)> {
+    let u = Url::parse(url).ok()?;
+    let port = u.port().or(match u.scheme() {
+        "https" => Some(443),
+        "http" => Some(80),
+        _ => None,
+    })?;
+    Some((
+        u.scheme().to_owned(),
+        u.host_str()?.to_ascii_lowercase(),
+        port,
+    ))
+}
+
+fn same_origin(a: &str, b: &str) -> bool {
+    matches!((origin(a), origin(b)), (Some(x), Some(y)) if x == y)
 }
 
 fn is_json_type(ct: &str) -> bool {
@@ -818,8 +1042,8 @@ fn base64_decode(s: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// The caller's headers `headers.rs` documents as kept, and how many it drops.
-fn expected_kept(headers: &[(String, String)]) -> (Vec<(String, String)>, usize) {
+/// The caller's headers `headers.rs` documents as kept, and the class of each it drops.
+fn expected_kept(headers: &[(String, String)]) -> (Vec<(String, String)>, Vec<DroppedClass>) {
     const HOP: [&str; 7] = [
         "connection",
         "keep-alive",
@@ -829,8 +1053,10 @@ fn expected_kept(headers: &[(String, String)]) -> (Vec<(String, String)>, usize)
         "trailer",
         "proxy-connection",
     ];
-    const FWD: [&str; 11] = [
+    const FWD: [&str; 13] = [
         "forwarded",
+        "x-original-host",
+        "x-host",
         "via",
         "x-real-ip",
         "x-client-ip",
@@ -849,22 +1075,43 @@ fn expected_kept(headers: &[(String, String)]) -> (Vec<(String, String)>, usize)
         .map(|t| t.trim().to_ascii_lowercase())
         .filter(|t| !t.is_empty())
         .collect();
+    const OVERRIDES: [&str; 5] = [
+        "x-original-url",
+        "x-rewrite-url",
+        "x-http-method-override",
+        "x-http-method",
+        "x-method-override",
+    ];
     let mut kept = Vec::new();
-    let mut dropped = 0;
+    let mut dropped = Vec::new();
     for (n, v) in headers {
         let l = n.to_ascii_lowercase();
-        let drop = http::validate_name(n).is_err()
-            || http::validate_value(n, v).is_err()
-            || HOP.contains(&l.as_str())
-            || l.starts_with("proxy-")
-            || FWD.contains(&l.as_str())
-            || l.starts_with("x-forwarded-")
-            || ["host", "content-length", "cookie", "user-agent"].contains(&l.as_str())
-            || nominated.contains(&l);
-        if drop {
-            dropped += 1;
+        let l = l.as_str();
+        let class = if http::validate_name(n).is_err() || http::validate_value(n, v).is_err() {
+            Some(DroppedClass::Invalid)
+        } else if HOP.contains(&l) {
+            Some(DroppedClass::HopByHop)
+        } else if l == "proxy" || l.starts_with("proxy-") {
+            Some(DroppedClass::Proxy)
+        } else if OVERRIDES.contains(&l) {
+            Some(DroppedClass::Override)
+        } else if FWD.contains(&l) || l.starts_with("x-forwarded-") {
+            Some(DroppedClass::Forwarding)
         } else {
-            kept.push((n.clone(), v.clone()));
+            match l {
+                "host" => Some(DroppedClass::Host),
+                "content-length" => Some(DroppedClass::ContentLength),
+                "cookie" => Some(DroppedClass::Cookie),
+                "user-agent" => Some(DroppedClass::UserAgent),
+                "accept-encoding" => Some(DroppedClass::Encoding),
+                "range" | "if-range" => Some(DroppedClass::Range),
+                _ if nominated.iter().any(|t| t == l) => Some(DroppedClass::ConnectionNominated),
+                _ => None,
+            }
+        };
+        match class {
+            Some(c) => dropped.push(c),
+            None => kept.push((n.clone(), v.clone())),
         }
     }
     (kept, dropped)
@@ -905,9 +1152,21 @@ struct Cmd {
     fetch: FetchState,
     fetch_cancelled: bool,
     first_deadline: Option<Instant>,
+    /// The headers of the call's first request.
+    first_headers: Option<Headers>,
+    /// When the call started (its first request).
+    started: Option<Instant>,
+    /// When its `timeout_ms` runs out (known for a call the harness built).
+    timeout_at: Option<Instant>,
+    /// A hop went to another origin than the hop before it: no `Authorization` from then on.
+    cross_origin: bool,
     last_request: Option<http::Request>,
     head: Option<ResponseHead>,
     body: Vec<u8>,
+    /// How the call ended, by its `Call` record.
+    result: Option<CallResult>,
+    /// The `error` of its `isError` result.
+    error: Option<String>,
 }
 
 impl Cmd {
@@ -926,7 +1185,9 @@ struct Fuzz {
     open: Option<usize>,
     records: usize,
     calls_ended: usize,
-    dropped: Option<usize>,
+    dropped: Option<Vec<DroppedClass>>,
+    /// The command of the latest `Fetch` (a started call's record is its).
+    last_fetch: Option<usize>,
 }
 
 impl Fuzz {
@@ -981,6 +1242,13 @@ impl Fuzz {
                 "idle with an outbound request outstanding"
             );
         }
+        // The outstanding call's timeout_ms is Harpoon's own timer.
+        if let Some(t) = self.open.and_then(|i| self.cmds[i].timeout_at) {
+            assert!(
+                self.h.poll_timeout().is_some_and(|p| p <= t),
+                "poll_timeout later than the outstanding call's timeout_ms"
+            );
+        }
     }
 
     fn output(&mut self, ctx: Ctx, out: HarpoonOutput) {
@@ -1016,7 +1284,7 @@ impl Fuzz {
                     ),
                     "a Message that is not a request or notification: {json}"
                 );
-                self.no_url(i, &json, None);
+                self.no_url(i, &json, None, &[]);
             }
             HarpoonOutput::Reply { cmd, json } => self.reply(cmd, &json),
             HarpoonOutput::Acknowledged { cmd } => {
@@ -1065,6 +1333,34 @@ impl Fuzz {
                     if r.result != CallResult::Refused {
                         self.records += 1;
                         assert!(self.reg.get(&r.label).is_some(), "a started call's label");
+                        let i = self.last_fetch.expect("a started call had a Fetch");
+                        let now = self.now;
+                        let c = &mut self.cmds[i];
+                        assert!(c.result.is_none(), "a second Call record for one call");
+                        c.result = Some(r.result);
+                        let started = c.started.expect("a started call has a start");
+                        assert_eq!(r.latency, now - started, "a call's latency");
+                        assert_eq!(r.redirects + 1, c.fetches, "the redirects recorded");
+                        assert_eq!(
+                            r.status,
+                            c.head.as_ref().map(|h| h.status),
+                            "the last status recorded"
+                        );
+                        assert_eq!(
+                            r.response_bytes,
+                            u64::try_from(c.body.len()).unwrap_or(u64::MAX),
+                            "the body bytes recorded"
+                        );
+                        if let Some(spec) = &c.call {
+                            assert_eq!(r.label, spec.label, "the call's label recorded");
+                        }
+                        if r.result == CallResult::TimedOut && ctx == Ctx::Timeout {
+                            let t = c.timeout_at;
+                            assert!(
+                                t.is_none_or(|t| now >= t),
+                                "timed out by handle_timeout before its timeout_ms"
+                            );
+                        }
                     }
                     if r.result == CallResult::Cancelled {
                         assert!(
@@ -1076,7 +1372,7 @@ impl Fuzz {
                 HarpoonEvent::HeadersDropped { label, classes } => {
                     assert!(self.reg.get(&label).is_some());
                     assert!(!classes.is_empty());
-                    self.dropped = Some(classes.len());
+                    self.dropped = Some(classes);
                 }
                 HarpoonEvent::ConnectionReset { reason } => match reason {
                     ResetReason::Deadline => assert_eq!(ctx, Ctx::Cancel),
@@ -1133,7 +1429,17 @@ impl Fuzz {
                     && n != "via"
                     && n != "connection"
                     && n != "transfer-encoding"
-                    && n != "content-length",
+                    && n != "content-length"
+                    && n != "proxy"
+                    && n != "range"
+                    && n != "if-range"
+                    && n != "x-original-host"
+                    && n != "x-host"
+                    && n != "x-original-url"
+                    && n != "x-rewrite-url"
+                    && n != "x-http-method-override"
+                    && n != "x-http-method"
+                    && n != "x-method-override",
                 "the caller's {n} header went out"
             );
         }
@@ -1141,6 +1447,11 @@ impl Fuzz {
             names.iter().filter(|n| *n == "user-agent").count(),
             1,
             "one User-Agent"
+        );
+        assert_eq!(
+            names.iter().filter(|n| *n == "accept-encoding").count(),
+            1,
+            "one Accept-Encoding"
         );
         let mut sent: Vec<(String, String)> = request
             .headers
@@ -1151,6 +1462,11 @@ impl Fuzz {
             sent.pop(),
             Some(("User-Agent".to_owned(), USER_AGENT.to_owned())),
             "our User-Agent, last"
+        );
+        assert_eq!(
+            sent.pop(),
+            Some(("Accept-Encoding".to_owned(), "identity".to_owned())),
+            "Accept-Encoding: identity, before our User-Agent"
         );
         let deadline = deadline.expect("an outbound request has a deadline");
         if let Some(d) = c.deadline {
@@ -1172,19 +1488,24 @@ impl Fuzz {
                 assert_eq!(request.method, spec.method);
                 let body = spec.body.clone().unwrap_or_default().into_bytes();
                 assert_eq!(request.body, body);
-                let (mut kept, n_dropped) = expected_kept(&spec.headers);
-                kept.sort();
-                sent.sort();
-                assert_eq!(sent, kept, "the headers sent");
-                assert_eq!(dropped.unwrap_or(0), n_dropped, "the headers dropped");
+                let (kept, classes) = expected_kept(&spec.headers);
+                assert_eq!(sent, kept, "the headers sent, in order");
+                assert_eq!(
+                    dropped.unwrap_or_default(),
+                    classes,
+                    "the classes of the headers dropped"
+                );
                 let own = now.checked_add(spec.timeout);
                 let expect = match (own, c.deadline) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
                 };
                 assert_eq!(Some(deadline), expect, "the first request's deadline");
+                c.timeout_at = own;
             }
             c.first_deadline = Some(deadline);
+            c.first_headers = Some(request.headers.clone());
+            c.started = Some(now);
         } else {
             assert_eq!(
                 ctx,
@@ -1228,18 +1549,45 @@ impl Fuzz {
                 );
             }
             let prev = c.last_request.as_ref().expect("a previous request");
-            if head.status == 303
-                || (matches!(head.status, 301 | 302) && prev.method == http::Method::Post)
-            {
-                assert_eq!(request.method, http::Method::Get);
-                assert!(request.body.is_empty());
+            // As Go's client: a 301, 302 or 303 of anything but a GET goes on as a bodiless
+            // GET; anything else repeats the method and the body.
+            if matches!(head.status, 301..=303) && prev.method != http::Method::Get {
+                assert_eq!(
+                    request.method,
+                    http::Method::Get,
+                    "a {} as GET",
+                    head.status
+                );
+                assert!(request.body.is_empty(), "a {} without body", head.status);
             } else {
-                assert_eq!(request.method, prev.method);
-                assert_eq!(request.body, prev.body);
+                assert_eq!(
+                    request.method, prev.method,
+                    "a {} repeats the method",
+                    head.status
+                );
+                assert_eq!(
+                    request.body, prev.body,
+                    "a {} repeats the body",
+                    head.status
+                );
             }
+            // Credentials stay off from the first hop to another origin on.
+            if !same_origin(&prev.url, &request.url) {
+                c.cross_origin = true;
+            }
+            let first = c
+                .first_headers
+                .as_ref()
+                .expect("the first request's headers");
+            let expect: Vec<(&str, &str)> = first
+                .iter()
+                .filter(|(n, _)| !(c.cross_origin && n.eq_ignore_ascii_case("authorization")))
+                .collect();
+            let got: Vec<(&str, &str)> = request.headers.iter().collect();
             assert_eq!(
-                request.headers, prev.headers,
-                "a redirect keeps the headers"
+                got, expect,
+                "a redirect keeps the headers (but Authorization once off the origin; cross: {})",
+                c.cross_origin
             );
         }
         c.fetches += 1;
@@ -1248,6 +1596,7 @@ impl Fuzz {
         c.body.clear();
         c.last_request = Some(request);
         self.open = Some(i);
+        self.last_fetch = Some(i);
     }
 
     fn reply(&mut self, cmd: CommandId, json: &str) {
@@ -1291,7 +1640,50 @@ impl Fuzz {
                 "an audience that is no token endpoint's URL"
             );
         }
-        self.no_url(i, json, audience);
+        // A started call's error: what its record says it was.
+        let mut passed: Vec<String> = Vec::new();
+        if c.fetches > 0 && result["isError"] == true {
+            let error = sc["error"]
+                .as_str()
+                .expect("an error result's error")
+                .to_owned();
+            let label = sc["label"].as_str().expect("an error result's label");
+            assert_eq!(
+                result["content"][0]["text"].as_str(),
+                Some(format!("harpoon target '{label}': {error}").as_str()),
+                "the error's text"
+            );
+            if let Some(spec) = &c.call {
+                assert_eq!(label, spec.label, "the error's label");
+            }
+            match c.result {
+                Some(CallResult::TimedOut) => {
+                    if let Some(spec) = &c.call {
+                        assert_eq!(
+                            error,
+                            format!(
+                                "no answer within timeout_ms ({} ms)",
+                                spec.timeout.as_millis()
+                            ),
+                            "the timeout's error"
+                        );
+                    }
+                }
+                Some(CallResult::Answered) | None => {
+                    panic!("an error result for a call recorded {:?}: {json}", c.result)
+                }
+                Some(_) => {}
+            }
+            if error.starts_with("the answer is encoded") {
+                // The encoding named is the target's own header, passed on.
+                if let Some(head) = &c.head {
+                    passed = encodings(head).iter().map(|e| (*e).to_owned()).collect();
+                }
+            }
+            self.cmds[i].error = Some(error);
+        }
+        let c = &self.cmds[i];
+        self.no_url(i, json, audience, &passed);
         if let Some(spec) = &c.call {
             if spec.valid && c.modern && c.fetches == 0 && v.get("result").is_some() {
                 panic!("a valid call_target was answered without a request: {json}");
@@ -1310,6 +1702,16 @@ impl Fuzz {
         assert_eq!(&text, sc, "the text content and structuredContent differ");
         let head = c.head.as_ref().expect("an answer with no head delivered");
         assert_eq!(sc["status_code"], head.status, "the answer's status");
+        assert_eq!(
+            c.result,
+            Some(CallResult::Answered),
+            "an answer recorded otherwise"
+        );
+        assert!(
+            encodings(head).is_empty(),
+            "an encoded answer passed through (Content-Encoding: {:?})",
+            head.headers.get_all("content-encoding").collect::<Vec<_>>()
+        );
         if matches!(head.status, 301 | 302 | 303 | 307 | 308) {
             if let Some(spec) = &c.call {
                 assert!(
@@ -1378,34 +1780,69 @@ impl Fuzz {
             "a body over max_response_bytes answered"
         );
         let json_type = head.headers.get("content-type").is_some_and(is_json_type);
-        let parsed = serde_json::from_slice::<Value>(&c.body)
-            .ok()
-            .filter(|_| json_type);
-        let mut before = Vec::new();
-        if let Some(v) = &parsed {
-            rewritable(v, true, &mut before);
+        if !json_type {
+            assert_eq!(got, c.body, "a body that is not JSON-typed changed");
+            return;
         }
+        let Ok(parsed) = serde_json::from_slice::<Value>(&c.body) else {
+            // JSON-typed but unparsable: its registered URLs replaced in the text.
+            assert_eq!(
+                got,
+                text_rewritten(&self.reg, &c.body),
+                "an unparsable JSON-typed body's text rewrite"
+            );
+            for t in self.reg.iter() {
+                for form in url_forms(t.url()) {
+                    assert!(
+                        !contains_bytes(&got, form.as_bytes()),
+                        "the URL of '{}' left in an unparsable JSON-typed body",
+                        t.label()
+                    );
+                }
+            }
+            return;
+        };
+        let prm = is_prm(&parsed);
+        let mut before = Vec::new();
+        rewritable(&parsed, prm, &mut before);
         let registered = |s: &&str| self.reg.find_url(s.trim()).next().is_some();
         if !before.iter().any(registered) {
             assert_eq!(got, c.body, "a body with nothing to rewrite changed");
         } else {
             let after: Value = serde_json::from_slice(&got).expect("a rewritten body is JSON");
             let mut left = Vec::new();
-            rewritable(&after, true, &mut left);
+            rewritable(&after, prm, &mut left);
             assert!(
                 !left.iter().any(registered),
-                "a registered URL survived the rewrite"
+                "a registered URL survived the rewrite (PRM document: {prm})"
             );
+            assert_eq!(
+                is_prm(&after),
+                prm,
+                "the rewrite made or unmade a PRM document"
+            );
+            if prm {
+                if let Some(r) = parsed.get("resource").filter(|r| r.is_string()) {
+                    assert_eq!(
+                        after.get("resource"),
+                        Some(r),
+                        "a PRM document's top-level resource rewritten"
+                    );
+                }
+            }
         }
     }
 
-    /// No registered URL in `json`, but an echo of the command's payload or the audience.
-    fn no_url(&self, i: usize, json: &str, audience: Option<&str>) {
+    /// No registered URL in `json`, but an echo of the command's payload, the audience or a
+    /// header value of the target's that is passed on.
+    fn no_url(&self, i: usize, json: &str, audience: Option<&str>, passed: &[String]) {
         let c = &self.cmds[i];
         for t in self.reg.iter() {
             let url = t.url();
             if json.contains(url) {
-                let echoed = c.payload.contains(url) || c.strings.iter().any(|s| s.contains(url));
+                let echoed = c.payload.contains(url)
+                    || c.strings.iter().any(|s| s.contains(url))
+                    || passed.iter().any(|s| s.contains(url));
                 assert!(
                     echoed || audience == Some(url),
                     "the URL of '{}' left Harpoon: {json}",
@@ -1463,9 +1900,15 @@ impl Fuzz {
             fetch: FetchState::None,
             fetch_cancelled: false,
             first_deadline: None,
+            first_headers: None,
+            started: None,
+            timeout_at: None,
+            cross_origin: false,
             last_request: None,
             head: None,
             body: Vec::new(),
+            result: None,
+            error: None,
         });
         self.h
             .handle_command(self.now, Self::cmd_id(i), &payload, deadline);
@@ -1669,9 +2112,39 @@ impl Fuzz {
         };
         self.cmds[i].fetch = FetchState::Done;
         self.open = None;
+        let head = self.cmds[i].head.clone().expect("a head before the end");
         let r = self.h.handle_fetch_end(self.now, Self::cmd_id(i));
         assert!(r.is_ok(), "an end after the head refused: {r:?}");
         self.drain(Ctx::Report(i));
+        // An encoded answer (identity was asked for) is refused, and nothing else fails here.
+        let c = &self.cmds[i];
+        let encoded = encodings(&head);
+        match c.result {
+            Some(CallResult::Answered) => {
+                assert!(
+                    encoded.is_empty(),
+                    "an encoded answer accepted: {encoded:?}"
+                )
+            }
+            Some(CallResult::Failed) => {
+                assert!(!encoded.is_empty(), "an answer without encoding failed");
+                let error = c.error.as_deref().unwrap_or_default();
+                let prefix = "the answer is encoded (Content-Encoding: ";
+                assert!(error.starts_with(prefix), "the encoding's error: {error}");
+                if let [only] = encoded.as_slice() {
+                    assert_eq!(
+                        error,
+                        format!(
+                            "{prefix}{}) although identity was asked for; Harpoon returns only \
+                             bodies it can rewrite",
+                            only.chars().take(40).collect::<String>()
+                        ),
+                        "the encoding's error"
+                    );
+                }
+            }
+            _ => {}
+        }
     }
 
     fn fail(&mut self, failure: TunnelFailure) {
@@ -1770,14 +2243,64 @@ impl Fuzz {
     }
 
     fn time(&mut self, tenths: u16, expire: bool) {
-        self.now += Duration::from_millis(u64::from(tenths) * 100);
+        let to = self.now + Duration::from_millis(u64::from(tenths) * 100);
+        self.advance(to, expire);
+    }
+
+    /// Time to the outstanding call's `timeout_ms`: exactly, a millisecond before or after;
+    /// or to whatever `poll_timeout` names next.
+    fn due(&mut self, how: u8, expire: bool) {
+        let ms = Duration::from_millis(1);
+        let at = self.open.and_then(|i| self.cmds[i].timeout_at);
+        let to = match (how % 4, at) {
+            (0, Some(t)) => Some(t),
+            (1, Some(t)) => t.checked_sub(ms),
+            (2, Some(t)) => t.checked_add(ms),
+            _ => self.h.poll_timeout(),
+        };
+        if let Some(to) = to.filter(|&to| to >= self.now) {
+            self.advance(to, expire);
+        }
+    }
+
+    /// Time is `to`: the engine drops the commands whose deadline passed (before or after
+    /// Harpoon's `handle_timeout`), and a call whose `timeout_ms` ran out ends timed out.
+    fn advance(&mut self, to: Instant, expire: bool) {
+        self.now = to;
         if expire {
             self.expire();
         }
-        self.h.handle_timeout(self.now);
+        let now = self.now;
+        let open = self.open.map(|i| (i, self.cmds[i].timeout_at));
+        self.h.handle_timeout(now);
         self.drain(Ctx::Timeout);
+        match open {
+            Some((i, Some(t))) if now >= t => {
+                let c = &self.cmds[i];
+                assert_eq!(
+                    c.result,
+                    Some(CallResult::TimedOut),
+                    "a call past its timeout_ms not ended by handle_timeout"
+                );
+                assert!(
+                    c.fetch_cancelled,
+                    "a timed-out call's request not cancelled"
+                );
+                assert!(c.ended, "a timed-out call not answered");
+            }
+            Some((i, Some(_))) => {
+                // Not due: only the connection's age can end it here.
+                let c = &self.cmds[i];
+                assert!(
+                    c.result.is_none() || c.result == Some(CallResult::Cancelled),
+                    "a call ended by handle_timeout before its timeout_ms: {:?}",
+                    c.result
+                );
+            }
+            _ => {}
+        }
         if let Some(t) = self.h.poll_timeout() {
-            assert!(t > self.now, "a deadline in the past after handle_timeout");
+            assert!(t > now, "a deadline in the past after handle_timeout");
         }
         if !expire {
             self.expire();
@@ -1850,6 +2373,7 @@ fuzz_target!(|input: Input| {
         records: 0,
         calls_ended: 0,
         dropped: None,
+        last_fetch: None,
     };
     for op in input.ops.iter().take(48) {
         match op {
@@ -1902,6 +2426,7 @@ fuzz_target!(|input: Input| {
                 f.cancel(i);
             }
             Op::Time { tenths, expire } => f.time(*tenths, *expire),
+            Op::Due { how, expire } => f.due(*how, *expire),
         }
     }
     // The driver answers whatever is still outstanding: then every command has ended.

@@ -749,11 +749,13 @@ impl Harpoon {
     /// The busy call's answer: the target's response, rewritten.
     fn answer_call(&mut self, now: Instant, head: ResponseHead) {
         // Identity was asked for: an encoded body could not be checked for registered URLs.
+        // Every value, every comma-separated coding (repeated lines form one list).
         if let Some(encoding) = head
             .headers
-            .get("content-encoding")
+            .get_all("content-encoding")
+            .flat_map(|v| v.split(','))
             .map(str::trim)
-            .filter(|e| !e.is_empty() && !e.eq_ignore_ascii_case("identity"))
+            .find(|e| !e.is_empty() && !e.eq_ignore_ascii_case("identity"))
         {
             let message = format!(
                 "the answer is encoded (Content-Encoding: {}) although identity was asked for; \
