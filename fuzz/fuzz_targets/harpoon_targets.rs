@@ -10,7 +10,8 @@
 //!   scheme upper-cased), and its URL is kept as written;
 //! - nothing registered has a `.` or `..` path segment, and `Debug` shows no URL;
 //! - the lines read as `name: value` headers: the filter keeps or drops each one, keeps no
-//!   value with CR or LF and no `Host`, `Cookie` or `Proxy-*`, and adds our `User-Agent`;
+//!   value with CR or LF and no `Host`, `Cookie` or `Proxy-*`, and adds our
+//!   `Accept-Encoding: identity` and `User-Agent`, once each;
 //! - the text as a JSON body, with every registered URL put in as well: after the rewrite no
 //!   string (key or value) is a registered URL but a top-level `resource`; the lines as
 //!   `Location` and `Link` values: a rewritten one names no registered URL;
@@ -73,10 +74,18 @@ fuzz_target!(|data: &[u8]| {
         .map(|(n, v)| (n.to_owned(), v.to_owned()))
         .collect();
     let f = filter_request_headers(&headers, "ua");
-    assert_eq!(f.kept.len() + f.dropped.len(), headers.len() + 1);
+    // Ours are added: Accept-Encoding identity (the answer is rewritten), then User-Agent.
+    assert_eq!(f.kept.len() + f.dropped.len(), headers.len() + 2);
     assert_eq!(
         f.kept.last(),
         Some(&("User-Agent".to_owned(), "ua".to_owned()))
+    );
+    assert_eq!(
+        f.kept
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("accept-encoding"))
+            .collect::<Vec<_>>(),
+        [&("Accept-Encoding".to_owned(), "identity".to_owned())]
     );
     for (n, v) in &f.kept {
         let n = n.to_ascii_lowercase();
