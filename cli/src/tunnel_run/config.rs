@@ -24,10 +24,26 @@ use mcpwire_core::tunnel::harpoon::discovery::{host_pattern, HostFilter};
 use mcpwire_core::tunnel::harpoon::{HarpoonConfig, Registry, TargetSpec};
 use mcpwire_core::tunnel::HARPOON_CHANNEL;
 
+use super::config_file::{self, FileLayer, SourceFlags};
+
 /// The flags of `mcpwire tunnel run` (each also read from the environment variable named in
 /// its help; flags beat the environment, which beats the default).
 #[derive(Args, Debug, Default, Clone)]
 pub struct RunArgs {
+    /// The Go tunnel-client's YAML config file (config_version: 1); flags and the environment
+    /// beat its values [env: TUNNEL_CLIENT_CONFIG]
+    #[arg(long = "config", value_name = "PATH")]
+    pub config: Option<String>,
+    /// A profile: the file NAME.yaml in the profile directory [env: TUNNEL_CLIENT_PROFILE]
+    #[arg(long = "profile", value_name = "NAME")]
+    pub profile: Option<String>,
+    /// A profile file by path (its name ends with .yaml) [env: TUNNEL_CLIENT_PROFILE_FILE]
+    #[arg(long = "profile-file", value_name = "PATH")]
+    pub profile_file: Option<String>,
+    /// The directory of profiles [env: TUNNEL_CLIENT_PROFILE_DIR] [default:
+    /// $XDG_CONFIG_HOME/tunnel-client, else ~/.config/tunnel-client]
+    #[arg(long = "profile-dir", value_name = "DIR")]
+    pub profile_dir: Option<String>,
     /// Control-plane base URL [env: CONTROL_PLANE_BASE_URL] [default: https://api.openai.com]
     #[arg(long = "control-plane.base-url", value_name = "URL")]
     pub base_url: Option<String>,
@@ -134,6 +150,19 @@ pub struct RunArgs {
     pub harpoon_include_patterns: Vec<String>,
 }
 
+impl RunArgs {
+    /// The flags that choose the config file.
+    #[must_use]
+    pub fn source_flags(&self) -> SourceFlags<'_> {
+        SourceFlags {
+            config: self.config.as_deref(),
+            profile: self.profile.as_deref(),
+            profile_file: self.profile_file.as_deref(),
+            profile_dir: self.profile_dir.as_deref(),
+        }
+    }
+}
+
 /// Which driver runs the engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Driver {
@@ -177,22 +206,70 @@ struct Raw {
     origin: String,
 }
 
-fn pick(
-    flag: &str,
-    given: Option<&String>,
-    env_var: &str,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Option<Raw> {
+/// Where settings come from below the flags: the process environment, then the config file
+/// (an empty layer without one).
+pub struct Sources<'a> {
+    /// The process environment.
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+    /// The config file's values, by the variable each key stands for.
+    pub file: &'a FileLayer,
+}
+
+impl Sources<'_> {
+    /// Variable `var` (set and not empty), else the file's key for it.
+    fn var(&self, flag: &str, var: &str) -> Option<Raw> {
+        if let Some(v) = (self.env)(var).filter(|v| !v.is_empty()) {
+            return Some(Raw {
+                value: v,
+                origin: format!("--{flag} (from {var})"),
+            });
+        }
+        self.file.get(var).map(|fv| Raw {
+            value: fv.items.join(","),
+            origin: self.file.origin(fv),
+        })
+    }
+
+    /// A list: variable `var` split by `split`, else the file's items for it.
+    fn items(
+        &self,
+        flag: &str,
+        var: &str,
+        split: &dyn Fn(&str) -> Vec<String>,
+    ) -> Option<(Vec<String>, String)> {
+        if let Some(v) = (self.env)(var).filter(|v| !v.trim().is_empty()) {
+            return Some((split(&v), format!("--{flag} (from {var})")));
+        }
+        self.file
+            .get(var)
+            .map(|fv| (fv.items.clone(), self.file.origin(fv)))
+    }
+}
+
+fn pick(flag: &str, given: Option<&String>, env_var: &str, src: &Sources<'_>) -> Option<Raw> {
     if let Some(v) = given {
         return Some(Raw {
             value: v.clone(),
             origin: format!("--{flag}"),
         });
     }
-    env(env_var).filter(|v| !v.is_empty()).map(|v| Raw {
-        value: v,
-        origin: format!("--{flag} (from {env_var})"),
-    })
+    src.var(flag, env_var)
+}
+
+fn split_lines(v: &str) -> Vec<String> {
+    v.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn split_entries(v: &str) -> Vec<String> {
+    v.split([';', '\n'])
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 fn bad(origin: &str, value: &str, allowed: &str) -> ConfigError {
@@ -448,26 +525,18 @@ fn entries(
     flag: &str,
     given: &[String],
     env_var: &str,
-    env: &dyn Fn(&str) -> Option<String>,
+    src: &Sources<'_>,
 ) -> (Vec<String>, String) {
     if !given.is_empty() {
         return (given.to_vec(), format!("--{flag}"));
     }
-    let list = env(env_var)
-        .map(|v| {
-            v.lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default();
-    (list, format!("--{flag} (from {env_var})"))
+    src.items(flag, env_var, &split_lines)
+        .unwrap_or_else(|| (Vec::new(), format!("--{flag} (from {env_var})")))
 }
 
 fn api_key(
     given: Option<&String>,
-    env: &dyn Fn(&str) -> Option<String>,
+    src: &Sources<'_>,
     read_file: &dyn Fn(&str) -> std::io::Result<String>,
 ) -> Result<Secret, ConfigError> {
     let missing = || {
@@ -477,15 +546,10 @@ fn api_key(
                 .to_owned(),
         )
     };
-    let (raw, origin) = match given {
-        Some(v) => (v.clone(), "--control-plane.api-key".to_owned()),
-        None => match env("CONTROL_PLANE_API_KEY").filter(|v| !v.is_empty()) {
-            Some(v) => (v, "CONTROL_PLANE_API_KEY".to_owned()),
-            None => match env("OPENAI_API_KEY").filter(|v| !v.is_empty()) {
-                Some(v) => (v, "OPENAI_API_KEY".to_owned()),
-                None => return Err(missing()),
-            },
-        },
+    let env = src.env;
+    let (raw, origin) = match api_key_ref(given, src) {
+        Some(found) => found,
+        None => return Err(missing()),
     };
     let key = if let Some(var) = raw.strip_prefix("env:") {
         env(var).filter(|v| !v.is_empty()).ok_or_else(|| {
@@ -512,6 +576,22 @@ fn api_key(
         )));
     }
     Ok(Secret::new(key))
+}
+
+/// The API key's raw setting (the key or a reference) and where it came from: the flag, then
+/// `CONTROL_PLANE_API_KEY`, then `OPENAI_API_KEY`, then the file's `control_plane.api_key`.
+fn api_key_ref(given: Option<&String>, src: &Sources<'_>) -> Option<(String, String)> {
+    if let Some(v) = given {
+        return Some((v.clone(), "--control-plane.api-key".to_owned()));
+    }
+    for var in ["CONTROL_PLANE_API_KEY", "OPENAI_API_KEY"] {
+        if let Some(v) = (src.env)(var).filter(|v| !v.is_empty()) {
+            return Some((v, var.to_owned()));
+        }
+    }
+    src.file
+        .get("CONTROL_PLANE_API_KEY")
+        .map(|fv| (fv.items.join(","), src.file.origin(fv)))
 }
 
 /// Reads a secret given as the value itself, `env:VAR` or `file:PATH`; the value is never
@@ -547,25 +627,25 @@ fn secret_value(
 /// The cloudflared companion: `None` unless `--cloudflared.managed` or a static token is given.
 fn cloudflared(
     args: &RunArgs,
-    env: &dyn Fn(&str) -> Option<String>,
+    src: &Sources<'_>,
     read_file: &dyn Fn(&str) -> std::io::Result<String>,
 ) -> Result<Option<Cloudflared>, ConfigError> {
     let managed = boolean(pick(
         "cloudflared.managed",
         args.cloudflared_managed.as_ref(),
         "CLOUDFLARED_MANAGED",
-        env,
+        src,
     ))?;
     let static_raw = pick(
         "cloudflared.token",
         args.cloudflared_token.as_ref(),
         "CLOUDFLARED_TUNNEL_TOKEN",
-        env,
+        src,
     );
     let mut secret_vars = Vec::new();
     let token = match static_raw {
         Some(raw) => {
-            let (token, var) = secret_value(&raw.value, &raw.origin, "token", env, read_file)?;
+            let (token, var) = secret_value(&raw.value, &raw.origin, "token", src.env, read_file)?;
             mcpwire_core::tunnel::cloudflare::validate_token(&token)
                 .map_err(|why| ConfigError(format!("invalid {}: {why}", raw.origin)))?;
             secret_vars.extend(var);
@@ -578,7 +658,7 @@ fn cloudflared(
         "cloudflared.path",
         args.cloudflared_path.as_ref(),
         "CLOUDFLARED_PATH",
-        env,
+        src,
     ) {
         None => "cloudflared".to_owned(),
         Some(raw) => {
@@ -597,7 +677,7 @@ fn cloudflared(
         "cloudflared.ready-timeout",
         args.cloudflared_ready_timeout.as_ref(),
         "CLOUDFLARED_READY_TIMEOUT",
-        env,
+        src,
     );
     let ready_origin = ready_raw
         .as_ref()
@@ -607,11 +687,7 @@ fn cloudflared(
         let (origin, value) = ready_origin.unwrap_or_default();
         return Err(bad(&origin, &value, "expected a duration from 100ms to 1h"));
     }
-    let key_ref = args
-        .api_key
-        .clone()
-        .or_else(|| env("CONTROL_PLANE_API_KEY"))
-        .or_else(|| env("OPENAI_API_KEY"));
+    let key_ref = api_key_ref(args.api_key.as_ref(), src).map(|(k, _)| k);
     if let Some(var) = key_ref.as_deref().and_then(|k| k.strip_prefix("env:")) {
         secret_vars.push(var.to_owned());
     }
@@ -628,25 +704,12 @@ fn cloudflared(
 pub const MAX_HARPOON_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// A repeatable flag's values, else its variable's entries (separated by `;` or newlines).
-fn list(
-    flag: &str,
-    given: &[String],
-    env_var: &str,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> (Vec<String>, String) {
+fn list(flag: &str, given: &[String], env_var: &str, src: &Sources<'_>) -> (Vec<String>, String) {
     if !given.is_empty() {
         return (given.to_vec(), format!("--{flag}"));
     }
-    let list = env(env_var)
-        .map(|v| {
-            v.split([';', '\n'])
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default();
-    (list, format!("--{flag} (from {env_var})"))
+    src.items(flag, env_var, &split_entries)
+        .unwrap_or_else(|| (Vec::new(), format!("--{flag} (from {env_var})")))
 }
 
 fn boolean_or(raw: Option<Raw>, default: bool) -> Result<bool, ConfigError> {
@@ -660,21 +723,36 @@ fn boolean_or(raw: Option<Raw>, default: bool) -> Result<bool, ConfigError> {
 /// (`None` when off). `main_url` is channel main's Streamable HTTP URL, if it has one.
 fn harpoon(
     args: &RunArgs,
-    env: &dyn Fn(&str) -> Option<String>,
+    src: &Sources<'_>,
     main_url: Option<&str>,
 ) -> Result<(Option<HarpoonConfig>, Option<HarpoonDiscovery>), ConfigError> {
     let allow_plaintext = boolean(pick(
         "harpoon.allow-plaintext-http",
         args.harpoon_allow_plaintext.as_ref(),
         "HARPOON_ALLOW_PLAINTEXT_HTTP",
-        env,
+        src,
     ))?;
     let mut registry = Registry::new(allow_plaintext);
+    let mut origin = "--harpoon.target".to_owned();
     let specs = if args.harpoon_targets.is_empty() {
-        match env("HARPOON_TARGETS").filter(|v| !v.trim().is_empty()) {
-            Some(v) => TargetSpec::parse_list(&v)
-                .map_err(|e| ConfigError(format!("invalid HARPOON_TARGETS: {e}")))?,
-            None => Vec::new(),
+        match (src.env)("HARPOON_TARGETS").filter(|v| !v.trim().is_empty()) {
+            Some(v) => {
+                origin = "HARPOON_TARGETS".to_owned();
+                TargetSpec::parse_list(&v)
+                    .map_err(|e| ConfigError(format!("invalid HARPOON_TARGETS: {e}")))?
+            }
+            None => match src.file.get("HARPOON_TARGETS") {
+                Some(fv) => {
+                    origin = src.file.origin(fv);
+                    fv.items
+                        .iter()
+                        .enumerate()
+                        .map(|(i, v)| TargetSpec::parse(v, &format!("harpoon.targets[{}]", i + 1)))
+                        .collect::<Result<_, _>>()
+                        .map_err(|e| ConfigError(format!("invalid {origin}: {e}")))?
+                }
+                None => Vec::new(),
+            },
         }
     } else {
         args.harpoon_targets
@@ -683,11 +761,6 @@ fn harpoon(
             .map(|(i, v)| TargetSpec::parse(v, &format!("--harpoon.target #{}", i + 1)))
             .collect::<Result<_, _>>()
             .map_err(|e| ConfigError(format!("invalid --harpoon.target: {e}")))?
-    };
-    let origin = if args.harpoon_targets.is_empty() {
-        "HARPOON_TARGETS"
-    } else {
-        "--harpoon.target"
     };
     for spec in specs {
         registry
@@ -698,7 +771,7 @@ fn harpoon(
         "harpoon.max-response-bytes",
         args.harpoon_max_response_bytes.as_ref(),
         "HARPOON_MAX_RESPONSE_BYTES",
-        env,
+        src,
     );
     let max_response_cap = match max_raw {
         None => mcpwire_core::tunnel::harpoon::call::DEFAULT_MAX_RESPONSE_BYTES,
@@ -717,7 +790,7 @@ fn harpoon(
         "harpoon.oauth-discovery",
         args.harpoon_oauth_discovery.as_ref(),
         "HARPOON_OAUTH_DISCOVERY",
-        env,
+        src,
     );
     let asked = discovery_raw.is_some();
     let discover = boolean_or(discovery_raw, main_url.is_some())?;
@@ -737,7 +810,7 @@ fn harpoon(
                     "harpoon.hosts-include-loopback",
                     args.harpoon_include_loopback.as_ref(),
                     "HARPOON_HOSTS_INCLUDE_LOOPBACK",
-                    env,
+                    src,
                 ),
                 true,
             )?;
@@ -746,7 +819,7 @@ fn harpoon(
                     "harpoon.hosts-include-private",
                     args.harpoon_include_private.as_ref(),
                     "HARPOON_HOSTS_INCLUDE_PRIVATE",
-                    env,
+                    src,
                 ),
                 true,
             )?;
@@ -754,7 +827,7 @@ fn harpoon(
                 "harpoon.hosts-include-suffix",
                 &args.harpoon_include_suffixes,
                 "HARPOON_HOSTS_INCLUDE_SUFFIX",
-                env,
+                src,
             );
             for s in &suffixes {
                 let bare = s.trim_start_matches('.');
@@ -770,7 +843,7 @@ fn harpoon(
                 "harpoon.hosts-include-regex",
                 &args.harpoon_include_patterns,
                 "HARPOON_HOSTS_INCLUDE_REGEX",
-                env,
+                src,
             );
             let patterns = patterns
                 .iter()
@@ -814,13 +887,24 @@ fn harpoon(
     Ok((Some(config), discovery))
 }
 
-/// Resolves `args` against the environment (`env`) and files (`read_file`).
+/// Resolves `args` against the environment (`env`), the config file they or the environment
+/// choose, and files (`read_file`, for the config file and `file:` references).
 pub fn resolve(
     args: &RunArgs,
     env: &dyn Fn(&str) -> Option<String>,
     read_file: &dyn Fn(&str) -> std::io::Result<String>,
 ) -> Result<RunConfig, ConfigError> {
-    let driver = match pick("driver", args.driver.as_ref(), "MCPWIRE_DRIVER", env) {
+    let file = config_file::load(&args.source_flags(), env, read_file)?;
+    resolve_layers(args, &Sources { env, file: &file }, read_file)
+}
+
+/// Resolves `args` against `src` (the environment, then a config file already read).
+pub fn resolve_layers(
+    args: &RunArgs,
+    src: &Sources<'_>,
+    read_file: &dyn Fn(&str) -> std::io::Result<String>,
+) -> Result<RunConfig, ConfigError> {
+    let driver = match pick("driver", args.driver.as_ref(), "MCPWIRE_DRIVER", src) {
         None => Driver::Blocking,
         Some(raw) => match raw.value.trim() {
             "blocking" => Driver::Blocking,
@@ -832,7 +916,7 @@ pub fn resolve(
         "control-plane.base-url",
         args.base_url.as_ref(),
         "CONTROL_PLANE_BASE_URL",
-        env,
+        src,
     );
     let base_url = match base {
         None => "https://api.openai.com".to_owned(),
@@ -842,7 +926,7 @@ pub fn resolve(
         "control-plane.tunnel-id",
         args.tunnel_id.as_ref(),
         "CONTROL_PLANE_TUNNEL_ID",
-        env,
+        src,
     )
     .map(|r| r.value.trim().to_owned())
     .filter(|v| !v.is_empty())
@@ -859,13 +943,13 @@ pub fn resolve(
             "expected an id without spaces or control characters",
         ));
     }
-    let api_key = api_key(args.api_key.as_ref(), env, read_file)?;
+    let api_key = api_key(args.api_key.as_ref(), src, read_file)?;
     let max_inflight = number(
         pick(
             "control-plane.max-inflight",
             args.max_inflight.as_ref(),
             "CONTROL_PLANE_MAX_INFLIGHT_REQUESTS",
-            env,
+            src,
         ),
         20,
         10_000,
@@ -874,7 +958,7 @@ pub fn resolve(
         "control-plane.poll-timeout",
         args.poll_timeout.as_ref(),
         "CONTROL_PLANE_POLL_TIMEOUT",
-        env,
+        src,
     );
     let poll_origin = poll_raw
         .as_ref()
@@ -889,7 +973,7 @@ pub fn resolve(
             "mcp.max-concurrent-requests",
             args.max_concurrent.as_ref(),
             "MCP_MAX_CONCURRENT_REQUESTS",
-            env,
+            src,
         ),
         10,
         1000,
@@ -898,13 +982,13 @@ pub fn resolve(
         "mcp.stdio-send-initialized-notification",
         args.send_initialized.as_ref(),
         "MCP_STDIO_SEND_INITIALIZED_NOTIFICATION",
-        env,
+        src,
     ))?;
     let health_addr = match pick(
         "health.listen-addr",
         args.health_addr.as_ref(),
         "HEALTH_LISTEN_ADDR",
-        env,
+        src,
     ) {
         None => SocketAddr::from(([127, 0, 0, 1], 8080)),
         Some(raw) => {
@@ -923,7 +1007,7 @@ pub fn resolve(
             })?
         }
     };
-    let log_level = match pick("log.level", args.log_level.as_ref(), "LOG_LEVEL", env) {
+    let log_level = match pick("log.level", args.log_level.as_ref(), "LOG_LEVEL", src) {
         None => Level::Info,
         Some(raw) => Level::parse(raw.value.trim()).ok_or_else(|| {
             bad(
@@ -933,7 +1017,7 @@ pub fn resolve(
             )
         })?,
     };
-    let log_json = match pick("log.format", args.log_format.as_ref(), "LOG_FORMAT", env) {
+    let log_json = match pick("log.format", args.log_format.as_ref(), "LOG_FORMAT", src) {
         None => false,
         Some(raw) => match raw.value.trim().to_ascii_lowercase().as_str() {
             "text" | "struct-text" => false,
@@ -946,14 +1030,14 @@ pub fn resolve(
             "shutdown.grace-period",
             args.grace.as_ref(),
             "SHUTDOWN_GRACE_PERIOD",
-            env,
+            src,
         ),
         Duration::from_secs(10),
     )?;
 
     let mut targets: Vec<Target> = Vec::new();
-    let (urls, url_origin) = entries("mcp.server-url", &args.server_urls, "MCP_SERVER_URL", env);
-    let (cmds, cmd_origin) = entries("mcp.command", &args.commands, "MCP_COMMAND", env);
+    let (urls, url_origin) = entries("mcp.server-url", &args.server_urls, "MCP_SERVER_URL", src);
+    let (cmds, cmd_origin) = entries("mcp.command", &args.commands, "MCP_COMMAND", src);
     let parsed = urls
         .iter()
         .map(|e| server_entry(&url_origin, e))
@@ -974,7 +1058,7 @@ pub fn resolve(
         TargetKind::Http { url } if t.channel == DEFAULT_CHANNEL => Some(url.as_str()),
         _ => None,
     });
-    let (harpoon, harpoon_discovery) = harpoon(args, env, main_url)?;
+    let (harpoon, harpoon_discovery) = harpoon(args, src, main_url)?;
     let harpoon_targets = harpoon.as_ref().is_some_and(|h| !h.registry.is_empty());
 
     let poll_channels = if !args.poll_channels.is_empty() {
@@ -983,14 +1067,11 @@ pub fn resolve(
             "--control-plane.poll-channel".to_owned(),
         ))
     } else {
-        env("CONTROL_PLANE_POLL_CHANNELS").map(|v| {
-            (
-                v.split(',')
-                    .map(|s| s.trim().to_owned())
-                    .collect::<Vec<_>>(),
-                "--control-plane.poll-channel (from CONTROL_PLANE_POLL_CHANNELS)".to_owned(),
-            )
-        })
+        src.items(
+            "control-plane.poll-channel",
+            "CONTROL_PLANE_POLL_CHANNELS",
+            &|v| v.split(',').map(|s| s.trim().to_owned()).collect(),
+        )
     };
     if let Some((list, origin)) = &poll_channels {
         let mut seen: Vec<&String> = Vec::new();
@@ -1068,7 +1149,7 @@ pub fn resolve(
         send_initialized_notification: send_initialized,
         ..StdioConfig::default()
     };
-    let cloudflared = cloudflared(args, env, read_file)?;
+    let cloudflared = cloudflared(args, src, read_file)?;
     Ok(RunConfig {
         tunnel: TunnelConfig {
             engine,

@@ -7,6 +7,7 @@
 //! tunnel, writing redacted one-line logs; [`signals`] stops it on SIGINT/SIGTERM.
 
 pub mod config;
+pub mod config_file;
 pub mod health;
 pub mod signals;
 
