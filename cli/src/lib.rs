@@ -69,6 +69,12 @@ enum Command {
     /// VS Code): their tools under collision-free names, a tool search, and calls through a
     /// consent policy.
     Host(Box<crate::host::HostArgs>),
+    /// The same as `mcpwire tunnel run` (the Go tunnel-client's `run`, so that unit files and
+    /// container entrypoints written for it keep working).
+    Run(Box<crate::tunnel_run::config::RunArgs>),
+    /// Write a starter tunnel profile (see `mcpwire tunnel init --help`).
+    #[command(hide = true)]
+    Init(crate::tunnel_run::init::InitArgs),
     /// The client the official MCP conformance runner starts: it appends the test server's URL
     /// and names the scenario in MCP_CONFORMANCE_SCENARIO (hidden: not for people).
     #[command(hide = true)]
@@ -86,6 +92,9 @@ enum TunnelCommand {
     /// Run the tunnel client: poll the control plane, forward commands to the MCP servers,
     /// post their responses (flags compatible with the Go tunnel-client).
     Run(Box<crate::tunnel_run::config::RunArgs>),
+    /// Write a starter profile for `mcpwire tunnel run --profile NAME` (the Go client's
+    /// samples: an HTTP or stdio MCP server, optionally behind an enterprise proxy).
+    Init(crate::tunnel_run::init::InitArgs),
 }
 
 /// Runs the `mcpwire` command with this process's arguments; its exit status.
@@ -108,7 +117,12 @@ pub fn main() -> ExitCode {
         },
         Command::Tunnel {
             command: TunnelCommand::Run(args),
-        } => crate::tunnel_run::run(&args),
+        }
+        | Command::Run(args) => crate::tunnel_run::run(&args),
+        Command::Tunnel {
+            command: TunnelCommand::Init(args),
+        }
+        | Command::Init(args) => crate::tunnel_run::init::run(&args),
         Command::Dev { command } => crate::dev::run(command),
         Command::Client(mut args) => {
             args.set_trailing_command(stdio_command);

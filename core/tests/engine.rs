@@ -269,6 +269,39 @@ fn poll_request_carries_auth_identity_wire_version_and_server_info() {
 }
 
 #[test]
+fn extra_headers_reach_every_control_plane_request_and_reserved_names_are_refused() {
+    let mut c = config();
+    c.extra_headers = vec![
+        ("OpenAI-Organization".into(), Secret::new("org-1")),
+        ("X-Corp-Route".into(), Secret::new("blue")),
+    ];
+    let mut h = Harness::new(c);
+    let (id, poll) = h.take_poll();
+    assert_eq!(poll.headers.get("OpenAI-Organization"), Some("org-1"));
+    assert_eq!(poll.headers.get("x-corp-route"), Some("blue"));
+    h.deliver_poll(
+        id,
+        200,
+        &json!({"commands": [cmd_json("a", json!(1), "tools/call")]}),
+    );
+    let f = h.take_forwards().remove(0);
+    // The forward to the MCP server does not carry the control plane's headers.
+    assert!(f.headers.get("X-Corp-Route").is_none());
+    h.reply_json(f.cmd, 200, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+    let (_, _, post) = h.take_posts().remove(0);
+    assert_eq!(post.headers.get("X-Corp-Route"), Some("blue"));
+    // The Debug form of the configuration never shows a value.
+    let mut c = config();
+    c.extra_headers = vec![("X-Token".into(), Secret::new("hush-123"))];
+    assert!(!format!("{c:?}").contains("hush-123"));
+    for reserved in ["Authorization", "x-tunnel-client-instance-id", "Accept"] {
+        let mut c = config();
+        c.extra_headers = vec![(reserved.into(), Secret::new("x"))];
+        assert!(Engine::new(c, Instant::now()).is_err(), "{reserved}");
+    }
+}
+
+#[test]
 fn server_info_changes_reach_new_requests_but_not_retries() {
     let mut h = Harness::new(config());
     let (id, first) = h.take_poll();

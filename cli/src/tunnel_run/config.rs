@@ -25,6 +25,7 @@ use mcpwire_core::tunnel::harpoon::{HarpoonConfig, Registry, TargetSpec};
 use mcpwire_core::tunnel::HARPOON_CHANNEL;
 
 use super::config_file::{self, FileLayer, SourceFlags};
+use super::go_compat::{self, GoOnlyFlags};
 
 /// The flags of `mcpwire tunnel run` (each also read from the environment variable named in
 /// its help; flags beat the environment, which beats the default).
@@ -45,14 +46,27 @@ pub struct RunArgs {
     #[arg(long = "profile-dir", value_name = "DIR")]
     pub profile_dir: Option<String>,
     /// Control-plane base URL [env: CONTROL_PLANE_BASE_URL] [default: https://api.openai.com]
-    #[arg(long = "control-plane.base-url", value_name = "URL")]
+    #[arg(long = "control-plane.base-url", alias = "control-plane-base-url", value_name = "URL")]
     pub base_url: Option<String>,
+    /// A path put between the base URL and the /v1/... routes, e.g. /tunnel-gw
+    /// [env: CONTROL_PLANE_URL_PATH]
+    #[arg(long = "control-plane.url-path", alias = "control-plane-url-path", value_name = "PATH")]
+    pub url_path: Option<String>,
     /// Tunnel id [env: CONTROL_PLANE_TUNNEL_ID]
-    #[arg(long = "control-plane.tunnel-id", value_name = "ID")]
+    #[arg(long = "control-plane.tunnel-id", alias = "control-plane-tunnel-id", value_name = "ID")]
     pub tunnel_id: Option<String>,
+    /// Organization id, sent as OpenAI-Organization on control-plane requests
+    /// [env: CONTROL_PLANE_ORGANIZATION_ID]
+    #[arg(long = "control-plane.organization-id", alias = "control-plane-organization-id",
+          value_name = "ID")]
+    pub organization_id: Option<String>,
     /// Tunnel API key: the key, env:VAR or file:PATH [env: CONTROL_PLANE_API_KEY, then OPENAI_API_KEY]
-    #[arg(long = "control-plane.api-key", value_name = "KEY")]
+    #[arg(long = "control-plane.api-key", alias = "control-plane-api-key", value_name = "KEY")]
     pub api_key: Option<String>,
+    /// A header on every control-plane request, "Name: value" (repeatable; the value may be
+    /// env:VAR or file:PATH) [env: CONTROL_PLANE_EXTRA_HEADERS, separated by ',' or ';']
+    #[arg(long = "control-plane.extra-headers", value_name = "HEADER")]
+    pub extra_headers: Vec<String>,
     /// Commands admitted and not finished, at most [env: CONTROL_PLANE_MAX_INFLIGHT_REQUESTS] [default: 20]
     #[arg(long = "control-plane.max-inflight", value_name = "N")]
     pub max_inflight: Option<String>,
@@ -64,11 +78,11 @@ pub struct RunArgs {
     pub poll_channels: Vec<String>,
     /// Streamable HTTP MCP server: URL (channel main) or channel=NAME,url=URL (repeatable)
     /// [env: MCP_SERVER_URL, one entry per line]
-    #[arg(long = "mcp.server-url", value_name = "ENTRY")]
+    #[arg(long = "mcp.server-url", alias = "mcp-server-url", value_name = "ENTRY")]
     pub server_urls: Vec<String>,
     /// stdio MCP server: CMD (channel main) or channel=NAME,command=CMD (repeatable)
     /// [env: MCP_COMMAND, one entry per line]
-    #[arg(long = "mcp.command", value_name = "ENTRY")]
+    #[arg(long = "mcp.command", alias = "mcp-command", value_name = "ENTRY")]
     pub commands: Vec<String>,
     /// Forwards running at once, at most [env: MCP_MAX_CONCURRENT_REQUESTS] [default: 10]
     #[arg(long = "mcp.max-concurrent-requests", value_name = "N")]
@@ -79,8 +93,19 @@ pub struct RunArgs {
           num_args = 0..=1, default_missing_value = "true")]
     pub send_initialized: Option<String>,
     /// Health listener address [env: HEALTH_LISTEN_ADDR] [default: 127.0.0.1:8080]
-    #[arg(long = "health.listen-addr", value_name = "ADDR")]
+    #[arg(long = "health.listen-addr", alias = "health-listen-addr", value_name = "ADDR")]
     pub health_addr: Option<String>,
+    /// Write the health listener's base URL (http://IP:PORT) to this file once it listens
+    /// (useful with port 0) [env: HEALTH_URL_FILE]
+    #[arg(long = "health.url-file", alias = "health-url-file", value_name = "PATH")]
+    pub health_url_file: Option<String>,
+    /// Write this process's id to this file at start-up (removed at a clean exit)
+    /// [env: PID_FILE]
+    #[arg(long = "pid.file", value_name = "PATH")]
+    pub pid_file: Option<String>,
+    /// Append log lines to this file instead of standard error [env: LOG_FILE]
+    #[arg(long = "log.file", value_name = "PATH")]
+    pub log_file: Option<String>,
     /// debug, info, warn or error [env: LOG_LEVEL] [default: info]
     #[arg(long = "log.level", value_name = "LEVEL")]
     pub log_level: Option<String>,
@@ -148,6 +173,9 @@ pub struct RunArgs {
     /// ';' or newlines]
     #[arg(long = "harpoon.hosts-include-regex", value_name = "REGEX")]
     pub harpoon_include_patterns: Vec<String>,
+    /// The Go client's flags mcpwire does not implement: refused by name.
+    #[command(flatten)]
+    pub go_only: GoOnlyFlags,
 }
 
 impl RunArgs {
@@ -186,6 +214,18 @@ pub struct RunConfig {
     pub log_json: bool,
     /// The driver.
     pub driver: Driver,
+    /// Where to write the health listener's base URL.
+    pub health_url_file: Option<String>,
+    /// Where to write the process id.
+    pub pid_file: Option<String>,
+    /// Where to append log lines (standard error when `None`).
+    pub log_file: Option<String>,
+    /// The config file read, if any.
+    pub config_source: Option<config_file::ConfigSource>,
+    /// One line each: settings recognised but ignored, a tunnel id not in the Go client's form.
+    pub warnings: Vec<String>,
+    /// Secret values besides the API key that logs must never show (extra header values).
+    pub secrets: Vec<String>,
 }
 
 /// A setting that cannot be used. Its `Display` is the one line printed at start-up.
@@ -570,11 +610,7 @@ fn api_key(
             "invalid {origin}: the API key is empty"
         )));
     }
-    if key.contains(|c: char| c.is_control()) {
-        return Err(ConfigError(format!(
-            "invalid {origin}: the API key contains control characters"
-        )));
-    }
+    go_compat::check_api_key(&origin, &key)?;
     Ok(Secret::new(key))
 }
 
@@ -904,6 +940,8 @@ pub fn resolve_layers(
     src: &Sources<'_>,
     read_file: &dyn Fn(&str) -> std::io::Result<String>,
 ) -> Result<RunConfig, ConfigError> {
+    go_compat::check_flags(&args.go_only)?;
+    let mut warnings = go_compat::warnings(src.env, src.file);
     let driver = match pick("driver", args.driver.as_ref(), "MCPWIRE_DRIVER", src) {
         None => Driver::Blocking,
         Some(raw) => match raw.value.trim() {
@@ -918,10 +956,18 @@ pub fn resolve_layers(
         "CONTROL_PLANE_BASE_URL",
         src,
     );
-    let base_url = match base {
+    let mut base_url = match base {
         None => "https://api.openai.com".to_owned(),
         Some(raw) => http_url(&raw.origin, raw.value.trim())?,
     };
+    if let Some(raw) = pick(
+        "control-plane.url-path",
+        args.url_path.as_ref(),
+        "CONTROL_PLANE_URL_PATH",
+        src,
+    ) {
+        base_url = join_url_path(&base_url, &raw)?;
+    }
     let tunnel_id = pick(
         "control-plane.tunnel-id",
         args.tunnel_id.as_ref(),
@@ -936,13 +982,15 @@ pub fn resolve_layers(
                 .to_owned(),
         )
     })?;
-    if tunnel_id.contains(|c: char| c.is_control() || c.is_whitespace()) {
-        return Err(bad(
-            "--control-plane.tunnel-id",
-            &tunnel_id,
-            "expected an id without spaces or control characters",
+    go_compat::check_tunnel_id("--control-plane.tunnel-id", &tunnel_id)?;
+    if !go_compat::is_go_tunnel_id(&tunnel_id) {
+        warnings.push(format!(
+            "the tunnel id {tunnel_id:?} is not in the Go client's form (tunnel_ and 32 \
+             lowercase letters or digits), which the Go client refuses; mcpwire sends it as \
+             it is (the tunnel contract treats ids as opaque)"
         ));
     }
+    let (extra_headers, secrets) = control_plane_headers(args, src, read_file)?;
     let api_key = api_key(args.api_key.as_ref(), src, read_file)?;
     let max_inflight = number(
         pick(
@@ -1145,6 +1193,7 @@ pub fn resolve_layers(
     engine.max_in_flight = max_inflight;
     engine.max_concurrent_forwards = max_concurrent;
     engine.jitter_seed = mcpwire::random_seed();
+    engine.extra_headers = extra_headers;
     let stdio = StdioConfig {
         send_initialized_notification: send_initialized,
         ..StdioConfig::default()
@@ -1164,7 +1213,133 @@ pub fn resolve_layers(
         log_level,
         log_json,
         driver,
+        health_url_file: path_setting(pick(
+            "health.url-file",
+            args.health_url_file.as_ref(),
+            "HEALTH_URL_FILE",
+            src,
+        ))?,
+        pid_file: path_setting(pick("pid.file", args.pid_file.as_ref(), "PID_FILE", src))?,
+        log_file: path_setting(pick("log.file", args.log_file.as_ref(), "LOG_FILE", src))?,
+        config_source: src.file.source.clone(),
+        warnings,
+        secrets,
     })
+}
+
+fn path_setting(raw: Option<Raw>) -> Result<Option<String>, ConfigError> {
+    let Some(raw) = raw else { return Ok(None) };
+    let v = raw.value.trim();
+    if v.is_empty() || v.contains(char::is_control) {
+        return Err(bad(&raw.origin, &raw.value, "expected a file path"));
+    }
+    Ok(Some(v.to_owned()))
+}
+
+/// `base` with `path` put before the `/v1/...` routes (`/gw` and `gw/` alike).
+fn join_url_path(base: &str, raw: &Raw) -> Result<String, ConfigError> {
+    let path = raw.value.trim().trim_matches('/');
+    if path.is_empty() {
+        return Ok(base.to_owned());
+    }
+    if path.contains(|c: char| c.is_whitespace() || c.is_control() || c == '?' || c == '#')
+        || path.split('/').any(|seg| seg.is_empty() || seg == "." || seg == "..")
+    {
+        return Err(bad(
+            &raw.origin,
+            &raw.value,
+            "expected a URL path such as /tunnel-gw (no query, fragment, spaces, '.' or '..' \
+             segments)",
+        ));
+    }
+    if base.contains(['?', '#']) {
+        return Err(bad(
+            &raw.origin,
+            &raw.value,
+            "the base URL has a query or fragment; a path cannot be added to it",
+        ));
+    }
+    Ok(format!("{}/{path}", base.trim_end_matches('/')))
+}
+
+/// `OpenAI-Organization` and `--control-plane.extra-headers` (a flag's list beats the
+/// variable's, which beats the file's), each value resolved from `env:`/`file:`; also the values
+/// for the log redactor.
+fn control_plane_headers(
+    args: &RunArgs,
+    src: &Sources<'_>,
+    read_file: &dyn Fn(&str) -> std::io::Result<String>,
+) -> Result<(Vec<(String, Secret)>, Vec<String>), ConfigError> {
+    let mut headers: Vec<(String, Secret)> = Vec::new();
+    let mut secrets = Vec::new();
+    if let Some(raw) = pick(
+        "control-plane.organization-id",
+        args.organization_id.as_ref(),
+        "CONTROL_PLANE_ORGANIZATION_ID",
+        src,
+    ) {
+        let org = raw.value.trim();
+        if org.is_empty() || org.contains(char::is_control) {
+            return Err(bad(
+                &raw.origin,
+                &raw.value,
+                "expected an organization id without line breaks",
+            ));
+        }
+        headers.push(("OpenAI-Organization".to_owned(), Secret::new(org)));
+    }
+    let split = |v: &str| -> Vec<String> {
+        v.split([',', ';'])
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let (list, origin) = if args.extra_headers.is_empty() {
+        src.items(
+            "control-plane.extra-headers",
+            "CONTROL_PLANE_EXTRA_HEADERS",
+            &split,
+        )
+        .unwrap_or_default()
+    } else {
+        (
+            args.extra_headers.clone(),
+            "--control-plane.extra-headers".to_owned(),
+        )
+    };
+    for entry in &list {
+        let Some((name, value)) = entry.split_once(':') else {
+            return Err(ConfigError(format!(
+                "invalid {origin}: expected \"Name: value\" entries (one has no ':')"
+            )));
+        };
+        let name = name.trim();
+        if mcpwire_core::http::validate_name(name).is_err() {
+            return Err(bad(&origin, name, "expected an HTTP header name"));
+        }
+        if mcpwire_core::tunnel::engine::is_reserved_control_plane_header(name) {
+            return Err(bad(
+                &origin,
+                name,
+                "this header is the client's own (authentication, content or client metadata) \
+                 and cannot be set",
+            ));
+        }
+        if headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+            return Err(bad(&origin, name, "each header may be given once"));
+        }
+        let what = format!("{name} header value");
+        let (value, _) = secret_value(value.trim(), &origin, &what, src.env, read_file)?;
+        if value.is_empty() || value.contains(char::is_control) {
+            return Err(ConfigError(format!(
+                "invalid {origin}: the {what} is empty or has control characters"
+            )));
+        }
+        secrets.push(value.clone());
+        headers.push((name.to_owned(), Secret::new(value)));
+    }
+    Ok((headers, secrets))
 }
 
 #[cfg(test)]
@@ -1227,6 +1402,167 @@ mod tests {
         .unwrap();
         assert_eq!(c.tunnel.engine.max_in_flight, 7);
         assert_eq!(c.tunnel.engine.poll_wait, Duration::from_secs(90));
+    }
+
+    /// Resolves with `yaml` as the config file /etc/t.yaml (chosen by --config).
+    fn run_file(mut args: RunArgs, env: &[(&str, &str)], yaml: &str) -> Result<RunConfig, ConfigError> {
+        let env: BTreeMap<String, String> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        args.config = Some("/etc/t.yaml".into());
+        let yaml = yaml.to_owned();
+        resolve(&args, &|k| env.get(k).cloned(), &move |p| match p {
+            "/etc/t.yaml" => Ok(yaml.clone()),
+            "/keys/cp" => Ok("from-file-key\n".into()),
+            _ => Err(std::io::Error::new(std::io::ErrorKind::NotFound, "no such file")),
+        })
+    }
+
+    const FILE: &str = "config_version: 1\ncontrol_plane:\n  tunnel_id: tunnel_file\n  api_key: env:FILE_KEY\n  \
+        max_inflight_requests: 3\n  poll_timeout: 5s\n  poll_channels: [main]\nlog:\n  level: warn\n\
+        mcp:\n  server_urls:\n    - url: http://127.0.0.1:9/file\n  max_concurrent_requests: 4\n\
+        harpoon:\n  targets:\n    - label: idp\n      url: https://idp.example/token\n      description: the IdP\n";
+
+    #[test]
+    fn every_layer_in_order_flags_environment_file_defaults() {
+        let bare = RunArgs::default();
+        // The file alone (its api_key reference resolved from the environment).
+        let c = run_file(bare.clone(), &[("FILE_KEY", "sk-file")], FILE).unwrap();
+        assert_eq!(c.tunnel.engine.tunnel_id, "tunnel_file");
+        assert_eq!(c.tunnel.engine.api_key.expose(), "sk-file");
+        assert_eq!(c.tunnel.engine.max_in_flight, 3);
+        assert_eq!(c.tunnel.engine.max_concurrent_forwards, 4);
+        assert_eq!(c.tunnel.engine.poll_wait, Duration::from_secs(5));
+        assert_eq!(c.log_level, Level::Warn);
+        assert_eq!(
+            c.tunnel.targets[0].kind,
+            TargetKind::Http { url: "http://127.0.0.1:9/file".into() }
+        );
+        assert_eq!(c.tunnel.engine.poll_channels, Some(vec!["main".to_owned()]));
+        assert_eq!(c.tunnel.harpoon.as_ref().unwrap().registry.len(), 1);
+        // Defaults under the file: what it does not set.
+        assert_eq!(c.tunnel.engine.base_url, "https://api.openai.com");
+        assert_eq!(c.health_addr.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.config_source.as_ref().unwrap().path, "/etc/t.yaml");
+        // The environment beats the file.
+        let env = [
+            ("FILE_KEY", "sk-file"),
+            ("CONTROL_PLANE_TUNNEL_ID", "tunnel_env"),
+            ("CONTROL_PLANE_API_KEY", "sk-env"),
+            ("CONTROL_PLANE_MAX_INFLIGHT_REQUESTS", "8"),
+            ("LOG_LEVEL", "error"),
+            ("MCP_SERVER_URL", "http://127.0.0.1:9/env"),
+            ("HARPOON_TARGETS", "label=a,url=https://a.example/x;label=b,url=https://b.example/y"),
+            ("CONTROL_PLANE_POLL_CHANNELS", "main,harpoon"),
+        ];
+        let c = run_file(bare.clone(), &env, FILE).unwrap();
+        assert_eq!(c.tunnel.engine.tunnel_id, "tunnel_env");
+        assert_eq!(c.tunnel.engine.api_key.expose(), "sk-env");
+        assert_eq!(c.tunnel.engine.max_in_flight, 8);
+        assert_eq!(c.log_level, Level::Error);
+        assert_eq!(
+            c.tunnel.targets[0].kind,
+            TargetKind::Http { url: "http://127.0.0.1:9/env".into() }
+        );
+        assert_eq!(c.tunnel.harpoon.as_ref().unwrap().registry.len(), 2);
+        assert_eq!(
+            c.tunnel.engine.poll_channels,
+            Some(vec!["main".to_owned(), "harpoon".to_owned()])
+        );
+        // The file still fills in what the environment does not set.
+        assert_eq!(c.tunnel.engine.poll_wait, Duration::from_secs(5));
+        // Flags beat both.
+        let mut a = RunArgs::default();
+        a.tunnel_id = Some("tunnel_flag".into());
+        a.api_key = Some("sk-flag".into());
+        a.max_inflight = Some("11".into());
+        a.log_level = Some("debug".into());
+        a.server_urls = vec!["http://127.0.0.1:9/flag".into()];
+        a.poll_timeout = Some("7s".into());
+        let c = run_file(a, &env, FILE).unwrap();
+        assert_eq!(c.tunnel.engine.tunnel_id, "tunnel_flag");
+        assert_eq!(c.tunnel.engine.api_key.expose(), "sk-flag");
+        assert_eq!(c.tunnel.engine.max_in_flight, 11);
+        assert_eq!(c.log_level, Level::Debug);
+        assert_eq!(c.tunnel.engine.poll_wait, Duration::from_secs(7));
+        assert_eq!(
+            c.tunnel.targets[0].kind,
+            TargetKind::Http { url: "http://127.0.0.1:9/flag".into() }
+        );
+    }
+
+    #[test]
+    fn a_bad_file_value_names_the_file_line_and_key() {
+        let yaml = "control_plane:\n  tunnel_id: tunnel_file\n  api_key: sk-x\n  poll_timeout: soon\nmcp:\n  server_urls:\n    - url: http://127.0.0.1:9/mcp\n";
+        let e = run_file(RunArgs::default(), &[], yaml).unwrap_err().0;
+        assert!(
+            e.starts_with("invalid control_plane.poll_timeout (/etc/t.yaml line 4) \"soon\": expected a duration"),
+            "{e}"
+        );
+        let yaml = "control_plane:\n  tunnel_id: tunnel_file\n  api_key: \"sk-x y\"\nmcp:\n  server_urls:\n    - url: http://127.0.0.1:9/mcp\n";
+        let e = run_file(RunArgs::default(), &[], yaml).unwrap_err().0;
+        assert!(e.starts_with("invalid control_plane.api_key (/etc/t.yaml line 3): the API key is malformed"), "{e}");
+        assert!(!e.contains("sk-x"), "{e}");
+        let e = run_file(RunArgs::default(), &[], "nope: 1\n").unwrap_err().0;
+        assert!(e.starts_with("invalid config file /etc/t.yaml line 1: nope: unknown key"), "{e}");
+    }
+
+    #[test]
+    fn url_path_organization_and_extra_headers() {
+        let mut a = base();
+        a.url_path = Some("/gw/tunnels/".into());
+        a.organization_id = Some("org-123".into());
+        a.extra_headers = vec!["X-Route: blue".into(), "X-Token: env:ROUTE_TOKEN".into()];
+        let c = run(a, &[("ROUTE_TOKEN", "tok-abcdef")]).unwrap();
+        assert_eq!(c.tunnel.engine.base_url, "https://api.openai.com/gw/tunnels");
+        let h: Vec<(String, String)> = c
+            .tunnel
+            .engine
+            .extra_headers
+            .iter()
+            .map(|(n, v)| (n.clone(), v.expose().to_owned()))
+            .collect();
+        assert_eq!(
+            h,
+            [
+                ("OpenAI-Organization".to_owned(), "org-123".to_owned()),
+                ("X-Route".to_owned(), "blue".to_owned()),
+                ("X-Token".to_owned(), "tok-abcdef".to_owned()),
+            ]
+        );
+        assert!(c.secrets.contains(&"tok-abcdef".to_owned()));
+        let c = run(base(), &[("CONTROL_PLANE_EXTRA_HEADERS", "A: 1; B: 2")]).unwrap();
+        assert_eq!(c.tunnel.engine.extra_headers.len(), 2);
+        let mut a = base();
+        a.extra_headers = vec!["Authorization: Bearer x".into()];
+        let e = run(a, &[]).unwrap_err().0;
+        assert!(e.contains("cannot be set"), "{e}");
+        let mut a = base();
+        a.url_path = Some("/a/../b".into());
+        assert!(run(a, &[]).unwrap_err().0.contains("--control-plane.url-path"));
+        let yaml = "control_plane:\n  tunnel_id: tunnel_file\n  api_key: sk-x\n  url_path: /gw\n  organization_id: org-9\n  extra_headers:\n    X-A: one\nmcp:\n  server_urls:\n    - url: http://127.0.0.1:9/mcp\n";
+        let c = run_file(RunArgs::default(), &[], yaml).unwrap();
+        assert_eq!(c.tunnel.engine.base_url, "https://api.openai.com/gw");
+        assert_eq!(c.tunnel.engine.extra_headers.len(), 2);
+    }
+
+    #[test]
+    fn go_only_settings_fail_as_flags_and_warn_as_variables_and_ids_are_checked() {
+        let mut a = base();
+        a.go_only.given = vec!["mcp.connection-max-ttl"];
+        let e = run(a, &[]).unwrap_err().0;
+        assert!(e.starts_with("--mcp.connection-max-ttl is a Go tunnel-client flag"), "{e}");
+        let c = run(base(), &[("MCP_CONNECTION_MAX_TTL", "5m")]).unwrap();
+        assert!(c.warnings.iter().any(|w| w.starts_with("MCP_CONNECTION_MAX_TTL is set")), "{:?}", c.warnings);
+        // tun_1 is not the Go client's form: a warning, not a refusal (ids are opaque).
+        assert!(c.warnings.iter().any(|w| w.contains("not in the Go client's form")));
+        let mut a = base();
+        a.tunnel_id = Some("tunnel_0123456789abcdef0123456789abcdef".into());
+        assert!(run(a, &[]).unwrap().warnings.is_empty());
+        let mut a = base();
+        a.tunnel_id = Some("a/b".into());
+        assert!(run(a, &[]).unwrap_err().0.contains("a tunnel id has only"));
     }
 
     #[test]

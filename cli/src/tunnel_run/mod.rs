@@ -8,6 +8,8 @@
 
 pub mod config;
 pub mod config_file;
+pub mod go_compat;
+pub mod init;
 pub mod health;
 pub mod signals;
 
@@ -31,8 +33,46 @@ pub fn run(args: &RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let secrets = vec![config.tunnel.engine.api_key.expose().to_owned()];
-    let log = Arc::new(Logger::stderr(config.log_level, config.log_json, secrets));
+    let mut secrets = vec![config.tunnel.engine.api_key.expose().to_owned()];
+    secrets.extend(config.secrets.iter().cloned());
+    let log = match &config.log_file {
+        // Standard output, as the Go client logs (start-up errors before the logger exists go to
+        // standard error).
+        None => Logger::new(
+            config.log_level,
+            config.log_json,
+            secrets,
+            Box::new(std::io::stdout()),
+        ),
+        Some(path) => match open_private_append(path) {
+            Ok(file) => Logger::new(config.log_level, config.log_json, secrets, Box::new(file)),
+            Err(e) => {
+                eprintln!("mcpwire: invalid --log.file {path:?}: cannot open it for appending: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let log = Arc::new(log);
+    if let Some(source) = &config.config_source {
+        log.log(
+            Level::Info,
+            "config file",
+            &[("path", &source.path), ("chosen_by", &source.chosen_by)],
+        );
+    }
+    for warning in &config.warnings {
+        log.log(Level::Warn, warning, &[]);
+    }
+    let _pid_file = match &config.pid_file {
+        None => None,
+        Some(path) => match RemoveOnDrop::write(path, &format!("{}\n", std::process::id())) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                eprintln!("mcpwire: invalid --pid.file {path:?}: cannot write it: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
     let listener = match TcpListener::bind(config.health_addr) {
         Ok(l) => l,
         Err(e) => {
@@ -49,6 +89,16 @@ pub fn run(args: &RunArgs) -> ExitCode {
     let status = Status::new();
     health::serve(listener, Arc::clone(&status));
     log.log(Level::Info, "health listener", &[("addr", &addr)]);
+    let _url_file = match &config.health_url_file {
+        None => None,
+        Some(path) => match RemoveOnDrop::write(path, &format!("http://{addr}\n")) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                eprintln!("mcpwire: invalid --health.url-file {path:?}: cannot write it: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
     let tunnel = config.tunnel;
     let result = match config.driver {
         Driver::Blocking => {
@@ -68,5 +118,40 @@ pub fn run(args: &RunArgs) -> ExitCode {
             );
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Opens `path` for appending, created readable by its owner only.
+fn open_private_append(path: &str) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).append(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options.open(path)
+}
+
+/// A file this process wrote (its pid, the health URL), removed when the command returns.
+struct RemoveOnDrop(String);
+
+impl RemoveOnDrop {
+    /// Writes `text` to `path` whole: to a temporary file beside it, then renamed over it, so
+    /// that a reader never sees half of it.
+    fn write(path: &str, text: &str) -> std::io::Result<Self> {
+        let tmp = format!("{path}.{}.tmp", std::process::id());
+        std::fs::write(&tmp, text)?;
+        if let Err(e) = std::fs::rename(&tmp, path) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        Ok(Self(path.to_owned()))
+    }
+}
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }

@@ -576,21 +576,26 @@ impl Tunnel {
             .env("TEST_CP_KEY", API_KEY)
             .env(STDIO_ENV, "1")
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
         let log: Arc<Mutex<String>> = Arc::default();
-        let stderr = child.stderr.take().unwrap();
-        let l = Arc::clone(&log);
-        thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { return };
-                let mut l = l.lock().unwrap();
-                l.push_str(&line);
-                l.push('\n');
-            }
-        });
+        // The log lines on standard output (as the Go client's), start-up errors on standard
+        // error: both into one log.
+        let stdout: Box<dyn std::io::Read + Send> = Box::new(child.stdout.take().unwrap());
+        let stderr: Box<dyn std::io::Read + Send> = Box::new(child.stderr.take().unwrap());
+        for stream in [stdout, stderr] {
+            let l = Arc::clone(&log);
+            thread::spawn(move || {
+                for line in BufReader::new(stream).lines() {
+                    let Ok(line) = line else { return };
+                    let mut l = l.lock().unwrap();
+                    l.push_str(&line);
+                    l.push('\n');
+                }
+            });
+        }
         let health = wait_for("the health listener", || {
             let text = log.lock().unwrap().clone();
             let line = text.lines().find(|l| l.contains("health listener"))?;

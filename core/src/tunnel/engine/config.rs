@@ -75,6 +75,31 @@ pub struct Config {
     pub readiness_window: usize,
     /// The seed of the jitter source (the caller draws it from its own randomness).
     pub jitter_seed: u64,
+    /// Headers the operator adds to every control-plane request (`--control-plane.extra-headers`,
+    /// `OpenAI-Organization`), after the client's own; values are secrets (never in `Debug`).
+    /// [`is_reserved_control_plane_header`] names the ones refused.
+    pub extra_headers: Vec<(String, Secret)>,
+}
+
+/// The control-plane headers an operator may not set: the API key's, the content negotiation
+/// and the client's own metadata (the Go client's list plus the wire and instance headers).
+#[must_use]
+pub fn is_reserved_control_plane_header(name: &str) -> bool {
+    [
+        "authorization",
+        "accept",
+        "content-type",
+        "content-length",
+        "host",
+        "user-agent",
+        "x-tunnel-client-name",
+        "x-tunnel-client-version",
+        "x-tunnel-client-wire-protocol-version",
+        "x-tunnel-client-instance-id",
+        "x-tunnel-mcp-server-info",
+    ]
+    .iter()
+    .any(|r| r.eq_ignore_ascii_case(name.trim()))
 }
 
 impl Config {
@@ -107,6 +132,7 @@ impl Config {
             max_response_body: 16 * 1024 * 1024,
             readiness_window: 5,
             jitter_seed: 0,
+            extra_headers: Vec::new(),
         }
     }
 }
@@ -153,6 +179,14 @@ pub(crate) fn common_headers(config: &Config) -> Result<Headers, ConfigError> {
     common.append("X-Tunnel-Client-Instance-Id", config.instance_id.clone())?;
     if let Some(info) = &config.server_info {
         common.append("X-Tunnel-MCP-Server-Info", info.header_value())?;
+    }
+    for (name, value) in &config.extra_headers {
+        if is_reserved_control_plane_header(name) {
+            return Err(ConfigError::Invalid(
+                "extra_headers may not set the client's own control-plane headers",
+            ));
+        }
+        common.append(name.clone(), value.expose().to_owned())?;
     }
     Ok(common)
 }
