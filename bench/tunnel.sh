@@ -108,7 +108,7 @@ start_tunnel() {
         --control-plane.base-url "$CP_URL" --control-plane.tunnel-id "$tunnel_id" \
         --mcp.server-url "$MCP_URL" --health.listen-addr 127.0.0.1:0 \
         --control-plane.max-inflight "$LOAD_C" --mcp.max-concurrent-requests "$mcp_conc" \
-        ${EXTRA[@]+"${EXTRA[@]}"} 2>"$log" &
+        ${EXTRA[@]+"${EXTRA[@]}"} >"$log" 2>&1 &
     TPID=$!
     if ! line=$(wait_line "$log" 'health listener' "$TPID"); then
         wait "$TPID" 2>/dev/null || true

@@ -74,7 +74,7 @@ enum Command {
     Run(Box<crate::tunnel_run::config::RunArgs>),
     /// Write a starter tunnel profile (see `mcpwire tunnel init --help`).
     #[command(hide = true)]
-    Init(crate::tunnel_run::init::InitArgs),
+    Init(Box<crate::tunnel_run::init::InitArgs>),
     /// The client the official MCP conformance runner starts: it appends the test server's URL
     /// and names the scenario in MCP_CONFORMANCE_SCENARIO (hidden: not for people).
     #[command(hide = true)]
@@ -94,7 +94,7 @@ enum TunnelCommand {
     Run(Box<crate::tunnel_run::config::RunArgs>),
     /// Write a starter profile for `mcpwire tunnel run --profile NAME` (the Go client's
     /// samples: an HTTP or stdio MCP server, optionally behind an enterprise proxy).
-    Init(crate::tunnel_run::init::InitArgs),
+    Init(Box<crate::tunnel_run::init::InitArgs>),
 }
 
 /// Runs the `mcpwire` command with this process's arguments; its exit status.

@@ -46,22 +46,41 @@ pub struct RunArgs {
     #[arg(long = "profile-dir", value_name = "DIR")]
     pub profile_dir: Option<String>,
     /// Control-plane base URL [env: CONTROL_PLANE_BASE_URL] [default: https://api.openai.com]
-    #[arg(long = "control-plane.base-url", alias = "control-plane-base-url", value_name = "URL")]
+    #[arg(
+        long = "control-plane.base-url",
+        alias = "control-plane-base-url",
+        value_name = "URL"
+    )]
     pub base_url: Option<String>,
     /// A path put between the base URL and the /v1/... routes, e.g. /tunnel-gw
     /// [env: CONTROL_PLANE_URL_PATH]
-    #[arg(long = "control-plane.url-path", alias = "control-plane-url-path", value_name = "PATH")]
+    #[arg(
+        long = "control-plane.url-path",
+        alias = "control-plane-url-path",
+        value_name = "PATH"
+    )]
     pub url_path: Option<String>,
     /// Tunnel id [env: CONTROL_PLANE_TUNNEL_ID]
-    #[arg(long = "control-plane.tunnel-id", alias = "control-plane-tunnel-id", value_name = "ID")]
+    #[arg(
+        long = "control-plane.tunnel-id",
+        alias = "control-plane-tunnel-id",
+        value_name = "ID"
+    )]
     pub tunnel_id: Option<String>,
     /// Organization id, sent as OpenAI-Organization on control-plane requests
     /// [env: CONTROL_PLANE_ORGANIZATION_ID]
-    #[arg(long = "control-plane.organization-id", alias = "control-plane-organization-id",
-          value_name = "ID")]
+    #[arg(
+        long = "control-plane.organization-id",
+        alias = "control-plane-organization-id",
+        value_name = "ID"
+    )]
     pub organization_id: Option<String>,
     /// Tunnel API key: the key, env:VAR or file:PATH [env: CONTROL_PLANE_API_KEY, then OPENAI_API_KEY]
-    #[arg(long = "control-plane.api-key", alias = "control-plane-api-key", value_name = "KEY")]
+    #[arg(
+        long = "control-plane.api-key",
+        alias = "control-plane-api-key",
+        value_name = "KEY"
+    )]
     pub api_key: Option<String>,
     /// A header on every control-plane request, "Name: value" (repeatable; the value may be
     /// env:VAR or file:PATH) [env: CONTROL_PLANE_EXTRA_HEADERS, separated by ',' or ';']
@@ -78,7 +97,11 @@ pub struct RunArgs {
     pub poll_channels: Vec<String>,
     /// Streamable HTTP MCP server: URL (channel main) or channel=NAME,url=URL (repeatable)
     /// [env: MCP_SERVER_URL, one entry per line]
-    #[arg(long = "mcp.server-url", alias = "mcp-server-url", value_name = "ENTRY")]
+    #[arg(
+        long = "mcp.server-url",
+        alias = "mcp-server-url",
+        value_name = "ENTRY"
+    )]
     pub server_urls: Vec<String>,
     /// stdio MCP server: CMD (channel main) or channel=NAME,command=CMD (repeatable)
     /// [env: MCP_COMMAND, one entry per line]
@@ -93,11 +116,19 @@ pub struct RunArgs {
           num_args = 0..=1, default_missing_value = "true")]
     pub send_initialized: Option<String>,
     /// Health listener address [env: HEALTH_LISTEN_ADDR] [default: 127.0.0.1:8080]
-    #[arg(long = "health.listen-addr", alias = "health-listen-addr", value_name = "ADDR")]
+    #[arg(
+        long = "health.listen-addr",
+        alias = "health-listen-addr",
+        value_name = "ADDR"
+    )]
     pub health_addr: Option<String>,
     /// Write the health listener's base URL (http://IP:PORT) to this file once it listens
     /// (useful with port 0) [env: HEALTH_URL_FILE]
-    #[arg(long = "health.url-file", alias = "health-url-file", value_name = "PATH")]
+    #[arg(
+        long = "health.url-file",
+        alias = "health-url-file",
+        value_name = "PATH"
+    )]
     pub health_url_file: Option<String>,
     /// Write this process's id to this file at start-up (removed at a clean exit)
     /// [env: PID_FILE]
@@ -1243,7 +1274,9 @@ fn join_url_path(base: &str, raw: &Raw) -> Result<String, ConfigError> {
         return Ok(base.to_owned());
     }
     if path.contains(|c: char| c.is_whitespace() || c.is_control() || c == '?' || c == '#')
-        || path.split('/').any(|seg| seg.is_empty() || seg == "." || seg == "..")
+        || path
+            .split('/')
+            .any(|seg| seg.is_empty() || seg == "." || seg == "..")
     {
         return Err(bad(
             &raw.origin,
@@ -1262,6 +1295,9 @@ fn join_url_path(base: &str, raw: &Raw) -> Result<String, ConfigError> {
     Ok(format!("{}/{path}", base.trim_end_matches('/')))
 }
 
+/// Extra control-plane headers and their values for the log redactor.
+type ExtraHeaders = (Vec<(String, Secret)>, Vec<String>);
+
 /// `OpenAI-Organization` and `--control-plane.extra-headers` (a flag's list beats the
 /// variable's, which beats the file's), each value resolved from `env:`/`file:`; also the values
 /// for the log redactor.
@@ -1269,7 +1305,7 @@ fn control_plane_headers(
     args: &RunArgs,
     src: &Sources<'_>,
     read_file: &dyn Fn(&str) -> std::io::Result<String>,
-) -> Result<(Vec<(String, Secret)>, Vec<String>), ConfigError> {
+) -> Result<ExtraHeaders, ConfigError> {
     let mut headers: Vec<(String, Secret)> = Vec::new();
     let mut secrets = Vec::new();
     if let Some(raw) = pick(
@@ -1405,7 +1441,11 @@ mod tests {
     }
 
     /// Resolves with `yaml` as the config file /etc/t.yaml (chosen by --config).
-    fn run_file(mut args: RunArgs, env: &[(&str, &str)], yaml: &str) -> Result<RunConfig, ConfigError> {
+    fn run_file(
+        mut args: RunArgs,
+        env: &[(&str, &str)],
+        yaml: &str,
+    ) -> Result<RunConfig, ConfigError> {
         let env: BTreeMap<String, String> = env
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -1415,7 +1455,10 @@ mod tests {
         resolve(&args, &|k| env.get(k).cloned(), &move |p| match p {
             "/etc/t.yaml" => Ok(yaml.clone()),
             "/keys/cp" => Ok("from-file-key\n".into()),
-            _ => Err(std::io::Error::new(std::io::ErrorKind::NotFound, "no such file")),
+            _ => Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no such file",
+            )),
         })
     }
 
@@ -1437,7 +1480,9 @@ mod tests {
         assert_eq!(c.log_level, Level::Warn);
         assert_eq!(
             c.tunnel.targets[0].kind,
-            TargetKind::Http { url: "http://127.0.0.1:9/file".into() }
+            TargetKind::Http {
+                url: "http://127.0.0.1:9/file".into()
+            }
         );
         assert_eq!(c.tunnel.engine.poll_channels, Some(vec!["main".to_owned()]));
         assert_eq!(c.tunnel.harpoon.as_ref().unwrap().registry.len(), 1);
@@ -1453,7 +1498,10 @@ mod tests {
             ("CONTROL_PLANE_MAX_INFLIGHT_REQUESTS", "8"),
             ("LOG_LEVEL", "error"),
             ("MCP_SERVER_URL", "http://127.0.0.1:9/env"),
-            ("HARPOON_TARGETS", "label=a,url=https://a.example/x;label=b,url=https://b.example/y"),
+            (
+                "HARPOON_TARGETS",
+                "label=a,url=https://a.example/x;label=b,url=https://b.example/y",
+            ),
             ("CONTROL_PLANE_POLL_CHANNELS", "main,harpoon"),
         ];
         let c = run_file(bare.clone(), &env, FILE).unwrap();
@@ -1463,7 +1511,9 @@ mod tests {
         assert_eq!(c.log_level, Level::Error);
         assert_eq!(
             c.tunnel.targets[0].kind,
-            TargetKind::Http { url: "http://127.0.0.1:9/env".into() }
+            TargetKind::Http {
+                url: "http://127.0.0.1:9/env".into()
+            }
         );
         assert_eq!(c.tunnel.harpoon.as_ref().unwrap().registry.len(), 2);
         assert_eq!(
@@ -1473,13 +1523,15 @@ mod tests {
         // The file still fills in what the environment does not set.
         assert_eq!(c.tunnel.engine.poll_wait, Duration::from_secs(5));
         // Flags beat both.
-        let mut a = RunArgs::default();
-        a.tunnel_id = Some("tunnel_flag".into());
-        a.api_key = Some("sk-flag".into());
-        a.max_inflight = Some("11".into());
-        a.log_level = Some("debug".into());
-        a.server_urls = vec!["http://127.0.0.1:9/flag".into()];
-        a.poll_timeout = Some("7s".into());
+        let a = RunArgs {
+            tunnel_id: Some("tunnel_flag".into()),
+            api_key: Some("sk-flag".into()),
+            max_inflight: Some("11".into()),
+            log_level: Some("debug".into()),
+            server_urls: vec!["http://127.0.0.1:9/flag".into()],
+            poll_timeout: Some("7s".into()),
+            ..RunArgs::default()
+        };
         let c = run_file(a, &env, FILE).unwrap();
         assert_eq!(c.tunnel.engine.tunnel_id, "tunnel_flag");
         assert_eq!(c.tunnel.engine.api_key.expose(), "sk-flag");
@@ -1488,7 +1540,9 @@ mod tests {
         assert_eq!(c.tunnel.engine.poll_wait, Duration::from_secs(7));
         assert_eq!(
             c.tunnel.targets[0].kind,
-            TargetKind::Http { url: "http://127.0.0.1:9/flag".into() }
+            TargetKind::Http {
+                url: "http://127.0.0.1:9/flag".into()
+            }
         );
     }
 
@@ -1502,10 +1556,20 @@ mod tests {
         );
         let yaml = "control_plane:\n  tunnel_id: tunnel_file\n  api_key: \"sk-x y\"\nmcp:\n  server_urls:\n    - url: http://127.0.0.1:9/mcp\n";
         let e = run_file(RunArgs::default(), &[], yaml).unwrap_err().0;
-        assert!(e.starts_with("invalid control_plane.api_key (/etc/t.yaml line 3): the API key is malformed"), "{e}");
+        assert!(
+            e.starts_with(
+                "invalid control_plane.api_key (/etc/t.yaml line 3): the API key is malformed"
+            ),
+            "{e}"
+        );
         assert!(!e.contains("sk-x"), "{e}");
-        let e = run_file(RunArgs::default(), &[], "nope: 1\n").unwrap_err().0;
-        assert!(e.starts_with("invalid config file /etc/t.yaml line 1: nope: unknown key"), "{e}");
+        let e = run_file(RunArgs::default(), &[], "nope: 1\n")
+            .unwrap_err()
+            .0;
+        assert!(
+            e.starts_with("invalid config file /etc/t.yaml line 1: nope: unknown key"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -1515,7 +1579,10 @@ mod tests {
         a.organization_id = Some("org-123".into());
         a.extra_headers = vec!["X-Route: blue".into(), "X-Token: env:ROUTE_TOKEN".into()];
         let c = run(a, &[("ROUTE_TOKEN", "tok-abcdef")]).unwrap();
-        assert_eq!(c.tunnel.engine.base_url, "https://api.openai.com/gw/tunnels");
+        assert_eq!(
+            c.tunnel.engine.base_url,
+            "https://api.openai.com/gw/tunnels"
+        );
         let h: Vec<(String, String)> = c
             .tunnel
             .engine
@@ -1540,7 +1607,10 @@ mod tests {
         assert!(e.contains("cannot be set"), "{e}");
         let mut a = base();
         a.url_path = Some("/a/../b".into());
-        assert!(run(a, &[]).unwrap_err().0.contains("--control-plane.url-path"));
+        assert!(run(a, &[])
+            .unwrap_err()
+            .0
+            .contains("--control-plane.url-path"));
         let yaml = "control_plane:\n  tunnel_id: tunnel_file\n  api_key: sk-x\n  url_path: /gw\n  organization_id: org-9\n  extra_headers:\n    X-A: one\nmcp:\n  server_urls:\n    - url: http://127.0.0.1:9/mcp\n";
         let c = run_file(RunArgs::default(), &[], yaml).unwrap();
         assert_eq!(c.tunnel.engine.base_url, "https://api.openai.com/gw");
@@ -1552,11 +1622,23 @@ mod tests {
         let mut a = base();
         a.go_only.given = vec!["mcp.connection-max-ttl"];
         let e = run(a, &[]).unwrap_err().0;
-        assert!(e.starts_with("--mcp.connection-max-ttl is a Go tunnel-client flag"), "{e}");
+        assert!(
+            e.starts_with("--mcp.connection-max-ttl is a Go tunnel-client flag"),
+            "{e}"
+        );
         let c = run(base(), &[("MCP_CONNECTION_MAX_TTL", "5m")]).unwrap();
-        assert!(c.warnings.iter().any(|w| w.starts_with("MCP_CONNECTION_MAX_TTL is set")), "{:?}", c.warnings);
+        assert!(
+            c.warnings
+                .iter()
+                .any(|w| w.starts_with("MCP_CONNECTION_MAX_TTL is set")),
+            "{:?}",
+            c.warnings
+        );
         // tun_1 is not the Go client's form: a warning, not a refusal (ids are opaque).
-        assert!(c.warnings.iter().any(|w| w.contains("not in the Go client's form")));
+        assert!(c
+            .warnings
+            .iter()
+            .any(|w| w.contains("not in the Go client's form")));
         let mut a = base();
         a.tunnel_id = Some("tunnel_0123456789abcdef0123456789abcdef".into());
         assert!(run(a, &[]).unwrap().warnings.is_empty());

@@ -45,11 +45,7 @@ pub const NOT_IMPLEMENTED: &[(&str, &str, &str)] = &[
         "TUNNEL_CLIENT_HTTP_PROXY",
         "an HTTP proxy for every connection",
     ),
-    (
-        "ca-bundle",
-        "CA_BUNDLE",
-        "extra trusted CA certificates",
-    ),
+    ("ca-bundle", "CA_BUNDLE", "extra trusted CA certificates"),
     (
         "mcp.http-proxy",
         "MCP_HTTP_PROXY",
@@ -110,7 +106,11 @@ pub const NOT_IMPLEMENTED: &[(&str, &str, &str)] = &[
         "ALLOW_REMOTE_UI",
         "the admin UI from other hosts",
     ),
-    ("open-web-ui", "OPEN_WEB_UI", "opening the admin UI in a browser"),
+    (
+        "open-web-ui",
+        "OPEN_WEB_UI",
+        "opening the admin UI in a browser",
+    ),
     (
         "admin-ui.log-buffer-events",
         "ADMIN_UI_LOG_BUFFER_EVENTS",

@@ -51,24 +51,38 @@ pub struct InitArgs {
     #[arg(long = "tunnel-id", value_name = "ID")]
     pub tunnel_id: String,
     /// The control-plane base URL to write
-    #[arg(long = "control-plane-base-url", default_value = "https://api.openai.com",
-          value_name = "URL")]
+    #[arg(
+        long = "control-plane-base-url",
+        default_value = "https://api.openai.com",
+        value_name = "URL"
+    )]
     pub base_url: String,
     /// A control-plane URL path to write
     #[arg(long = "control-plane-url-path", value_name = "PATH")]
     pub url_path: Option<String>,
     /// Where the API key comes from: env:VAR or file:PATH (the profile never holds the key)
-    #[arg(long = "control-plane-api-key-ref", default_value = "env:CONTROL_PLANE_API_KEY",
-          value_name = "REF")]
+    #[arg(
+        long = "control-plane-api-key-ref",
+        default_value = "env:CONTROL_PLANE_API_KEY",
+        value_name = "REF"
+    )]
     pub api_key_ref: String,
     /// The MCP server's Streamable HTTP URL (channel main)
-    #[arg(long = "mcp-server-url", value_name = "URL", conflicts_with = "mcp_command")]
+    #[arg(
+        long = "mcp-server-url",
+        value_name = "URL",
+        conflicts_with = "mcp_command"
+    )]
     pub mcp_server_url: Option<String>,
     /// The MCP server's command (channel main, over stdio)
     #[arg(long = "mcp-command", value_name = "CMD")]
     pub mcp_command: Option<String>,
     /// The health listener's address to write (127.0.0.1:0 picks a free port at each start)
-    #[arg(long = "health-listen-addr", default_value = "127.0.0.1:8080", value_name = "ADDR")]
+    #[arg(
+        long = "health-listen-addr",
+        default_value = "127.0.0.1:8080",
+        value_name = "ADDR"
+    )]
     pub health_listen_addr: String,
 }
 
@@ -98,11 +112,22 @@ pub fn render(args: &InitArgs) -> Result<(String, &'static str), ConfigError> {
         ));
     }
     let target = match (sample, &args.mcp_server_url, &args.mcp_command) {
-        ("sample_mcp_stdio_local", _, Some(cmd)) | ("sample_mcp_with_dcr" | "sample_mcp_enterprise_proxy", None, Some(cmd)) => {
-            format!("  commands:\n    - channel: main\n      command: {}\n", q(cmd))
+        ("sample_mcp_stdio_local", _, Some(cmd))
+        | ("sample_mcp_with_dcr" | "sample_mcp_enterprise_proxy", None, Some(cmd)) => {
+            format!(
+                "  commands:\n    - channel: main\n      command: {}\n",
+                q(cmd)
+            )
         }
-        ("sample_mcp_remote_no_auth" | "sample_mcp_with_dcr" | "sample_mcp_enterprise_proxy", Some(url), None) => {
-            format!("  server_urls:\n    - channel: main\n      url: {}\n", q(url))
+        (
+            "sample_mcp_remote_no_auth" | "sample_mcp_with_dcr" | "sample_mcp_enterprise_proxy",
+            Some(url),
+            None,
+        ) => {
+            format!(
+                "  server_urls:\n    - channel: main\n      url: {}\n",
+                q(url)
+            )
         }
         ("sample_mcp_stdio_local", ..) => {
             return Err(ConfigError(
@@ -257,8 +282,9 @@ mod tests {
             }
             let (text, chosen) = render(&a).unwrap();
             assert_eq!(chosen, *sample);
-            let layer = config_file::parse(&src, &text, &env, &|_| Err(std::io::Error::other("no")))
-                .unwrap_or_else(|e| panic!("{sample}: {e}\n{text}"));
+            let layer =
+                config_file::parse(&src, &text, &env, &|_| Err(std::io::Error::other("no")))
+                    .unwrap_or_else(|e| panic!("{sample}: {e}\n{text}"));
             assert_eq!(
                 layer.get("CONTROL_PLANE_TUNNEL_ID").unwrap().items,
                 ["tunnel_0123456789abcdef0123456789abcdef"]
@@ -288,7 +314,10 @@ mod tests {
         assert!(render(&a).unwrap_err().0.contains("never holds the key"));
         let mut a = args();
         a.mcp_server_url = None;
-        assert!(render(&a).unwrap_err().0.contains("--mcp-server-url URL or --mcp-command"));
+        assert!(render(&a)
+            .unwrap_err()
+            .0
+            .contains("--mcp-server-url URL or --mcp-command"));
         let mut a = args();
         a.sample = Some("sample_mcp_stdio_local".into());
         assert!(render(&a).unwrap_err().0.contains("needs --mcp-command"));

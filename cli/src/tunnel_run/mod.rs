@@ -9,8 +9,8 @@
 pub mod config;
 pub mod config_file;
 pub mod go_compat;
-pub mod init;
 pub mod health;
+pub mod init;
 pub mod signals;
 
 use std::net::TcpListener;
@@ -47,7 +47,9 @@ pub fn run(args: &RunArgs) -> ExitCode {
         Some(path) => match open_private_append(path) {
             Ok(file) => Logger::new(config.log_level, config.log_json, secrets, Box::new(file)),
             Err(e) => {
-                eprintln!("mcpwire: invalid --log.file {path:?}: cannot open it for appending: {e}");
+                eprintln!(
+                    "mcpwire: invalid --log.file {path:?}: cannot open it for appending: {e}"
+                );
                 return ExitCode::from(2);
             }
         },
