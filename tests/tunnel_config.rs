@@ -175,6 +175,8 @@ fn the_go_clients_sample_profiles_load_and_serve() {
         );
         std::fs::write(&path, text).unwrap();
         let url_file = dir.join("health.url");
+        // The enterprise sample's CA bundle (a path in ENTERPRISE_CA_BUNDLE).
+        let ca = write(&dir, "corp-root.pem", &Pki::new().ca_pem);
         // `mcpwire run`, the Go client's spelling, with the profile by path.
         let mut run = Run::start(
             &[
@@ -184,7 +186,10 @@ fn the_go_clients_sample_profiles_load_and_serve() {
                 "--health.url-file",
                 url_file.to_str().unwrap(),
             ],
-            &[("CONTROL_PLANE_API_KEY", KEY)],
+            &[
+                ("CONTROL_PLANE_API_KEY", KEY),
+                ("ENTERPRISE_CA_BUNDLE", &ca),
+            ],
         );
         let health = run.health_url(&url_file);
         assert!(health.starts_with("http://127.0.0.1:"), "{health}");
@@ -200,12 +205,12 @@ fn the_go_clients_sample_profiles_load_and_serve() {
         assert_eq!(v["chosen_by"], "--profile-file", "{v}");
         assert!(!out.contains(KEY), "{sample}: {out}");
         if sample == "sample_mcp_enterprise_proxy" {
-            for key in ["ca_bundle", "http_proxy"] {
-                assert!(
-                    out.contains(&format!("{key} ({} line", path.display())),
-                    "{key}: {out}"
-                );
-            }
+            // The CA bundle is trusted; the proxy is not implemented yet, and says so.
+            assert!(out.contains("\"ca_bundle\":\"1\""), "{out}");
+            assert!(
+                out.contains(&format!("http_proxy ({} line", path.display())),
+                "{out}"
+            );
         } else {
             assert!(!out.contains("does not implement"), "{sample}: {out}");
         }
@@ -219,6 +224,13 @@ fn a_file_with_every_key_takes_effect_or_names_what_is_ignored() {
     let cp = plane();
     let server = reference_server();
     let dir = scratch("every-key");
+    let pki = Pki::new();
+    write(&dir, "ca.pem", &pki.ca_pem);
+    for name in ["cp", "mcp"] {
+        let leaf = pki.leaf(name, false);
+        write(&dir, &format!("{name}.pem"), &leaf.cert_pem);
+        write(&dir, &format!("{name}.key"), &leaf.key_pem);
+    }
     let path = dir.join("every_key.yaml");
     std::fs::write(
         &path,
@@ -282,17 +294,12 @@ fn a_file_with_every_key_takes_effect_or_names_what_is_ignored() {
         .collect();
     ignored.sort();
     let mut expected = vec![
-        "ca_bundle",
         "http_proxy",
-        "control_plane.client_cert",
-        "control_plane.client_key",
         "control_plane.http_proxy",
         "control_plane.poll_deadline_guardrail",
         "health.unix_socket",
         "admin_ui.log_buffer_events",
         "mcp.http_proxy",
-        "mcp.client_cert",
-        "mcp.client_key",
         "mcp.extra_headers",
         "mcp.discovery_extra_headers",
         "mcp.startup_wait_timeout",
@@ -304,6 +311,11 @@ fn a_file_with_every_key_takes_effect_or_names_what_is_ignored() {
     ];
     expected.sort_unstable();
     assert_eq!(ignored, expected, "{log}");
+    // The CA bundle is trusted besides the system's store.
+    assert!(
+        log.contains("tls trust roots=system") && log.contains("ca_bundle=1"),
+        "{log}"
+    );
     // No secret in the log: neither the key nor the header value.
     assert!(!log.contains(KEY) && !log.contains(HEADER_SECRET), "{log}");
     // The pid file is removed at exit.
@@ -464,5 +476,371 @@ fn a_go_only_flag_fails_by_name_and_dashed_aliases_work() {
         String::from_utf8_lossy(&out.stderr),
         "mcpwire: --mcp.connection-max-ttl is a Go tunnel-client flag that mcpwire does not \
          implement yet (the longest life of an MCP connection); remove it to run without it\n"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Enterprise networks: a private CA (trusted with --ca-bundle) and mTLS required by the servers.
+
+/// A CA made for the test, with a server certificate for 127.0.0.1 and client certificates.
+struct Pki {
+    ca_pem: String,
+    ca_cert: rcgen::Certificate,
+    ca: rcgen::Issuer<'static, rcgen::KeyPair>,
+}
+
+/// A certificate and its key, in PEM.
+struct Leaf {
+    cert_pem: String,
+    key_pem: String,
+    der: Vec<u8>,
+    key_der: Vec<u8>,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "mcpwire test CA");
+        params.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::CrlSign,
+        ];
+        let ca_cert = params.self_signed(&key).unwrap();
+        Pki {
+            ca_pem: ca_cert.pem(),
+            ca_cert,
+            ca: rcgen::Issuer::new(params, key),
+        }
+    }
+
+    fn leaf(&self, name: &str, server: bool) -> Leaf {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let sans = if server {
+            vec!["127.0.0.1".to_owned(), "localhost".to_owned()]
+        } else {
+            Vec::new()
+        };
+        let mut params = rcgen::CertificateParams::new(sans).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        params.extended_key_usages = vec![if server {
+            rcgen::ExtendedKeyUsagePurpose::ServerAuth
+        } else {
+            rcgen::ExtendedKeyUsagePurpose::ClientAuth
+        }];
+        let cert = params.signed_by(&key, &self.ca).unwrap();
+        Leaf {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            der: cert.der().to_vec(),
+            key_der: key.serialize_der(),
+        }
+    }
+}
+
+/// What a TLS terminator saw.
+#[derive(Default)]
+struct Seen {
+    /// Handshakes completed, with the client certificate's DER (if any).
+    clients: Vec<Option<Vec<u8>>>,
+    /// Handshakes that failed, with rustls' reason.
+    failures: Vec<String>,
+}
+
+/// A TLS terminator on 127.0.0.1:0 in front of `backend` (plain TCP), requiring a client
+/// certificate issued by `pki` when `require_client` is set.
+fn terminator(
+    pki: &Pki,
+    server: &Leaf,
+    require_client: bool,
+    backend: std::net::SocketAddr,
+) -> (std::net::SocketAddr, Arc<Mutex<Seen>>) {
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .unwrap();
+    let builder = if require_client {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(pki.ca_cert.der().clone()).unwrap();
+        let verifier =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .unwrap();
+        builder.with_client_cert_verifier(verifier)
+    } else {
+        builder.with_no_client_auth()
+    };
+    let config = Arc::new(
+        builder
+            .with_single_cert(
+                vec![CertificateDer::from(server.der.clone())],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(server.key_der.clone())),
+            )
+            .unwrap(),
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen: Arc<Mutex<Seen>> = Arc::default();
+    let s = Arc::clone(&seen);
+    thread::spawn(move || {
+        for tcp in listener.incoming().flatten() {
+            let (config, seen) = (Arc::clone(&config), Arc::clone(&s));
+            thread::spawn(move || pump(tcp, config, backend, &seen));
+        }
+    });
+    (addr, seen)
+}
+
+/// Moves bytes between one TLS client and a new connection to `backend`, in one thread (short
+/// read timeouts on both sides), until either side closes.
+fn pump(
+    tcp: std::net::TcpStream,
+    config: Arc<rustls::ServerConfig>,
+    backend: std::net::SocketAddr,
+    seen: &Mutex<Seen>,
+) {
+    use std::io::{ErrorKind, Write};
+    let conn = rustls::ServerConnection::new(config).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    while tls.conn.is_handshaking() {
+        if let Err(e) = tls.conn.complete_io(&mut tls.sock) {
+            seen.lock().unwrap().failures.push(e.to_string());
+            return;
+        }
+    }
+    let client = tls
+        .conn
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .map(|c| c.as_ref().to_vec());
+    seen.lock().unwrap().clients.push(client);
+    let Ok(mut up) = std::net::TcpStream::connect(backend) else {
+        return;
+    };
+    let tick = Some(Duration::from_millis(5));
+    tls.sock.set_read_timeout(tick).unwrap();
+    up.set_read_timeout(tick).unwrap();
+    let mut buf = [0u8; 16 * 1024];
+    let idle = |e: &std::io::Error| matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut);
+    loop {
+        match tls.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                if up.write_all(&buf[..n]).is_err() {
+                    return;
+                }
+            }
+            Err(e) if idle(&e) => {}
+            Err(_) => return,
+        }
+        match up.read(&mut buf) {
+            Ok(0) => {
+                let _ = tls.flush();
+                tls.conn.send_close_notify();
+                let _ = tls.conn.complete_io(&mut tls.sock);
+                return;
+            }
+            Ok(n) => {
+                if tls.write_all(&buf[..n]).and_then(|()| tls.flush()).is_err() {
+                    return;
+                }
+            }
+            Err(e) if idle(&e) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+fn https_private_ca_and_mtls_on(driver: &str) {
+    let pki = Pki::new();
+    let server_leaf = pki.leaf("127.0.0.1", true);
+    let cp_client = pki.leaf("tunnel control-plane client", false);
+    let mcp_client = pki.leaf("tunnel mcp client", false);
+    let cp = plane();
+    let server = reference_server();
+    let (cp_tls, cp_seen) = terminator(&pki, &server_leaf, true, cp.local_addr());
+    let (mcp_tls, mcp_seen) = terminator(&pki, &server_leaf, true, server.local_addr());
+    let dir = scratch(&format!("mtls-{driver}"));
+    let ca = write(&dir, "ca.pem", &pki.ca_pem);
+    let cp_cert = write(&dir, "cp.pem", &cp_client.cert_pem);
+    let cp_key = write(&dir, "cp.key", &cp_client.key_pem);
+    let mcp_cert = write(&dir, "mcp.pem", &mcp_client.cert_pem);
+    let mcp_key = write(&dir, "mcp.key", &mcp_client.key_pem);
+    let mcp_path = server
+        .url()
+        .rsplit_once('/')
+        .map(|(_, p)| p.to_owned())
+        .unwrap();
+    let url_file = dir.join("health.url");
+    let base = format!("https://127.0.0.1:{}", cp_tls.port());
+    let mcp_url = format!("https://127.0.0.1:{}/{mcp_path}", mcp_tls.port());
+    let url_file_s = url_file.display().to_string();
+    let mut run = Run::start(
+        &[
+            "tunnel",
+            "run",
+            "--driver",
+            driver,
+            "--control-plane.base-url",
+            &base,
+            "--control-plane.tunnel-id",
+            GO_TUNNEL,
+            "--control-plane.poll-timeout",
+            "1s",
+            "--mcp.server-url",
+            &mcp_url,
+            "--health.listen-addr",
+            "127.0.0.1:0",
+            "--health.url-file",
+            &url_file_s,
+            "--ca-bundle",
+            &ca,
+            "--control-plane.client-cert",
+            &cp_cert,
+            "--control-plane.client-key",
+            &cp_key,
+            // The MCP pair through the environment, the Go client's variables.
+            "--harpoon.oauth-discovery=false",
+        ],
+        &[
+            ("CONTROL_PLANE_API_KEY", KEY),
+            ("MCP_CLIENT_CERT", &mcp_cert),
+            ("MCP_CLIENT_KEY", &format!("file:{mcp_key}")),
+        ],
+    );
+    run.health_url(&url_file);
+    assert_serves_the_reference_tools(&cp, "main");
+    let out = run.stop();
+    // Each server saw exactly its own client certificate, on every connection.
+    let cp_clients = std::mem::take(&mut cp_seen.lock().unwrap().clients);
+    assert!(!cp_clients.is_empty(), "{out}");
+    assert!(
+        cp_clients
+            .iter()
+            .all(|c| c.as_deref() == Some(&cp_client.der[..])),
+        "{out}"
+    );
+    let mcp_clients = std::mem::take(&mut mcp_seen.lock().unwrap().clients);
+    assert!(!mcp_clients.is_empty(), "{out}");
+    assert!(
+        mcp_clients
+            .iter()
+            .all(|c| c.as_deref() == Some(&mcp_client.der[..])),
+        "{out}"
+    );
+    assert!(cp_seen.lock().unwrap().failures.is_empty(), "{out}");
+    assert!(
+        out.contains("tls trust roots=system") && out.contains("ca_bundle=1"),
+        "{out}"
+    );
+    assert!(!out.contains(KEY) && !out.contains("PRIVATE KEY"), "{out}");
+
+    // Without the CA bundle the control plane's certificate is not trusted: no poll gets
+    // through (the handshake fails at the terminator, which never sees a request).
+    let before = cp.plane().polls(GO_TUNNEL).len();
+    let mut run = Run::start(
+        &[
+            "tunnel",
+            "run",
+            "--driver",
+            driver,
+            "--control-plane.base-url",
+            &base,
+            "--control-plane.tunnel-id",
+            GO_TUNNEL,
+            "--control-plane.poll-timeout",
+            "1s",
+            "--mcp.server-url",
+            &mcp_url,
+            "--health.listen-addr",
+            "127.0.0.1:0",
+            "--health.url-file",
+            &url_file_s,
+            "--harpoon.oauth-discovery=false",
+        ],
+        &[("CONTROL_PLANE_API_KEY", KEY)],
+    );
+    run.health_url(&url_file);
+    wait_for("a refused handshake", || {
+        (!cp_seen.lock().unwrap().failures.is_empty()).then_some(())
+    });
+    run.stop();
+    assert_eq!(cp.plane().polls(GO_TUNNEL).len(), before);
+}
+
+#[test]
+fn a_private_ca_and_mtls_on_the_blocking_driver() {
+    https_private_ca_and_mtls_on("blocking");
+}
+
+#[test]
+fn a_private_ca_and_mtls_on_the_smol_driver() {
+    https_private_ca_and_mtls_on("smol");
+}
+
+#[test]
+fn a_client_certificate_without_its_key_is_refused_by_name() {
+    let dir = scratch("half-pair");
+    let pki = Pki::new();
+    let leaf = pki.leaf("c", false);
+    let cert = write(&dir, "c.pem", &leaf.cert_pem);
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpwire"))
+        .args([
+            "tunnel",
+            "run",
+            "--control-plane.tunnel-id",
+            GO_TUNNEL,
+            "--control-plane.api-key",
+            "sk-x",
+            "--mcp.server-url",
+            "http://127.0.0.1:9/mcp",
+            "--mcp.client-cert",
+            &cert,
+        ])
+        .env_clear()
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "mcpwire: invalid --mcp.client-cert: the client certificate needs its key (--mcp.client-key)\n"
+    );
+    // A key file that holds no key: named, its bytes never shown.
+    let not_key = write(&dir, "k.pem", &leaf.cert_pem);
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpwire"))
+        .args([
+            "tunnel",
+            "run",
+            "--control-plane.tunnel-id",
+            GO_TUNNEL,
+            "--control-plane.api-key",
+            "sk-x",
+            "--mcp.server-url",
+            "http://127.0.0.1:9/mcp",
+            "--mcp.client-cert",
+            &cert,
+            "--mcp.client-key",
+            &not_key,
+        ])
+        .env_clear()
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("mcpwire: the client key --mcp.client-key ({not_key}): no PEM private key in it (PKCS#8, PKCS#1 or SEC1)\n")
     );
 }

@@ -17,7 +17,8 @@ use mcpwire_core::tunnel::StdioConfig;
 
 use mcpwire::tunnel::log::Level;
 use mcpwire::tunnel::{
-    Cloudflared, CloudflaredToken, HarpoonDiscovery, Target, TargetKind, TunnelConfig,
+    parse_ca_bundle, Cloudflared, CloudflaredToken, HarpoonDiscovery, Identity, Target, TargetKind,
+    TunnelConfig, TunnelTls,
 };
 use mcpwire_core::net_policy::NetPolicy;
 use mcpwire_core::tunnel::harpoon::discovery::{host_pattern, HostFilter};
@@ -82,6 +83,26 @@ pub struct RunArgs {
         value_name = "KEY"
     )]
     pub api_key: Option<String>,
+    /// Control-plane mTLS: the client certificate (PEM; a path, env:VAR holding a path, or
+    /// file:PATH) [env: CONTROL_PLANE_CLIENT_CERT]
+    #[arg(
+        long = "control-plane.client-cert",
+        alias = "control-plane-client-cert",
+        value_name = "PATH"
+    )]
+    pub cp_client_cert: Option<String>,
+    /// Control-plane mTLS: the client certificate's private key (PEM)
+    /// [env: CONTROL_PLANE_CLIENT_KEY]
+    #[arg(
+        long = "control-plane.client-key",
+        alias = "control-plane-client-key",
+        value_name = "PATH"
+    )]
+    pub cp_client_key: Option<String>,
+    /// CA certificates (a PEM bundle) trusted besides the system's trust store, for the
+    /// control plane, MCP servers, Harpoon and cloudflared's token fetch [env: CA_BUNDLE]
+    #[arg(long = "ca-bundle", value_name = "PATH")]
+    pub ca_bundle: Option<String>,
     /// A header on every control-plane request, "Name: value" (repeatable; the value may be
     /// env:VAR or file:PATH) [env: CONTROL_PLANE_EXTRA_HEADERS, separated by ',' or ';']
     #[arg(long = "control-plane.extra-headers", value_name = "HEADER")]
@@ -107,6 +128,13 @@ pub struct RunArgs {
     /// [env: MCP_COMMAND, one entry per line]
     #[arg(long = "mcp.command", alias = "mcp-command", value_name = "ENTRY")]
     pub commands: Vec<String>,
+    /// MCP mTLS: the client certificate presented to MCP servers (PEM; a path, env:VAR holding
+    /// a path, or file:PATH) [env: MCP_CLIENT_CERT]
+    #[arg(long = "mcp.client-cert", value_name = "PATH")]
+    pub mcp_client_cert: Option<String>,
+    /// MCP mTLS: the client certificate's private key (PEM) [env: MCP_CLIENT_KEY]
+    #[arg(long = "mcp.client-key", value_name = "PATH")]
+    pub mcp_client_key: Option<String>,
     /// Forwards running at once, at most [env: MCP_MAX_CONCURRENT_REQUESTS] [default: 10]
     #[arg(long = "mcp.max-concurrent-requests", value_name = "N")]
     pub max_concurrent: Option<String>,
@@ -1230,6 +1258,7 @@ pub fn resolve_layers(
         ..StdioConfig::default()
     };
     let cloudflared = cloudflared(args, src, read_file)?;
+    let tls = tls_settings(args, src, read_file)?;
     Ok(RunConfig {
         tunnel: TunnelConfig {
             engine,
@@ -1239,6 +1268,7 @@ pub fn resolve_layers(
             cloudflared,
             harpoon,
             harpoon_discovery,
+            tls,
         },
         health_addr,
         log_level,
@@ -1256,6 +1286,103 @@ pub fn resolve_layers(
         warnings,
         secrets,
     })
+}
+
+/// A file named by a path, `env:VAR` (the variable holds the path) or `file:PATH` (the Go
+/// client's path references); its text.
+fn referenced_file(
+    raw: &Raw,
+    env: &dyn Fn(&str) -> Option<String>,
+    read_file: &dyn Fn(&str) -> std::io::Result<String>,
+) -> Result<(String, String), ConfigError> {
+    let v = raw.value.trim();
+    let path = if let Some(var) = v.strip_prefix("env:") {
+        env(var.trim())
+            .map(|p| p.trim().to_owned())
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| {
+                ConfigError(format!(
+                    "invalid {}: environment variable {:?} is not set or empty",
+                    raw.origin,
+                    var.trim()
+                ))
+            })?
+    } else {
+        v.strip_prefix("file:").unwrap_or(v).trim().to_owned()
+    };
+    if path.is_empty() {
+        return Err(ConfigError(format!(
+            "invalid {}: the path is empty",
+            raw.origin
+        )));
+    }
+    let text = read_file(&path)
+        .map_err(|e| ConfigError(format!("invalid {}: cannot read {path:?}: {e}", raw.origin)))?;
+    Ok((path, text))
+}
+
+/// `--ca-bundle` and the client certificates of the control plane and the MCP servers.
+fn tls_settings(
+    args: &RunArgs,
+    src: &Sources<'_>,
+    read_file: &dyn Fn(&str) -> std::io::Result<String>,
+) -> Result<TunnelTls, ConfigError> {
+    let mut tls = TunnelTls::default();
+    if let Some(raw) = pick("ca-bundle", args.ca_bundle.as_ref(), "CA_BUNDLE", src) {
+        let (path, text) = referenced_file(&raw, src.env, read_file)?;
+        tls.extra_roots = parse_ca_bundle(text.as_bytes(), &format!("{} ({path})", raw.origin))
+            .map_err(|e| ConfigError(format!("invalid {}: {e}", raw.origin)))?;
+    }
+    let identity = |cert_flag: &str,
+                    cert: Option<&String>,
+                    cert_var: &str,
+                    key_flag: &str,
+                    key: Option<&String>,
+                    key_var: &str|
+     -> Result<Option<Identity>, ConfigError> {
+        let cert = pick(cert_flag, cert, cert_var, src);
+        let key = pick(key_flag, key, key_var, src);
+        match (cert, key) {
+            (None, None) => Ok(None),
+            (Some(c), None) => Err(ConfigError(format!(
+                "invalid {}: the client certificate needs its key (--{key_flag})",
+                c.origin
+            ))),
+            (None, Some(k)) => Err(ConfigError(format!(
+                "invalid {}: the client key needs its certificate (--{cert_flag})",
+                k.origin
+            ))),
+            (Some(c), Some(k)) => {
+                let (cert_path, cert_pem) = referenced_file(&c, src.env, read_file)?;
+                let (key_path, key_pem) = referenced_file(&k, src.env, read_file)?;
+                Identity::from_pem(
+                    cert_pem.as_bytes(),
+                    &format!("{} ({cert_path})", c.origin),
+                    key_pem.as_bytes(),
+                    &format!("{} ({key_path})", k.origin),
+                )
+                .map(Some)
+                .map_err(|e| ConfigError(e.to_string()))
+            }
+        }
+    };
+    tls.control_plane_identity = identity(
+        "control-plane.client-cert",
+        args.cp_client_cert.as_ref(),
+        "CONTROL_PLANE_CLIENT_CERT",
+        "control-plane.client-key",
+        args.cp_client_key.as_ref(),
+        "CONTROL_PLANE_CLIENT_KEY",
+    )?;
+    tls.mcp_identity = identity(
+        "mcp.client-cert",
+        args.mcp_client_cert.as_ref(),
+        "MCP_CLIENT_CERT",
+        "mcp.client-key",
+        args.mcp_client_key.as_ref(),
+        "MCP_CLIENT_KEY",
+    )?;
+    Ok(tls)
 }
 
 fn path_setting(raw: Option<Raw>) -> Result<Option<String>, ConfigError> {

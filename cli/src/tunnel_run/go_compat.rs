@@ -11,16 +11,6 @@ use super::config_file::FileLayer;
 /// `(flag, variable, what it does in the Go client)`.
 pub const NOT_IMPLEMENTED: &[(&str, &str, &str)] = &[
     (
-        "control-plane.client-cert",
-        "CONTROL_PLANE_CLIENT_CERT",
-        "the control plane's mTLS client certificate",
-    ),
-    (
-        "control-plane.client-key",
-        "CONTROL_PLANE_CLIENT_KEY",
-        "the control plane's mTLS client key",
-    ),
-    (
         "control-plane.http-proxy",
         "CONTROL_PLANE_HTTP_PROXY",
         "an HTTP proxy for the control plane",
@@ -45,21 +35,10 @@ pub const NOT_IMPLEMENTED: &[(&str, &str, &str)] = &[
         "TUNNEL_CLIENT_HTTP_PROXY",
         "an HTTP proxy for every connection",
     ),
-    ("ca-bundle", "CA_BUNDLE", "extra trusted CA certificates"),
     (
         "mcp.http-proxy",
         "MCP_HTTP_PROXY",
         "an HTTP proxy for MCP servers",
-    ),
-    (
-        "mcp.client-cert",
-        "MCP_CLIENT_CERT",
-        "the MCP servers' mTLS client certificate",
-    ),
-    (
-        "mcp.client-key",
-        "MCP_CLIENT_KEY",
-        "the MCP servers' mTLS client key",
     ),
     (
         "mcp.extra-headers",
@@ -126,8 +105,6 @@ pub const NOT_IMPLEMENTED: &[(&str, &str, &str)] = &[
 /// The Go client's dashed spellings of flags mcpwire does not implement (the implemented ones
 /// are aliases of their flags).
 const NOT_IMPLEMENTED_ALIASES: &[(&str, &str)] = &[
-    ("control-plane-client-cert", "control-plane.client-cert"),
-    ("control-plane-client-key", "control-plane.client-key"),
     ("mcp-extra-headers", "mcp.extra-headers"),
     ("mcp-discovery-extra-headers", "mcp.discovery-extra-headers"),
     ("health-unix-socket", "health.unix-socket"),
@@ -298,9 +275,9 @@ mod tests {
         let cli = Cli::try_parse_from(["x", "--keep", "a"]).unwrap();
         assert!(cli.go.given.is_empty());
         assert!(check_flags(&cli.go).is_ok());
-        let cli =
-            Cli::try_parse_from(["x", "--ca-bundle", "/ca.pem", "--log.http-raw-unsafe"]).unwrap();
-        assert_eq!(cli.go.given, ["log.http-raw-unsafe", "ca-bundle"]);
+        let cli = Cli::try_parse_from(["x", "--http-proxy", "http://p:1", "--log.http-raw-unsafe"])
+            .unwrap();
+        assert_eq!(cli.go.given, ["log.http-raw-unsafe", "http-proxy"]);
         let e = check_flags(&cli.go).unwrap_err().0;
         assert_eq!(
             e,
@@ -315,7 +292,7 @@ mod tests {
 
     #[test]
     fn go_only_variables_and_keys_warn_unless_inert() {
-        let env = |k: &str| (k == "CA_BUNDLE").then(|| "/ca.pem".to_owned());
+        let env = |k: &str| (k == "MCP_HTTP_PROXY").then(|| "http://p:1".to_owned());
         let src = super::super::config_file::ConfigSource {
             path: "/p.yaml".to_owned(),
             profile: None,
@@ -330,7 +307,7 @@ mod tests {
         .unwrap();
         let w = warnings(&env, &file);
         assert_eq!(w.len(), 2, "{w:?}");
-        assert!(w[0].starts_with("CA_BUNDLE is set but mcpwire does not implement it yet"));
+        assert!(w[0].starts_with("MCP_HTTP_PROXY is set but mcpwire does not implement it yet"));
         assert!(
             w[1].starts_with(
                 "mcp.connection_max_ttl (/p.yaml line 4) is set but mcpwire does not implement"

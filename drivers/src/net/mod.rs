@@ -7,5 +7,6 @@ pub(crate) mod guard;
 pub(crate) mod hyper_smol;
 #[cfg(feature = "blocking")]
 pub(crate) mod threads;
+pub mod tls;
 #[cfg(feature = "blocking")]
 pub(crate) mod ureq;

@@ -28,8 +28,9 @@ const BUFFER_BYTES: usize = 16 * 1024;
 
 /// The agent for control-plane requests: statuses are answers, not errors; no redirects (the
 /// API key must not follow one to another host).
-pub fn control_agent() -> Agent {
+pub fn control_agent(tls: ureq::tls::TlsConfig) -> Agent {
     Agent::config_builder()
+        .tls_config(tls)
         .http_status_as_error(false)
         .max_redirects(0)
         .timeout_connect(Some(CONNECT_TIMEOUT))
@@ -44,8 +45,9 @@ pub fn control_agent() -> Agent {
 /// The agent for MCP servers: statuses are answers, not errors, a redirect included (it is
 /// not followed: the forwarded request's headers may carry credentials, and the smol driver's
 /// hyper client does not follow one either).
-pub fn mcp_agent() -> Agent {
+pub fn mcp_agent(tls: ureq::tls::TlsConfig) -> Agent {
     Agent::config_builder()
+        .tls_config(tls)
         .http_status_as_error(false)
         .max_redirects(0)
         .timeout_connect(Some(CONNECT_TIMEOUT))

@@ -10,6 +10,8 @@ use mcpwire_core::tunnel::engine::{Config, Secret};
 use mcpwire_core::tunnel::harpoon::discovery::HostFilter;
 use mcpwire_core::tunnel::harpoon::HarpoonConfig;
 use mcpwire_core::tunnel::StdioConfig;
+
+pub use crate::net::tls::{parse_ca_bundle, Identity, TlsError, TunnelTls};
 pub use mcpwire_core::tunnel::{Target, TargetKind};
 
 /// Where the cloudflared companion's token comes from.
@@ -54,6 +56,9 @@ pub struct TunnelConfig {
     /// endpoints found are added to `harpoon`'s registry before the first poll. Needs
     /// `harpoon` to be set (an empty registry is fine).
     pub harpoon_discovery: Option<HarpoonDiscovery>,
+    /// What TLS trusts (the system's store plus `--ca-bundle`) and the client certificates
+    /// presented (mTLS), read when the driver starts.
+    pub tls: TunnelTls,
 }
 
 /// What OAuth discovery of Harpoon targets reads and keeps.

@@ -103,6 +103,7 @@ pub(crate) fn register(
 /// connects only to addresses the URL policy let through.
 #[cfg(feature = "blocking")]
 pub(crate) fn fetch_blocking(
+    tls: &ureq::tls::TlsConfig,
     fetch: &mcpwire_core::tunnel::harpoon::discovery::DiscoveryFetch,
     policy: mcpwire_core::net_policy::NetPolicy,
 ) -> Result<(mcpwire_core::http::ResponseHead, Vec<u8>), String> {
@@ -112,8 +113,9 @@ pub(crate) fn fetch_blocking(
     use mcpwire_core::tunnel::harpoon::discovery::MAX_DOCUMENT_BYTES;
 
     let Some(purpose) = fetch.purpose else {
-        let response = http::send(&http::mcp_agent(), &fetch.request, Some(FETCH_TIMEOUT))
-            .map_err(|e| ureq_cause(&e))?;
+        let agent = http::mcp_agent(tls.clone());
+        let response =
+            http::send(&agent, &fetch.request, Some(FETCH_TIMEOUT)).map_err(|e| ureq_cause(&e))?;
         return Ok((http::head_of(&response), Vec::new()));
     };
     let guard = FetchGuard { policy, purpose };
@@ -126,6 +128,7 @@ pub(crate) fn fetch_blocking(
         lookup: system_lookup,
     };
     let config = ureq::Agent::config_builder()
+        .tls_config(tls.clone())
         .http_status_as_error(false)
         .max_redirects(0)
         .timeout_connect(Some(FETCH_TIMEOUT))

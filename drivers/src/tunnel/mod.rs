@@ -64,7 +64,8 @@ pub mod blocking;
 pub mod smol;
 
 pub use config::{
-    Cloudflared, CloudflaredToken, HarpoonDiscovery, Target, TargetKind, TunnelConfig,
+    parse_ca_bundle, Cloudflared, CloudflaredToken, HarpoonDiscovery, Identity, Target, TargetKind,
+    TlsError, TunnelConfig, TunnelTls,
 };
 pub use log::Logger;
 pub use status::{Metrics, Status};

@@ -23,6 +23,33 @@ struct CmdInfo {
 }
 
 /// The driver-independent bookkeeping of a running tunnel: counters and per-command context.
+/// The start-up line saying what TLS trusts (and a warning when the system's store is empty).
+#[cfg(any(feature = "blocking", feature = "smol"))]
+pub(crate) fn trust(log: &Logger, roots: &crate::net::tls::Roots) {
+    let source = if roots.bundled { "bundled" } else { "system" };
+    log.log(
+        Level::Info,
+        "tls trust",
+        &[
+            ("roots", &source),
+            ("system", &roots.system),
+            ("ca_bundle", &roots.extra),
+        ],
+    );
+    if let Some(problem) = &roots.system_problem {
+        let instead = if roots.bundled {
+            "the bundled Mozilla roots are trusted instead"
+        } else {
+            "only --ca-bundle is trusted"
+        };
+        log.log(
+            Level::Warn,
+            "the system's trust store gave no certificate",
+            &[("problem", problem), ("then", &instead)],
+        );
+    }
+}
+
 pub struct Report {
     log: Arc<Logger>,
     /// The counters and gauges published to the health listener.

@@ -43,12 +43,17 @@ use crate::tunnel::log::{Level, Logger};
 
 /// The token for the companion: the static one, or one fetched from the control plane (see
 /// [`TokenFetch`]). The token is added to the log's redaction list before this returns.
-pub fn token(cfg: &Cloudflared, engine: &Config, log: &Logger) -> Result<Secret, String> {
+pub fn token(
+    cfg: &Cloudflared,
+    engine: &Config,
+    log: &Logger,
+    tls: ureq::tls::TlsConfig,
+) -> Result<Secret, String> {
     let mut fetch = match TokenFetch::begin(cfg, engine, log)? {
         TokenStart::Ready(token) => return Ok(token),
         TokenStart::Fetch(fetch) => fetch,
     };
-    let agent = http::control_agent();
+    let agent = http::control_agent(tls);
     loop {
         match fetch.attempted(fetch_once(&agent, fetch.request()))? {
             Attempt::Token(token) => return Ok(token),

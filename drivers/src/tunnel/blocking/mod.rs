@@ -82,10 +82,16 @@ pub fn run(
         signal.send(Completion::Signal).is_ok()
     }))
     .map_err(Error::Start)?;
+    let roots = crate::net::tls::load_roots(&config.tls).map_err(|e| Error::Tls {
+        reason: e.to_string(),
+    })?;
+    crate::tunnel::report::trust(&log, &roots);
+    let cp_tls = crate::net::tls::ureq_config(&roots, config.tls.control_plane_identity.as_ref());
+    let mcp_tls = crate::net::tls::ureq_config(&roots, config.tls.mcp_identity.as_ref());
     let mut config = config;
     if let Some((wanted, mut d)) = harpoon_discovery::begin(&config, &log) {
         while let Some(fetch) = d.next_fetch() {
-            match harpoon_discovery::fetch_blocking(&fetch, wanted.policy) {
+            match harpoon_discovery::fetch_blocking(&mcp_tls, &fetch, wanted.policy) {
                 Ok((head, body)) => d.handle_response(&head, &body),
                 Err(cause) => d.handle_failed(&cause),
             }
@@ -100,7 +106,7 @@ pub fn run(
         None => None,
         Some(cfg) => {
             crate::tunnel::driver_core::cloudflared::publish_starting(&status);
-            let token = cloudflared::token(cfg, &config.engine, &log)
+            let token = cloudflared::token(cfg, &config.engine, &log, cp_tls.clone())
                 .map_err(|reason| Error::Cloudflared { reason })?;
             let companion = Companion::start(cfg, &token, &log)
                 .map_err(|reason| Error::Cloudflared { reason })?;
@@ -129,8 +135,8 @@ pub fn run(
         }
     };
     let companion_state = companion.as_ref().map(|_| CompanionState::Ready);
-    let control = Arc::new(http::control_agent);
-    let mcp = Arc::new(http::mcp_agent);
+    let control = Arc::new(move || http::control_agent(cp_tls.clone()));
+    let mcp = Arc::new(move || http::mcp_agent(mcp_tls.clone()));
     let threads = Threads {
         tx,
         poller: Pool::new("poll", 1, 2, control.clone()),

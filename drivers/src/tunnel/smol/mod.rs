@@ -55,9 +55,15 @@ const POST_SLOTS: usize = 4;
 struct Tasks {
     tx: Sender<Completion>,
     tls: Arc<ClientConfig>,
-    /// Kept-alive connections to the control plane and the MCP server, reused by the poll,
-    /// the forwards and the response POSTs.
+    /// TLS to MCP servers and Harpoon's targets (the MCP client certificate, if any).
+    mcp_tls: Arc<ClientConfig>,
+    /// Kept-alive connections to the control plane, reused by the poll and the response
+    /// POSTs.
     pool: Arc<http::Pool>,
+    /// Kept-alive connections to the MCP servers, reused by the forwards (apart from the
+    /// control plane's, so that a connection made with one client certificate never carries
+    /// the other's requests).
+    mcp_pool: Arc<http::Pool>,
     post_slots: Arc<Semaphore>,
     poll_task: Option<Task<()>>,
     forward_tasks: BTreeMap<CommandId, Task<()>>,
@@ -91,11 +97,18 @@ async fn run_async(
         signal.send_blocking(Completion::Signal).is_ok()
     }))
     .map_err(Error::Start)?;
-    let tls = http::tls_config().map_err(|reason| Error::Tls { reason })?;
+    let roots = crate::net::tls::load_roots(&config.tls).map_err(|e| Error::Tls {
+        reason: e.to_string(),
+    })?;
+    crate::tunnel::report::trust(&log, &roots);
+    let tls = crate::net::tls::client_config(&roots, config.tls.control_plane_identity.as_ref())
+        .map_err(|reason| Error::Tls { reason })?;
+    let mcp_tls = crate::net::tls::client_config(&roots, config.tls.mcp_identity.as_ref())
+        .map_err(|reason| Error::Tls { reason })?;
     let mut config = config;
     if let Some((wanted, mut d)) = harpoon_discovery::begin(&config, &log) {
         while let Some(fetch) = d.next_fetch() {
-            match harpoon_discovery::fetch_smol(&tls, &fetch, wanted.policy).await {
+            match harpoon_discovery::fetch_smol(&mcp_tls, &fetch, wanted.policy).await {
                 Ok((head, body)) => d.handle_response(&head, &body),
                 Err(cause) => d.handle_failed(&cause),
             }
@@ -116,11 +129,13 @@ async fn run_async(
     };
     let companion_state = companion.as_ref().map(|_| CompanionState::Ready);
     // Enough idle connections for every forward in flight, the response POSTs and the poll.
-    let max_idle = config.engine.max_concurrent_forwards + POST_SLOTS + 1;
+    let max_idle = config.engine.max_concurrent_forwards + 1;
     let tasks = Tasks {
         tx,
         tls,
-        pool: http::Pool::new(max_idle),
+        mcp_tls,
+        pool: http::Pool::new(POST_SLOTS + 1),
+        mcp_pool: http::Pool::new(max_idle),
         post_slots: Arc::new(Semaphore::new(POST_SLOTS)),
         poll_task: None,
         forward_tasks: BTreeMap::new(),
@@ -206,7 +221,7 @@ impl Runtime for Tasks {
         deadline: Option<Instant>,
     ) -> Result<(), NotStarted> {
         let tx = self.tx.clone();
-        let (pool, tls) = (Arc::clone(&self.pool), Arc::clone(&self.tls));
+        let (pool, tls) = (Arc::clone(&self.mcp_pool), Arc::clone(&self.mcp_tls));
         let task = smol::spawn(async move {
             if deadline.is_some_and(|d| d <= Instant::now()) {
                 return; // already expired: the engine drops it on its own
