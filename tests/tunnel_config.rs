@@ -688,33 +688,37 @@ fn https_private_ca_and_mtls_on(driver: &str) {
     let base = format!("https://127.0.0.1:{}", cp_tls.port());
     let mcp_url = format!("https://127.0.0.1:{}/{mcp_path}", mcp_tls.port());
     let url_file_s = url_file.display().to_string();
+    let plain: Vec<&str> = vec![
+        "tunnel",
+        "run",
+        "--driver",
+        driver,
+        "--control-plane.base-url",
+        &base,
+        "--control-plane.tunnel-id",
+        GO_TUNNEL,
+        "--control-plane.poll-timeout",
+        "1s",
+        "--mcp.server-url",
+        &mcp_url,
+        "--health.listen-addr",
+        "127.0.0.1:0",
+        "--health.url-file",
+        &url_file_s,
+        "--harpoon.oauth-discovery=false",
+    ];
+    let mut with_tls = plain.clone();
+    with_tls.extend([
+        "--ca-bundle",
+        &ca,
+        "--control-plane.client-cert",
+        &cp_cert,
+        "--control-plane.client-key",
+        &cp_key,
+    ]);
+    // The MCP pair through the environment, the Go client's variables.
     let mut run = Run::start(
-        &[
-            "tunnel",
-            "run",
-            "--driver",
-            driver,
-            "--control-plane.base-url",
-            &base,
-            "--control-plane.tunnel-id",
-            GO_TUNNEL,
-            "--control-plane.poll-timeout",
-            "1s",
-            "--mcp.server-url",
-            &mcp_url,
-            "--health.listen-addr",
-            "127.0.0.1:0",
-            "--health.url-file",
-            &url_file_s,
-            "--ca-bundle",
-            &ca,
-            "--control-plane.client-cert",
-            &cp_cert,
-            "--control-plane.client-key",
-            &cp_key,
-            // The MCP pair through the environment, the Go client's variables.
-            "--harpoon.oauth-discovery=false",
-        ],
+        &with_tls,
         &[
             ("CONTROL_PLANE_API_KEY", KEY),
             ("MCP_CLIENT_CERT", &mcp_cert),
@@ -751,28 +755,7 @@ fn https_private_ca_and_mtls_on(driver: &str) {
     // Without the CA bundle the control plane's certificate is not trusted: no poll gets
     // through (the handshake fails at the terminator, which never sees a request).
     let before = cp.plane().polls(GO_TUNNEL).len();
-    let mut run = Run::start(
-        &[
-            "tunnel",
-            "run",
-            "--driver",
-            driver,
-            "--control-plane.base-url",
-            &base,
-            "--control-plane.tunnel-id",
-            GO_TUNNEL,
-            "--control-plane.poll-timeout",
-            "1s",
-            "--mcp.server-url",
-            &mcp_url,
-            "--health.listen-addr",
-            "127.0.0.1:0",
-            "--health.url-file",
-            &url_file_s,
-            "--harpoon.oauth-discovery=false",
-        ],
-        &[("CONTROL_PLANE_API_KEY", KEY)],
-    );
+    let mut run = Run::start(&plain, &[("CONTROL_PLANE_API_KEY", KEY)]);
     run.health_url(&url_file);
     wait_for("a refused handshake", || {
         (!cp_seen.lock().unwrap().failures.is_empty()).then_some(())
@@ -797,22 +780,24 @@ fn a_client_certificate_without_its_key_is_refused_by_name() {
     let pki = Pki::new();
     let leaf = pki.leaf("c", false);
     let cert = write(&dir, "c.pem", &leaf.cert_pem);
-    let out = Command::new(env!("CARGO_BIN_EXE_mcpwire"))
-        .args([
-            "tunnel",
-            "run",
-            "--control-plane.tunnel-id",
-            GO_TUNNEL,
-            "--control-plane.api-key",
-            "sk-x",
-            "--mcp.server-url",
-            "http://127.0.0.1:9/mcp",
-            "--mcp.client-cert",
-            &cert,
-        ])
-        .env_clear()
-        .output()
-        .unwrap();
+    let refused = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_mcpwire"))
+            .args([
+                "tunnel",
+                "run",
+                "--control-plane.tunnel-id",
+                GO_TUNNEL,
+                "--control-plane.api-key",
+                "sk-x",
+                "--mcp.server-url",
+                "http://127.0.0.1:9/mcp",
+            ])
+            .args(extra)
+            .env_clear()
+            .output()
+            .unwrap()
+    };
+    let out = refused(&["--mcp.client-cert", &cert]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
@@ -820,24 +805,7 @@ fn a_client_certificate_without_its_key_is_refused_by_name() {
     );
     // A key file that holds no key: named, its bytes never shown.
     let not_key = write(&dir, "k.pem", &leaf.cert_pem);
-    let out = Command::new(env!("CARGO_BIN_EXE_mcpwire"))
-        .args([
-            "tunnel",
-            "run",
-            "--control-plane.tunnel-id",
-            GO_TUNNEL,
-            "--control-plane.api-key",
-            "sk-x",
-            "--mcp.server-url",
-            "http://127.0.0.1:9/mcp",
-            "--mcp.client-cert",
-            &cert,
-            "--mcp.client-key",
-            &not_key,
-        ])
-        .env_clear()
-        .output()
-        .unwrap();
+    let out = refused(&["--mcp.client-cert", &cert, "--mcp.client-key", &not_key]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
