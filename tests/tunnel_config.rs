@@ -59,6 +59,30 @@ struct Run {
     out: Arc<Mutex<String>>,
 }
 
+/// The child's standard output and error, as they arrive, in one text.
+fn capture(child: &mut Child) -> Arc<Mutex<String>> {
+    let out: Arc<Mutex<String>> = Arc::default();
+    let streams: [Box<dyn Read + Send>; 2] = [
+        Box::new(child.stdout.take().unwrap()),
+        Box::new(child.stderr.take().unwrap()),
+    ];
+    for mut s in streams {
+        let o = Arc::clone(&out);
+        thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = s.read(&mut buf) {
+                if n == 0 {
+                    return;
+                }
+                o.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+    }
+    out
+}
+
 impl Run {
     fn start(args: &[&str], env: &[(&str, &str)]) -> Run {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpwire"));
@@ -74,25 +98,7 @@ impl Run {
             cmd.env(k, v);
         }
         let mut child = cmd.spawn().unwrap();
-        let out: Arc<Mutex<String>> = Arc::default();
-        let streams: [Box<dyn Read + Send>; 2] = [
-            Box::new(child.stdout.take().unwrap()),
-            Box::new(child.stderr.take().unwrap()),
-        ];
-        for mut s in streams {
-            let o = Arc::clone(&out);
-            thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = s.read(&mut buf) {
-                    if n == 0 {
-                        return;
-                    }
-                    o.lock()
-                        .unwrap()
-                        .push_str(&String::from_utf8_lossy(&buf[..n]));
-                }
-            });
-        }
+        let out = capture(&mut child);
         Run { child, out }
     }
 
@@ -135,12 +141,23 @@ impl Drop for Run {
 
 /// `tools/list` on `channel` through the control plane: the tools' names.
 fn tool_names(cp: &ControlPlaneHandle, channel: &str) -> Vec<String> {
+    tool_names_of(cp, channel, None)
+}
+
+/// [`tool_names`], a failure showing `run`'s output.
+fn tool_names_of(cp: &ControlPlaneHandle, channel: &str, run: Option<&Run>) -> Vec<String> {
     let body = modern_text(1, "tools/list", json!({}), None);
     let built = request_headers(&body, None).unwrap();
     let headers: Vec<(&str, &str)> = built.iter().collect();
     let url = format!("{}?channel={channel}", cp.mcp_url(GO_TUNNEL));
     let r = http("POST", &url, &headers, Some(&body));
-    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.status,
+        200,
+        "{}\n{}",
+        r.body,
+        run.map(Run::output).unwrap_or_default()
+    );
     let v: Value = r.json();
     v["result"]["tools"]
         .as_array()
@@ -158,6 +175,8 @@ fn assert_serves_the_reference_tools(cp: &ControlPlaneHandle, channel: &str) {
 #[test]
 fn the_go_clients_sample_profiles_load_and_serve() {
     let server = reference_server();
+    let proxy_dir = scratch("samples-proxy");
+    let proxy = Proxy::start(&proxy_dir);
     for sample in [
         "sample_mcp_with_dcr",
         "sample_mcp_stdio_local",
@@ -189,6 +208,7 @@ fn the_go_clients_sample_profiles_load_and_serve() {
             &[
                 ("CONTROL_PLANE_API_KEY", KEY),
                 ("ENTERPRISE_CA_BUNDLE", &ca),
+                ("HTTPS_PROXY", &proxy.url()),
             ],
         );
         let health = run.health_url(&url_file);
@@ -205,12 +225,13 @@ fn the_go_clients_sample_profiles_load_and_serve() {
         assert_eq!(v["chosen_by"], "--profile-file", "{v}");
         assert!(!out.contains(KEY), "{sample}: {out}");
         if sample == "sample_mcp_enterprise_proxy" {
-            // The CA bundle is trusted; the proxy is not implemented yet, and says so.
+            // The CA bundle is trusted, and every connection goes through the proxy.
             assert!(out.contains("\"ca_bundle\":\"1\""), "{out}");
-            assert!(
-                out.contains(&format!("http_proxy ({} line", path.display())),
-                "{out}"
-            );
+            let want = format!("127.0.0.1:{}", server.local_addr().port());
+            wait_for("the proxy's log of the MCP server", || {
+                proxy.tunnelled().contains(&want).then_some(())
+            });
+            assert!(!out.contains(PROXY_PASSWORD), "{out}");
         } else {
             assert!(!out.contains("does not implement"), "{sample}: {out}");
         }
@@ -232,11 +253,10 @@ fn a_file_with_every_key_takes_effect_or_names_what_is_ignored() {
         write(&dir, &format!("{name}.key"), &leaf.key_pem);
     }
     let path = dir.join("every_key.yaml");
-    std::fs::write(
-        &path,
-        render(&fixture("every_key.yaml"), &cp, &server.url(), &dir),
-    )
-    .unwrap();
+    let proxy = Proxy::start(&dir);
+    let text = render(&fixture("every_key.yaml"), &cp, &server.url(), &dir)
+        .replace("__PROXY__", &proxy.url());
+    std::fs::write(&path, text).unwrap();
     // The smol driver (its variable), the file by TUNNEL_CLIENT_CONFIG.
     let mut run = Run::start(
         &["tunnel", "run"],
@@ -244,6 +264,7 @@ fn a_file_with_every_key_takes_effect_or_names_what_is_ignored() {
             ("TUNNEL_CLIENT_CONFIG", path.to_str().unwrap()),
             ("EVERY_KEY", KEY),
             ("EVERY_HEADER", HEADER_SECRET),
+            ("EVERY_PROXY", &proxy.url()),
             ("MCPWIRE_DRIVER", "smol"),
         ],
     );
@@ -294,12 +315,9 @@ fn a_file_with_every_key_takes_effect_or_names_what_is_ignored() {
         .collect();
     ignored.sort();
     let mut expected = vec![
-        "http_proxy",
-        "control_plane.http_proxy",
         "control_plane.poll_deadline_guardrail",
         "health.unix_socket",
         "admin_ui.log_buffer_events",
-        "mcp.http_proxy",
         "mcp.extra_headers",
         "mcp.discovery_extra_headers",
         "mcp.startup_wait_timeout",
@@ -316,8 +334,18 @@ fn a_file_with_every_key_takes_effect_or_names_what_is_ignored() {
         log.contains("tls trust roots=system") && log.contains("ca_bundle=1"),
         "{log}"
     );
-    // No secret in the log: neither the key nor the header value.
+    // Both routes through the proxy (an explicit one carries loopback too).
+    let want = [
+        format!("127.0.0.1:{}", cp.local_addr().port()),
+        format!("127.0.0.1:{}", server.local_addr().port()),
+    ];
+    wait_for("the proxy's log of both routes", || {
+        let t = proxy.tunnelled();
+        want.iter().all(|w| t.contains(w)).then_some(())
+    });
+    // No secret in the log: neither the key, the header value nor the proxy's password.
     assert!(!log.contains(KEY) && !log.contains(HEADER_SECRET), "{log}");
+    assert!(!log.contains(PROXY_PASSWORD), "{log}");
     // The pid file is removed at exit.
     assert!(!dir.join("tunnel.pid").exists());
 }
@@ -811,4 +839,262 @@ fn a_client_certificate_without_its_key_is_refused_by_name() {
         String::from_utf8_lossy(&out.stderr),
         format!("mcpwire: the client key --mcp.client-key ({not_key}): no PEM private key in it (PKCS#8, PKCS#1 or SEC1)\n")
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Through a real forward proxy: proxy.py (PyPI, pinned), with basic authentication.
+
+const PROXY_PY: &str = "2.4.10";
+const PROXY_USER: &str = "tunnel";
+const PROXY_PASSWORD: &str = "s3cret-proxy-pw";
+
+/// proxy.py on 127.0.0.1 (its own port), requiring basic authentication; its log lines kept.
+struct Proxy {
+    child: Child,
+    port: u16,
+    log: Arc<Mutex<String>>,
+}
+
+impl Proxy {
+    fn start(dir: &Path) -> Proxy {
+        let python = pinned_python(
+            "MCPWIRE_PY_PEER_PYTHON",
+            "proxy.py",
+            PROXY_PY,
+            "run scripts/test (it installs proxy.py into .venv-peers), or set \
+             MCPWIRE_PY_PEER_PYTHON to a Python with proxy.py==2.4.10",
+        );
+        let port_file = dir.join("proxy.port");
+        let mut child = Command::new(python)
+            .args(["-m", "proxy", "--hostname", "127.0.0.1", "--port", "0"])
+            .arg("--port-file")
+            .arg(&port_file)
+            // A thread per connection: its default event loop (threadless) held a long poll's
+            // answer for seconds on this sandbox's kernel.
+            .args(["--threaded", "--num-workers", "1", "--log-level", "INFO"])
+            .arg("--basic-auth")
+            .arg(format!("{PROXY_USER}:{PROXY_PASSWORD}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let log = capture(&mut child);
+        let port = wait_for("proxy.py's port file", || {
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("proxy.py exited ({status}): {}", log.lock().unwrap());
+            }
+            std::fs::read_to_string(&port_file)
+                .ok()?
+                .trim()
+                .parse()
+                .ok()
+        });
+        Proxy { child, port, log }
+    }
+
+    fn url(&self) -> String {
+        format!(
+            "http://{PROXY_USER}:{PROXY_PASSWORD}@127.0.0.1:{}",
+            self.port
+        )
+    }
+
+    /// The `host:port` of every CONNECT proxy.py tunnelled.
+    fn tunnelled(&self) -> Vec<String> {
+        self.log
+            .lock()
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains("access_log"))
+            .filter_map(|l| l.split(" - CONNECT ").nth(1))
+            .filter_map(|rest| rest.split(' ').next())
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A host name for 127.0.0.1 other than `localhost` (from /etc/hosts): the Go client's rule
+/// never takes loopback addresses or `localhost` through an environment proxy, so NO_PROXY is
+/// tested with such a name.
+fn loopback_alias() -> String {
+    let hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+    hosts
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or(""))
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            let addr = words.next()?;
+            addr.starts_with("127.").then(|| words.collect::<Vec<_>>())
+        })
+        .flatten()
+        .find(|n| !n.eq_ignore_ascii_case("localhost") && !n.ends_with(".localhost"))
+        .map(str::to_owned)
+        .unwrap_or_else(|| {
+            panic!("this test needs a name for 127.0.0.1 besides localhost in /etc/hosts:\n{hosts}")
+        })
+}
+
+fn through_a_forward_proxy_on(driver: &str) {
+    let dir = scratch(&format!("proxy-{driver}"));
+    let proxy = Proxy::start(&dir);
+    let cp = plane();
+    let server = reference_server();
+    let mcp_path = server
+        .url()
+        .rsplit_once('/')
+        .map(|(_, p)| p.to_owned())
+        .unwrap();
+
+    // 1. An explicit proxy carries everything (loopback too), TLS inside the CONNECT tunnel:
+    // a CA made here, trusted with --ca-bundle, and mTLS required by both servers.
+    let pki = Pki::new();
+    let server_leaf = pki.leaf("127.0.0.1", true);
+    let client = pki.leaf("tunnel client", false);
+    let (cp_tls, cp_seen) = terminator(&pki, &server_leaf, true, cp.local_addr());
+    let (mcp_tls, mcp_seen) = terminator(&pki, &server_leaf, true, server.local_addr());
+    let ca = write(&dir, "ca.pem", &pki.ca_pem);
+    let cert = write(&dir, "client.pem", &client.cert_pem);
+    let key = write(&dir, "client.key", &client.key_pem);
+    let url_file = dir.join("health.url");
+    let url_file_s = url_file.display().to_string();
+    let cp_base = format!("https://127.0.0.1:{}", cp_tls.port());
+    let mcp_url = format!("https://127.0.0.1:{}/{mcp_path}", mcp_tls.port());
+    let mut run = Run::start(
+        &[
+            "run",
+            "--driver",
+            driver,
+            "--control-plane.base-url",
+            &cp_base,
+            "--control-plane.tunnel-id",
+            GO_TUNNEL,
+            "--control-plane.poll-timeout",
+            "1s",
+            "--mcp.server-url",
+            &mcp_url,
+            "--health.listen-addr",
+            "127.0.0.1:0",
+            "--health.url-file",
+            &url_file_s,
+            "--harpoon.oauth-discovery=false",
+            "--ca-bundle",
+            &ca,
+            "--control-plane.client-cert",
+            &cert,
+            "--control-plane.client-key",
+            &key,
+            "--mcp.client-cert",
+            &cert,
+            "--mcp.client-key",
+            &key,
+        ],
+        &[
+            ("CONTROL_PLANE_API_KEY", KEY),
+            ("TUNNEL_CLIENT_HTTP_PROXY", &proxy.url()),
+        ],
+    );
+    run.health_url(&url_file);
+    let names = tool_names_of(&cp, "main", Some(&run));
+    assert!(names.iter().any(|n| n == "echo"), "{names:?}");
+    let out = run.stop();
+    let tunnelled = proxy.tunnelled();
+    for port in [cp_tls.port(), mcp_tls.port()] {
+        let want = format!("127.0.0.1:{port}");
+        assert!(
+            tunnelled.contains(&want),
+            "{want} not in {tunnelled:?}\n{out}"
+        );
+    }
+    assert!(!cp_seen.lock().unwrap().clients.is_empty());
+    assert!(!mcp_seen.lock().unwrap().clients.is_empty());
+    // The proxy's password never reaches the log, nor its Basic form.
+    assert!(!out.contains(PROXY_PASSWORD), "{out}");
+    let basic = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(format!("{PROXY_USER}:{PROXY_PASSWORD}"))
+    };
+    assert!(!out.contains(&basic), "{out}");
+
+    // 2. The environment's HTTP_PROXY: a name for 127.0.0.1 goes through it; the control
+    // plane, on a loopback address, does not (the Go client's rule).
+    let alias = loopback_alias();
+    let mcp_by_name = format!("http://{alias}:{}/{mcp_path}", server.local_addr().port());
+    let before = proxy.tunnelled().len();
+    let env_run = |no_proxy: Option<&str>| {
+        // A control plane per run: the dev control plane hands a command to a poll whose
+        // client has just stopped (its connection not yet seen closed), where it would wait.
+        let cp = plane();
+        let mut env = vec![
+            ("CONTROL_PLANE_API_KEY", KEY.to_owned()),
+            ("HTTP_PROXY", proxy.url()),
+        ];
+        if let Some(n) = no_proxy {
+            env.push(("NO_PROXY", n.to_owned()));
+        }
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let base = cp.base_url();
+        let mut run = Run::start(
+            &[
+                "tunnel",
+                "run",
+                "--driver",
+                driver,
+                "--control-plane.base-url",
+                &base,
+                "--control-plane.tunnel-id",
+                GO_TUNNEL,
+                "--control-plane.poll-timeout",
+                "1s",
+                "--mcp.server-url",
+                &mcp_by_name,
+                "--health.listen-addr",
+                "127.0.0.1:0",
+                "--health.url-file",
+                &url_file_s,
+                "--harpoon.oauth-discovery=false",
+            ],
+            &env,
+        );
+        run.health_url(&url_file);
+        let names = tool_names_of(&cp, "main", Some(&run));
+        assert!(names.iter().any(|n| n == "echo"), "{names:?}");
+        (run.stop(), cp.local_addr().port())
+    };
+    let (out, cp_port) = env_run(None);
+    let want = format!("{alias}:{}", server.local_addr().port());
+    // proxy.py logs a tunnel when it closes (the client's exit closes it).
+    let now = wait_for("the proxy's log of the MCP tunnel", || {
+        let now = proxy.tunnelled().split_off(before);
+        now.contains(&want).then_some(now)
+    });
+    assert!(
+        !now.iter().any(|t| t.ends_with(&format!(":{cp_port}"))),
+        "{now:?}\n{out}"
+    );
+    assert!(!out.contains(PROXY_PASSWORD), "{out}");
+
+    // 3. NO_PROXY names the host: it is reached directly.
+    let before = proxy.tunnelled().len();
+    let (out, _) = env_run(Some(&format!("example.invalid, {alias}")));
+    thread::sleep(Duration::from_millis(500));
+    let now: Vec<String> = proxy.tunnelled().split_off(before);
+    assert!(now.is_empty(), "{now:?}\n{out}");
+}
+
+#[test]
+fn through_a_forward_proxy_on_the_blocking_driver() {
+    through_a_forward_proxy_on("blocking");
+}
+
+#[test]
+fn through_a_forward_proxy_on_the_smol_driver() {
+    through_a_forward_proxy_on("smol");
 }

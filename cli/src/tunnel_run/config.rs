@@ -18,8 +18,9 @@ use mcpwire_core::tunnel::StdioConfig;
 use mcpwire::tunnel::log::Level;
 use mcpwire::tunnel::{
     parse_ca_bundle, Cloudflared, CloudflaredToken, HarpoonDiscovery, Identity, Target, TargetKind,
-    TunnelConfig, TunnelTls,
+    TunnelConfig, TunnelProxies, TunnelTls,
 };
+use mcpwire_core::net_policy::proxy::{ProxyRoute, ProxyUrl};
 use mcpwire_core::net_policy::NetPolicy;
 use mcpwire_core::tunnel::harpoon::discovery::{host_pattern, HostFilter};
 use mcpwire_core::tunnel::harpoon::{HarpoonConfig, Registry, TargetSpec};
@@ -103,6 +104,15 @@ pub struct RunArgs {
     /// control plane, MCP servers, Harpoon and cloudflared's token fetch [env: CA_BUNDLE]
     #[arg(long = "ca-bundle", value_name = "PATH")]
     pub ca_bundle: Option<String>,
+    /// An HTTP proxy for every connection (control plane, MCP servers, Harpoon): a URL such as
+    /// http://user:pass@proxy:3128 or env:VAR [env: TUNNEL_CLIENT_HTTP_PROXY] [default: the
+    /// environment's HTTPS_PROXY/HTTP_PROXY, except NO_PROXY hosts and loopback]
+    #[arg(long = "http-proxy", value_name = "URL")]
+    pub http_proxy: Option<String>,
+    /// An HTTP proxy for the control plane (beats --http-proxy)
+    /// [env: CONTROL_PLANE_HTTP_PROXY]
+    #[arg(long = "control-plane.http-proxy", value_name = "URL")]
+    pub cp_http_proxy: Option<String>,
     /// A header on every control-plane request, "Name: value" (repeatable; the value may be
     /// env:VAR or file:PATH) [env: CONTROL_PLANE_EXTRA_HEADERS, separated by ',' or ';']
     #[arg(long = "control-plane.extra-headers", value_name = "HEADER")]
@@ -128,6 +138,10 @@ pub struct RunArgs {
     /// [env: MCP_COMMAND, one entry per line]
     #[arg(long = "mcp.command", alias = "mcp-command", value_name = "ENTRY")]
     pub commands: Vec<String>,
+    /// An HTTP proxy for MCP servers and Harpoon's targets (beats --http-proxy)
+    /// [env: MCP_HTTP_PROXY]
+    #[arg(long = "mcp.http-proxy", value_name = "URL")]
+    pub mcp_http_proxy: Option<String>,
     /// MCP mTLS: the client certificate presented to MCP servers (PEM; a path, env:VAR holding
     /// a path, or file:PATH) [env: MCP_CLIENT_CERT]
     #[arg(long = "mcp.client-cert", value_name = "PATH")]
@@ -1259,6 +1273,10 @@ pub fn resolve_layers(
     };
     let cloudflared = cloudflared(args, src, read_file)?;
     let tls = tls_settings(args, src, read_file)?;
+    let proxies = proxy_settings(args, src)?;
+    let mut secrets = secrets;
+    secrets.extend(proxies.control_plane.passwords());
+    secrets.extend(proxies.mcp.passwords());
     Ok(RunConfig {
         tunnel: TunnelConfig {
             engine,
@@ -1269,6 +1287,7 @@ pub fn resolve_layers(
             harpoon,
             harpoon_discovery,
             tls,
+            proxies,
         },
         health_addr,
         log_level,
@@ -1319,6 +1338,61 @@ fn referenced_file(
     let text = read_file(&path)
         .map_err(|e| ConfigError(format!("invalid {}: cannot read {path:?}: {e}", raw.origin)))?;
     Ok((path, text))
+}
+
+/// Each route's proxy: its own explicit proxy, else `--http-proxy`, else the environment's
+/// `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` (loopback never proxied from the environment), as
+/// the Go client decides. A bad value names its origin, never the value (it may hold a
+/// password).
+fn proxy_settings(args: &RunArgs, src: &Sources<'_>) -> Result<TunnelProxies, ConfigError> {
+    let explicit = |raw: Option<Raw>| -> Result<Option<ProxyUrl>, ConfigError> {
+        let Some(raw) = raw else { return Ok(None) };
+        let v = raw.value.trim();
+        let (value, from) = match v.strip_prefix("env:") {
+            Some(var) => {
+                let var = var.trim();
+                let value = (src.env)(var)
+                    .filter(|x| !x.trim().is_empty())
+                    .ok_or_else(|| {
+                        ConfigError(format!(
+                            "invalid {}: environment variable {var:?} is not set or empty",
+                            raw.origin
+                        ))
+                    })?;
+                (value, format!(" (from env:{var})"))
+            }
+            None => (v.to_owned(), String::new()),
+        };
+        ProxyUrl::parse(&value)
+            .map(Some)
+            .map_err(|e| ConfigError(format!("invalid {}{from}: {e}", raw.origin)))
+    };
+    let global = explicit(pick(
+        "http-proxy",
+        args.http_proxy.as_ref(),
+        "TUNNEL_CLIENT_HTTP_PROXY",
+        src,
+    ))?;
+    let environment = ProxyRoute::from_environment(src.env)
+        .map_err(|(var, e)| ConfigError(format!("invalid {var}: {e}")))?;
+    let route = |own: Option<ProxyUrl>| match own.or_else(|| global.clone()) {
+        Some(p) => ProxyRoute::Explicit(p),
+        None => environment.clone(),
+    };
+    Ok(TunnelProxies {
+        control_plane: route(explicit(pick(
+            "control-plane.http-proxy",
+            args.cp_http_proxy.as_ref(),
+            "CONTROL_PLANE_HTTP_PROXY",
+            src,
+        ))?),
+        mcp: route(explicit(pick(
+            "mcp.http-proxy",
+            args.mcp_http_proxy.as_ref(),
+            "MCP_HTTP_PROXY",
+            src,
+        ))?),
+    })
 }
 
 /// `--ca-bundle` and the client certificates of the control plane and the MCP servers.

@@ -11,11 +11,6 @@ use super::config_file::FileLayer;
 /// `(flag, variable, what it does in the Go client)`.
 pub const NOT_IMPLEMENTED: &[(&str, &str, &str)] = &[
     (
-        "control-plane.http-proxy",
-        "CONTROL_PLANE_HTTP_PROXY",
-        "an HTTP proxy for the control plane",
-    ),
-    (
         "control-plane.poll-deadline-guardrail",
         "CONTROL_PLANE_POLL_DEADLINE_GUARDRAIL",
         "extra time after the long-poll wait (mcpwire derives it from the wait)",
@@ -29,16 +24,6 @@ pub const NOT_IMPLEMENTED: &[(&str, &str, &str)] = &[
         "health.unix-socket",
         "HEALTH_UNIX_SOCKET",
         "the health listener on a Unix socket",
-    ),
-    (
-        "http-proxy",
-        "TUNNEL_CLIENT_HTTP_PROXY",
-        "an HTTP proxy for every connection",
-    ),
-    (
-        "mcp.http-proxy",
-        "MCP_HTTP_PROXY",
-        "an HTTP proxy for MCP servers",
     ),
     (
         "mcp.extra-headers",
@@ -275,9 +260,14 @@ mod tests {
         let cli = Cli::try_parse_from(["x", "--keep", "a"]).unwrap();
         assert!(cli.go.given.is_empty());
         assert!(check_flags(&cli.go).is_ok());
-        let cli = Cli::try_parse_from(["x", "--http-proxy", "http://p:1", "--log.http-raw-unsafe"])
-            .unwrap();
-        assert_eq!(cli.go.given, ["log.http-raw-unsafe", "http-proxy"]);
+        let cli = Cli::try_parse_from([
+            "x",
+            "--harpoon.http-proxy",
+            "http://p:1",
+            "--log.http-raw-unsafe",
+        ])
+        .unwrap();
+        assert_eq!(cli.go.given, ["log.http-raw-unsafe", "harpoon.http-proxy"]);
         let e = check_flags(&cli.go).unwrap_err().0;
         assert_eq!(
             e,
@@ -292,7 +282,7 @@ mod tests {
 
     #[test]
     fn go_only_variables_and_keys_warn_unless_inert() {
-        let env = |k: &str| (k == "MCP_HTTP_PROXY").then(|| "http://p:1".to_owned());
+        let env = |k: &str| (k == "HARPOON_HTTP_PROXY").then(|| "http://p:1".to_owned());
         let src = super::super::config_file::ConfigSource {
             path: "/p.yaml".to_owned(),
             profile: None,
@@ -307,13 +297,13 @@ mod tests {
         .unwrap();
         let w = warnings(&env, &file);
         assert_eq!(w.len(), 2, "{w:?}");
-        assert!(w[0].starts_with("MCP_HTTP_PROXY is set but mcpwire does not implement it yet"));
+        assert!(w[1].starts_with("HARPOON_HTTP_PROXY is set but mcpwire does not implement it yet"));
         assert!(
-            w[1].starts_with(
+            w[0].starts_with(
                 "mcp.connection_max_ttl (/p.yaml line 4) is set but mcpwire does not implement"
             ),
             "{}",
-            w[1]
+            w[0]
         );
     }
 

@@ -97,6 +97,7 @@
 
 pub mod addr;
 pub mod icon;
+pub mod proxy;
 pub(crate) mod url_check;
 
 use core::net::{IpAddr, SocketAddr};

@@ -1081,6 +1081,10 @@ pub(crate) fn describe(e: &HttpError) -> String {
         HttpError::Exchange(None) => "the exchange failed".into(),
         HttpError::Protocol => "the answer is not HTTP/1.1".into(),
         HttpError::TimedOut => "timed out".into(),
+        HttpError::ProxyRefused(0) => "the HTTP proxy did not answer the CONNECT".into(),
+        HttpError::ProxyRefused(status) => {
+            format!("the HTTP proxy refused the CONNECT (status {status})")
+        }
     }
 }
 

@@ -32,6 +32,8 @@ use smol::net::TcpStream;
 use smol::{Task, Timer};
 use smol_hyper::rt::FuturesIo;
 
+use mcpwire_core::net_policy::proxy::ProxyUrl;
+
 /// How long resolving and connecting may take.
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const USER_AGENT: &str = concat!("mcpwire/", env!("CARGO_PKG_VERSION"));
@@ -53,6 +55,8 @@ pub enum HttpError {
     Protocol,
     /// The caller's time limit passed.
     TimedOut,
+    /// The HTTP proxy did not open the tunnel: its status (0 when its answer was not HTTP).
+    ProxyRefused(u16),
 }
 
 impl HttpError {
@@ -72,6 +76,10 @@ impl HttpError {
             HttpError::TimedOut => {
                 transport_failure(TransportStage::Exchange, Some(io::ErrorKind::TimedOut))
             }
+            HttpError::ProxyRefused(_) => transport_failure(
+                TransportStage::Connect,
+                Some(io::ErrorKind::ConnectionRefused),
+            ),
         }
     }
 
@@ -90,7 +98,11 @@ impl HttpError {
     pub fn maybe_written(&self) -> bool {
         !matches!(
             self,
-            HttpError::Request | HttpError::Resolve(_) | HttpError::Connect(_) | HttpError::Tls
+            HttpError::Request
+                | HttpError::Resolve(_)
+                | HttpError::Connect(_)
+                | HttpError::Tls
+                | HttpError::ProxyRefused(_)
         )
     }
 }
@@ -256,9 +268,19 @@ pub async fn send_within(
     request: &Request,
     connect_timeout: Duration,
 ) -> Result<Exchange, HttpError> {
+    send_within_via(tls, None, request, connect_timeout).await
+}
+
+/// [`send_within`] through `proxy` when given.
+pub async fn send_within_via(
+    tls: &Arc<ClientConfig>,
+    proxy: Option<&ProxyUrl>,
+    request: &Request,
+    connect_timeout: Duration,
+) -> Result<Exchange, HttpError> {
     let (uri, origin) = target(request)?;
     let hyper_request = build(request, &uri, &origin.host)?;
-    let mut conn = open(tls, &origin, connect_timeout).await?;
+    let mut conn = open_to(tls, &origin, None, proxy, connect_timeout).await?;
     let response = conn
         .sender
         .send_request(hyper_request)
@@ -272,6 +294,19 @@ pub async fn send_within(
 pub async fn send_pooled(
     pool: &Arc<Pool>,
     tls: &Arc<ClientConfig>,
+    request: &Request,
+    connect_timeout: Duration,
+) -> Result<Exchange, HttpError> {
+    send_pooled_via(pool, tls, None, request, connect_timeout).await
+}
+
+/// [`send_pooled`], a new connection going through `proxy` when given (an HTTP CONNECT
+/// tunnel, for `http` and `https` alike). A pool serves one route, whose proxy decision for an
+/// origin never changes, so a pooled connection is always the right kind.
+pub async fn send_pooled_via(
+    pool: &Arc<Pool>,
+    tls: &Arc<ClientConfig>,
+    proxy: Option<&ProxyUrl>,
     request: &Request,
     connect_timeout: Duration,
 ) -> Result<Exchange, HttpError> {
@@ -290,7 +325,7 @@ pub async fn send_pooled(
             },
         }
     }
-    let mut conn = open(tls, &origin, connect_timeout).await?;
+    let mut conn = open_to(tls, &origin, None, proxy, connect_timeout).await?;
     let response = conn
         .sender
         .send_request(hyper_request)
@@ -310,9 +345,21 @@ pub async fn send_to(
     addrs: &[SocketAddr],
     connect_timeout: Duration,
 ) -> Result<Exchange, HttpError> {
+    send_to_via(tls, None, request, addrs, connect_timeout).await
+}
+
+/// [`send_to`], through `proxy` when given: the proxy then resolves and reaches the host
+/// itself (and does its own egress filtering), as with the blocking driver's proxies.
+pub async fn send_to_via(
+    tls: &Arc<ClientConfig>,
+    proxy: Option<&ProxyUrl>,
+    request: &Request,
+    addrs: &[SocketAddr],
+    connect_timeout: Duration,
+) -> Result<Exchange, HttpError> {
     let (uri, origin) = target(request)?;
     let hyper_request = build(request, &uri, &origin.host)?;
-    let mut conn = open_to(tls, &origin, Some(addrs), connect_timeout).await?;
+    let mut conn = open_to(tls, &origin, Some(addrs), proxy, connect_timeout).await?;
     let response = conn
         .sender
         .send_request(hyper_request)
@@ -334,29 +381,26 @@ fn target(request: &Request) -> Result<(hyper::Uri, Origin), HttpError> {
     Ok((uri, Origin { https, host, port }))
 }
 
-/// Resolves, connects (within `connect_timeout`), handshakes TLS for `https`, and starts the
-/// HTTP/1.1 connection's task.
-async fn open(
-    tls: &Arc<ClientConfig>,
-    origin: &Origin,
-    connect_timeout: Duration,
-) -> Result<Conn, HttpError> {
-    open_to(tls, origin, None, connect_timeout).await
-}
-
-/// [`open`], connecting to `addrs` when given instead of resolving the origin's host (which
-/// still names the TLS server).
+/// Connects (within `connect_timeout`) to `addrs` when given, else to the origin's host as
+/// resolved now, or through `proxy`'s CONNECT tunnel; handshakes TLS for `https` (the origin's
+/// host names the TLS server); starts the HTTP/1.1 connection's task.
 async fn open_to(
     tls: &Arc<ClientConfig>,
     origin: &Origin,
     addrs: Option<&[SocketAddr]>,
+    proxy: Option<&ProxyUrl>,
     connect_timeout: Duration,
 ) -> Result<Conn, HttpError> {
     let host = origin.host.as_str();
     let connecting = async {
-        match addrs {
-            Some(addrs) => connect_addrs(addrs.iter().copied()).await,
-            None => connect(host, origin.port).await,
+        match (proxy, addrs) {
+            (Some(p), _) => {
+                let mut tcp = connect(p.host(), p.port()).await?;
+                connect_tunnel(&mut tcp, origin, p).await?;
+                Ok(tcp)
+            }
+            (None, Some(addrs)) => connect_addrs(addrs.iter().copied()).await,
+            (None, None) => connect(host, origin.port).await,
         }
     };
     let tcp = connecting
@@ -455,6 +499,52 @@ fn build(
     builder
         .body(Full::new(Bytes::from(request.body.clone())))
         .map_err(|_| HttpError::Request)
+}
+
+/// The largest proxy answer head read for a CONNECT.
+const MAX_PROXY_HEAD: usize = 8 * 1024;
+
+/// Asks the proxy on `tcp` for a tunnel to `origin` (`CONNECT host:port`, with the proxy URL's
+/// credentials) and reads its answer head: a 2xx opens the tunnel, anything else is
+/// [`HttpError::ProxyRefused`].
+async fn connect_tunnel(
+    tcp: &mut TcpStream,
+    origin: &Origin,
+    proxy: &ProxyUrl,
+) -> Result<(), HttpError> {
+    use smol::io::{AsyncReadExt, AsyncWriteExt};
+    let authority = format!("{}:{}", origin.host, origin.port);
+    let mut head = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n");
+    if let Some(auth) = proxy.authorization() {
+        head.push_str(&format!("Proxy-Authorization: {auth}\r\n"));
+    }
+    head.push_str("\r\n");
+    tcp.write_all(head.as_bytes())
+        .await
+        .map_err(|e| HttpError::Connect(e.kind()))?;
+    // Byte by byte up to the blank line: nothing of the tunnel's own bytes is read here.
+    let mut answer = Vec::with_capacity(256);
+    let mut byte = [0u8; 1];
+    while !answer.ends_with(b"\r\n\r\n") {
+        if answer.len() >= MAX_PROXY_HEAD {
+            return Err(HttpError::ProxyRefused(0));
+        }
+        match tcp.read(&mut byte).await {
+            Ok(0) => return Err(HttpError::ProxyRefused(0)),
+            Ok(_) => answer.push(byte[0]),
+            Err(e) => return Err(HttpError::Connect(e.kind())),
+        }
+    }
+    let status = std::str::from_utf8(&answer)
+        .ok()
+        .and_then(|t| t.split_whitespace().nth(1))
+        .and_then(|s| s.parse::<u16>().ok())
+        .unwrap_or(0);
+    if (200..300).contains(&status) {
+        Ok(())
+    } else {
+        Err(HttpError::ProxyRefused(status))
+    }
 }
 
 async fn connect(host: &str, port: u16) -> Result<TcpStream, HttpError> {

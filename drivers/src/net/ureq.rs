@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use mcpwire_core::http::{Headers, Method, Request, ResponseHead};
+use mcpwire_core::net_policy::proxy::ProxyUrl;
 use mcpwire_core::net_policy::UrlRejected;
 use mcpwire_core::tunnel::failure::{
     transport_failure, FailureSource, TransportErrorKind, TransportStage,
@@ -28,9 +29,13 @@ const BUFFER_BYTES: usize = 16 * 1024;
 
 /// The agent for control-plane requests: statuses are answers, not errors; no redirects (the
 /// API key must not follow one to another host).
+///
+/// No proxy of its own (ureq would read the environment's): each request says which
+/// ([`send_via`], from the route's [`ProxyRoute`](mcpwire_core::net_policy::proxy::ProxyRoute)).
 pub fn control_agent(tls: ureq::tls::TlsConfig) -> Agent {
     Agent::config_builder()
         .tls_config(tls)
+        .proxy(None)
         .http_status_as_error(false)
         .max_redirects(0)
         .timeout_connect(Some(CONNECT_TIMEOUT))
@@ -45,9 +50,12 @@ pub fn control_agent(tls: ureq::tls::TlsConfig) -> Agent {
 /// The agent for MCP servers: statuses are answers, not errors, a redirect included (it is
 /// not followed: the forwarded request's headers may carry credentials, and the smol driver's
 /// hyper client does not follow one either).
+///
+/// No proxy of its own, as [`control_agent`].
 pub fn mcp_agent(tls: ureq::tls::TlsConfig) -> Agent {
     Agent::config_builder()
         .tls_config(tls)
+        .proxy(None)
         .http_status_as_error(false)
         .max_redirects(0)
         .timeout_connect(Some(CONNECT_TIMEOUT))
@@ -133,12 +141,27 @@ pub fn guarded_agent(config: Config, guarded: Guarded, refused: Refusal) -> Agen
     )
 }
 
-/// Sends `request`; `timeout` bounds the whole exchange, body included.
+/// Sends `request` straight to its server; `timeout` bounds the whole exchange, body
+/// included.
 pub fn send(
     agent: &Agent,
     request: &Request,
     timeout: Option<Duration>,
 ) -> Result<Response<Body>, ureq::Error> {
+    send_via(agent, None, request, timeout)
+}
+
+/// [`send`] through `proxy` when given (HTTP CONNECT for `https`, with the proxy URL's
+/// credentials as `Proxy-Authorization`).
+pub fn send_via(
+    agent: &Agent,
+    proxy: Option<&ProxyUrl>,
+    request: &Request,
+    timeout: Option<Duration>,
+) -> Result<Response<Body>, ureq::Error> {
+    let proxy = proxy
+        .map(|p| ureq::Proxy::new(&p.with_credentials()))
+        .transpose()?;
     let mut builder = ureq::http::Request::builder()
         .method(request.method.as_str())
         .uri(request.url.as_str());
@@ -151,6 +174,7 @@ pub fn send(
             req.with_agent(agent)
                 .configure()
                 .timeout_global(timeout)
+                .proxy(proxy)
                 .build()
                 .run()
         }
@@ -159,6 +183,7 @@ pub fn send(
             req.with_agent(agent)
                 .configure()
                 .timeout_global(timeout)
+                .proxy(proxy)
                 .build()
                 .run()
         }

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use mcpwire_core::net_policy::proxy::ProxyRoute;
 use mcpwire_core::net_policy::NetPolicy;
 use mcpwire_core::tunnel::engine::{Config, Secret};
 use mcpwire_core::tunnel::harpoon::discovery::HostFilter;
@@ -59,6 +60,17 @@ pub struct TunnelConfig {
     /// What TLS trusts (the system's store plus `--ca-bundle`) and the client certificates
     /// presented (mTLS), read when the driver starts.
     pub tls: TunnelTls,
+    /// Which HTTP proxy the control plane's and the MCP servers' requests take.
+    pub proxies: TunnelProxies,
+}
+
+/// The proxy of each route (Harpoon's calls and discovery take the MCP servers' route).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TunnelProxies {
+    /// Polls, response POSTs, the start-up metadata and cloudflared's token fetch.
+    pub control_plane: ProxyRoute,
+    /// Forwards to MCP servers, Harpoon's calls and its OAuth discovery.
+    pub mcp: ProxyRoute,
 }
 
 /// What OAuth discovery of Harpoon targets reads and keeps.

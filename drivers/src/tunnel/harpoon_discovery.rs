@@ -104,6 +104,7 @@ pub(crate) fn register(
 #[cfg(feature = "blocking")]
 pub(crate) fn fetch_blocking(
     tls: &ureq::tls::TlsConfig,
+    proxies: &mcpwire_core::net_policy::proxy::ProxyRoute,
     fetch: &mcpwire_core::tunnel::harpoon::discovery::DiscoveryFetch,
     policy: mcpwire_core::net_policy::NetPolicy,
 ) -> Result<(mcpwire_core::http::ResponseHead, Vec<u8>), String> {
@@ -114,8 +115,9 @@ pub(crate) fn fetch_blocking(
 
     let Some(purpose) = fetch.purpose else {
         let agent = http::mcp_agent(tls.clone());
-        let response =
-            http::send(&agent, &fetch.request, Some(FETCH_TIMEOUT)).map_err(|e| ureq_cause(&e))?;
+        let proxy = proxies.for_url(&fetch.request.url);
+        let response = http::send_via(&agent, proxy, &fetch.request, Some(FETCH_TIMEOUT))
+            .map_err(|e| ureq_cause(&e))?;
         return Ok((http::head_of(&response), Vec::new()));
     };
     let guard = FetchGuard { policy, purpose };
@@ -136,7 +138,8 @@ pub(crate) fn fetch_blocking(
         .build();
     let refused = http::Refusal::default();
     let agent = http::guarded_agent(config, guarded, std::sync::Arc::clone(&refused));
-    let mut response = match http::send(&agent, &fetch.request, Some(FETCH_TIMEOUT)) {
+    let proxy = proxies.for_url(&fetch.request.url);
+    let mut response = match http::send_via(&agent, proxy, &fetch.request, Some(FETCH_TIMEOUT)) {
         Ok(r) => r,
         Err(e) => {
             let rejected = refused
@@ -177,6 +180,7 @@ fn ureq_cause(e: &ureq::Error) -> String {
 #[cfg(feature = "smol")]
 pub(crate) async fn fetch_smol(
     tls: &std::sync::Arc<futures_rustls::rustls::ClientConfig>,
+    proxies: &mcpwire_core::net_policy::proxy::ProxyRoute,
     fetch: &mcpwire_core::tunnel::harpoon::discovery::DiscoveryFetch,
     policy: mcpwire_core::net_policy::NetPolicy,
 ) -> Result<(mcpwire_core::http::ResponseHead, Vec<u8>), String> {
@@ -189,7 +193,8 @@ pub(crate) async fn fetch_smol(
 
     let work = async {
         let Some(purpose) = fetch.purpose else {
-            let exchange = http::send_within(tls, &fetch.request, FETCH_TIMEOUT)
+            let proxy = proxies.for_url(&fetch.request.url);
+            let exchange = http::send_within_via(tls, proxy, &fetch.request, FETCH_TIMEOUT)
                 .await
                 .map_err(|e| describe(&e))?;
             return Ok((exchange.head.clone(), Vec::new()));
@@ -203,12 +208,18 @@ pub(crate) async fn fetch_smol(
             url,
             lookup: system_lookup,
         };
-        let addrs = match smol::unblock(move || guarded.pin()).await {
-            Ok(addrs) => addrs,
-            Err(PinError::Refused(r)) => return Err(r.reason.to_string()),
-            Err(PinError::Resolve(cause)) => return Err(cause),
+        // Through a proxy, the proxy resolves the checked URL's host and does its own egress
+        // filtering (as with the blocking driver's guarded resolver).
+        let proxy = proxies.for_url(&fetch.request.url);
+        let addrs = match proxy {
+            Some(_) => Vec::new(),
+            None => match smol::unblock(move || guarded.pin()).await {
+                Ok(addrs) => addrs,
+                Err(PinError::Refused(r)) => return Err(r.reason.to_string()),
+                Err(PinError::Resolve(cause)) => return Err(cause),
+            },
         };
-        let mut exchange = http::send_to(tls, &fetch.request, &addrs, FETCH_TIMEOUT)
+        let mut exchange = http::send_to_via(tls, proxy, &fetch.request, &addrs, FETCH_TIMEOUT)
             .await
             .map_err(|e| describe(&e))?;
         let body = exchange

@@ -65,7 +65,7 @@ pub mod smol;
 
 pub use config::{
     parse_ca_bundle, Cloudflared, CloudflaredToken, HarpoonDiscovery, Identity, Target, TargetKind,
-    TlsError, TunnelConfig, TunnelTls,
+    TlsError, TunnelConfig, TunnelProxies, TunnelTls,
 };
 pub use log::Logger;
 pub use status::{Metrics, Status};

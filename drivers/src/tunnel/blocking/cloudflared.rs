@@ -48,6 +48,7 @@ pub fn token(
     engine: &Config,
     log: &Logger,
     tls: ureq::tls::TlsConfig,
+    proxies: &mcpwire_core::net_policy::proxy::ProxyRoute,
 ) -> Result<Secret, String> {
     let mut fetch = match TokenFetch::begin(cfg, engine, log)? {
         TokenStart::Ready(token) => return Ok(token),
@@ -55,7 +56,8 @@ pub fn token(
     };
     let agent = http::control_agent(tls);
     loop {
-        match fetch.attempted(fetch_once(&agent, fetch.request()))? {
+        let proxy = proxies.for_url(&fetch.request().url).cloned();
+        match fetch.attempted(fetch_once(&agent, proxy.as_ref(), fetch.request()))? {
             Attempt::Token(token) => return Ok(token),
             Attempt::RetryIn(wait) => thread::sleep(wait),
         }
@@ -63,11 +65,16 @@ pub fn token(
 }
 
 /// One runtime fetch, bounded by [`FETCH_TIMEOUT`] and [`MAX_RUNTIME_BODY`].
-fn fetch_once(agent: &ureq::Agent, request: &Request) -> Result<ManagedRuntime, RuntimeError> {
-    let mut response =
-        http::send(agent, request, Some(FETCH_TIMEOUT)).map_err(|e| RuntimeError::Transport {
+fn fetch_once(
+    agent: &ureq::Agent,
+    proxy: Option<&mcpwire_core::net_policy::proxy::ProxyUrl>,
+    request: &Request,
+) -> Result<ManagedRuntime, RuntimeError> {
+    let mut response = http::send_via(agent, proxy, request, Some(FETCH_TIMEOUT)).map_err(|e| {
+        RuntimeError::Transport {
             detail: e.to_string(),
-        })?;
+        }
+    })?;
     let head = http::head_of(&response);
     let body = response
         .body_mut()

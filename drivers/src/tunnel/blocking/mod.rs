@@ -35,7 +35,7 @@ use mcpwire_core::tunnel::{AttemptLimit, CommandId, PollId, PostId};
 use self::cloudflared::Companion;
 use self::pool::{JobCtl, Pool};
 use self::stdio::StdioChild;
-use crate::tunnel::config::TunnelConfig;
+use crate::tunnel::config::{TunnelConfig, TunnelProxies};
 use crate::tunnel::driver_core::cloudflared::CHILD_GRACE;
 use crate::tunnel::driver_core::stdio::StdioSpawn;
 use crate::tunnel::driver_core::{Completion, MAX_POLL_BODY};
@@ -47,6 +47,7 @@ use crate::tunnel::log::{Level, Logger};
 use crate::tunnel::stop::Stopper;
 use crate::tunnel::Error;
 use crate::tunnel::Status;
+use mcpwire_core::net_policy::proxy::ProxyUrl;
 
 /// Response POST workers.
 const POST_THREADS: usize = 4;
@@ -62,6 +63,8 @@ struct Threads {
     post_jobs: BTreeMap<PostId, Arc<JobCtl>>,
     companion: Option<Companion>,
     log: Arc<Logger>,
+    /// Which proxy each request takes.
+    proxies: TunnelProxies,
 }
 
 /// Runs the tunnel in this thread until the [`Stopper`] handed to `on_start` is used, then
@@ -91,7 +94,12 @@ pub fn run(
     let mut config = config;
     if let Some((wanted, mut d)) = harpoon_discovery::begin(&config, &log) {
         while let Some(fetch) = d.next_fetch() {
-            match harpoon_discovery::fetch_blocking(&mcp_tls, &fetch, wanted.policy) {
+            match harpoon_discovery::fetch_blocking(
+                &mcp_tls,
+                &config.proxies.mcp,
+                &fetch,
+                wanted.policy,
+            ) {
                 Ok((head, body)) => d.handle_response(&head, &body),
                 Err(cause) => d.handle_failed(&cause),
             }
@@ -106,8 +114,14 @@ pub fn run(
         None => None,
         Some(cfg) => {
             crate::tunnel::driver_core::cloudflared::publish_starting(&status);
-            let token = cloudflared::token(cfg, &config.engine, &log, cp_tls.clone())
-                .map_err(|reason| Error::Cloudflared { reason })?;
+            let token = cloudflared::token(
+                cfg,
+                &config.engine,
+                &log,
+                cp_tls.clone(),
+                &config.proxies.control_plane,
+            )
+            .map_err(|reason| Error::Cloudflared { reason })?;
             let companion = Companion::start(cfg, &token, &log)
                 .map_err(|reason| Error::Cloudflared { reason })?;
             drop(token);
@@ -147,6 +161,7 @@ pub fn run(
         post_jobs: BTreeMap::new(),
         companion,
         log: Arc::clone(&log),
+        proxies: config.proxies.clone(),
     };
     let mut d = prepared.start(threads, log, status, companion_state, "blocking", now);
     while let ControlFlow::Continue(next) = d.settle() {
@@ -177,8 +192,9 @@ impl Runtime for Threads {
     ) -> Result<(), NotStarted> {
         let ctl = JobCtl::new();
         let tx = self.tx.clone();
+        let proxy = self.proxies.control_plane.for_url(&request.url).cloned();
         let work = Box::new(move |agent: &ureq::Agent, ctl: &JobCtl| {
-            let result = match http::send(agent, &request, Some(timeout)) {
+            let result = match http::send_via(agent, proxy.as_ref(), &request, Some(timeout)) {
                 Ok(mut response) => {
                     let received_at = Instant::now();
                     let head = http::head_of(&response);
@@ -217,8 +233,9 @@ impl Runtime for Threads {
         deadline: Option<Instant>,
     ) -> Result<(), NotStarted> {
         let tx = self.tx.clone();
+        let proxy = self.proxies.mcp.for_url(&request.url).cloned();
         let work = Box::new(move |agent: &ureq::Agent, ctl: &JobCtl| {
-            forward_job(agent, ctl, &tx, cmd, &request, deadline);
+            forward_job(agent, proxy.as_ref(), ctl, &tx, cmd, &request, deadline);
         });
         let ctl = JobCtl::new();
         self.forward_jobs.insert(cmd, Arc::clone(&ctl));
@@ -247,9 +264,10 @@ impl Runtime for Threads {
         limit: AttemptLimit,
     ) -> Result<(), NotStarted> {
         let tx = self.tx.clone();
+        let proxy = self.proxies.control_plane.for_url(&request.url).cloned();
         let work = Box::new(move |agent: &ureq::Agent, ctl: &JobCtl| {
             let timeout = limit.remaining(Instant::now());
-            let result = match http::send(agent, &request, Some(timeout)) {
+            let result = match http::send_via(agent, proxy.as_ref(), &request, Some(timeout)) {
                 Ok(mut response) => {
                     let head = http::head_of(&response);
                     let _ = response
@@ -314,6 +332,7 @@ impl Threads {
 /// One HTTP forward on a worker: send, report the head, stream the body.
 fn forward_job(
     agent: &ureq::Agent,
+    proxy: Option<&ProxyUrl>,
     ctl: &JobCtl,
     tx: &SyncSender<Completion>,
     cmd: CommandId,
@@ -329,7 +348,7 @@ fn forward_job(
             let _ = tx.send(c);
         }
     };
-    let response = match http::send(agent, request, timeout) {
+    let response = match http::send_via(agent, proxy, request, timeout) {
         Ok(r) => r,
         Err(e) => {
             report(Completion::Failed {

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant, SystemTime};
 use futures_rustls::rustls::ClientConfig;
 use mcpwire_core::backoff::DEFAULT_RETRY_AFTER_CAP;
 use mcpwire_core::http::{Headers, Method, Request};
+use mcpwire_core::net_policy::proxy::ProxyRoute;
 use mcpwire_core::tunnel::cloudflare::{
     self, parse_runtime_response, ready_from_probe, RuntimeError, READY_PATH,
 };
@@ -65,17 +66,26 @@ pub enum Started {
 /// Starts the companion for `cfg`: the token (static or fetched), the child, the wait for its
 /// readiness (`/readyz` says "starting" meanwhile), then its watcher. A completion on `signals`
 /// (before the loop starts only the signal watcher sends there) ends the start-up cleanly.
+/// How the runtime fetch reaches the control plane: its TLS settings and its proxy route.
+#[derive(Clone, Copy)]
+pub struct ControlRoute<'a> {
+    /// The control plane's TLS settings (its client certificate, if any).
+    pub tls: &'a Arc<ClientConfig>,
+    /// The control plane's proxy route.
+    pub proxies: &'a ProxyRoute,
+}
+
 pub async fn start(
     cfg: &Cloudflared,
     engine: &Config,
     log: &Arc<Logger>,
     status: &Status,
-    tls: &Arc<ClientConfig>,
+    route: ControlRoute<'_>,
     signals: &Receiver<Completion>,
     tx: &Sender<Completion>,
 ) -> Result<Started, Error> {
     publish_starting(status);
-    let token = match async { Some(token(cfg, engine, log, tls).await) }
+    let token = match async { Some(token(cfg, engine, log, route.tls, route.proxies).await) }
         .or(signalled(signals))
         .await
     {
@@ -92,7 +102,7 @@ pub async fn start(
     let companion =
         Companion::start(cfg, &token, log).map_err(|reason| Error::Cloudflared { reason })?;
     drop(token);
-    let ready = async { Some(companion.wait_ready(tls, cfg.ready_timeout).await) }
+    let ready = async { Some(companion.wait_ready(route.tls, cfg.ready_timeout).await) }
         .or(signalled(signals))
         .await;
     match ready {
@@ -112,7 +122,7 @@ pub async fn start(
         }
     }
     log.log(Level::Info, "cloudflared ready", &[]);
-    let watcher = companion.watch(Arc::clone(tls), tx.clone());
+    let watcher = companion.watch(Arc::clone(route.tls), tx.clone());
     Ok(Started::Running(Managed {
         companion,
         watcher: Some(watcher),
@@ -133,13 +143,14 @@ async fn token(
     engine: &Config,
     log: &Logger,
     tls: &Arc<ClientConfig>,
+    proxies: &ProxyRoute,
 ) -> Result<Secret, String> {
     let mut fetch = match TokenFetch::begin(cfg, engine, log)? {
         TokenStart::Ready(token) => return Ok(token),
         TokenStart::Fetch(fetch) => fetch,
     };
     loop {
-        match fetch.attempted(fetch_once(tls, fetch.request()).await)? {
+        match fetch.attempted(fetch_once(tls, proxies, fetch.request()).await)? {
             Attempt::Token(token) => return Ok(token),
             Attempt::RetryIn(wait) => {
                 Timer::after(wait).await;
@@ -151,10 +162,12 @@ async fn token(
 /// One runtime fetch, bounded by [`FETCH_TIMEOUT`] and [`MAX_RUNTIME_BODY`].
 async fn fetch_once(
     tls: &Arc<ClientConfig>,
+    proxies: &ProxyRoute,
     request: &Request,
 ) -> Result<cloudflare::ManagedRuntime, RuntimeError> {
     let exchange = async {
-        let mut ex = http::send(tls, request).await?;
+        let proxy = proxies.for_url(&request.url);
+        let mut ex = http::send_within_via(tls, proxy, request, http::CONNECT_TIMEOUT).await?;
         let body = ex.read_to_vec(MAX_RUNTIME_BODY).await?;
         Ok::<_, http::HttpError>((ex.head, body))
     };

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use futures_rustls::rustls::ClientConfig;
 use mcpwire_core::http::Request;
+use mcpwire_core::net_policy::proxy::ProxyUrl;
 use mcpwire_core::tunnel::cloudflare::CompanionState;
 use mcpwire_core::tunnel::{AttemptLimit, CommandId, PollId, PostId};
 use smol::channel::{self, Receiver, Sender};
@@ -36,7 +37,7 @@ use smol::{Task, Timer};
 
 use self::http::CONNECT_TIMEOUT;
 use self::stdio::StdioChild;
-use crate::tunnel::config::TunnelConfig;
+use crate::tunnel::config::{TunnelConfig, TunnelProxies};
 use crate::tunnel::driver_core::stdio::StdioSpawn;
 use crate::tunnel::driver_core::{Completion, MAX_POLL_BODY};
 use crate::tunnel::driver_core::{
@@ -64,6 +65,8 @@ struct Tasks {
     /// control plane's, so that a connection made with one client certificate never carries
     /// the other's requests).
     mcp_pool: Arc<http::Pool>,
+    /// Which proxy each request takes.
+    proxies: TunnelProxies,
     post_slots: Arc<Semaphore>,
     poll_task: Option<Task<()>>,
     forward_tasks: BTreeMap<CommandId, Task<()>>,
@@ -108,7 +111,14 @@ async fn run_async(
     let mut config = config;
     if let Some((wanted, mut d)) = harpoon_discovery::begin(&config, &log) {
         while let Some(fetch) = d.next_fetch() {
-            match harpoon_discovery::fetch_smol(&mcp_tls, &fetch, wanted.policy).await {
+            match harpoon_discovery::fetch_smol(
+                &mcp_tls,
+                &config.proxies.mcp,
+                &fetch,
+                wanted.policy,
+            )
+            .await
+            {
                 Ok((head, body)) => d.handle_response(&head, &body),
                 Err(cause) => d.handle_failed(&cause),
             }
@@ -121,7 +131,11 @@ async fn run_async(
     let companion = match &config.cloudflared {
         None => None,
         Some(cfg) => {
-            match cloudflared::start(cfg, &config.engine, &log, &status, &tls, &rx, &tx).await? {
+            let route = cloudflared::ControlRoute {
+                tls: &tls,
+                proxies: &config.proxies.control_plane,
+            };
+            match cloudflared::start(cfg, &config.engine, &log, &status, route, &rx, &tx).await? {
                 cloudflared::Started::Running(c) => Some(c),
                 cloudflared::Started::Interrupted => return Ok(()),
             }
@@ -136,6 +150,7 @@ async fn run_async(
         mcp_tls,
         pool: http::Pool::new(POST_SLOTS + 1),
         mcp_pool: http::Pool::new(max_idle),
+        proxies: config.proxies.clone(),
         post_slots: Arc::new(Semaphore::new(POST_SLOTS)),
         poll_task: None,
         forward_tasks: BTreeMap::new(),
@@ -185,9 +200,12 @@ impl Runtime for Tasks {
     ) -> Result<(), NotStarted> {
         let tx = self.tx.clone();
         let (pool, tls) = (Arc::clone(&self.pool), Arc::clone(&self.tls));
+        let proxy = self.proxies.control_plane.for_url(&request.url).cloned();
         self.poll_task = Some(smol::spawn(async move {
             let exchange = async {
-                let mut ex = http::send_pooled(&pool, &tls, &request, CONNECT_TIMEOUT).await?;
+                let mut ex =
+                    http::send_pooled_via(&pool, &tls, proxy.as_ref(), &request, CONNECT_TIMEOUT)
+                        .await?;
                 // The receipt instant: the head is here, the body is not read yet.
                 let received_at = Instant::now();
                 let body = ex.read_to_vec(MAX_POLL_BODY).await?;
@@ -222,11 +240,12 @@ impl Runtime for Tasks {
     ) -> Result<(), NotStarted> {
         let tx = self.tx.clone();
         let (pool, tls) = (Arc::clone(&self.mcp_pool), Arc::clone(&self.mcp_tls));
+        let proxy = self.proxies.mcp.for_url(&request.url).cloned();
         let task = smol::spawn(async move {
             if deadline.is_some_and(|d| d <= Instant::now()) {
                 return; // already expired: the engine drops it on its own
             }
-            forward_task(&pool, &tls, &tx, cmd, &request).await;
+            forward_task(&pool, &tls, proxy.as_ref(), &tx, cmd, &request).await;
         });
         self.forward_tasks.insert(cmd, task);
         Ok(())
@@ -250,12 +269,15 @@ impl Runtime for Tasks {
     ) -> Result<(), NotStarted> {
         let tx = self.tx.clone();
         let (pool, tls) = (Arc::clone(&self.pool), Arc::clone(&self.tls));
+        let proxy = self.proxies.control_plane.for_url(&request.url).cloned();
         let slots = Arc::clone(&self.post_slots);
         let task = smol::spawn(async move {
             let _slot = slots.acquire().await;
             let timeout = limit.remaining(Instant::now());
             let exchange = async {
-                let mut ex = http::send_pooled(&pool, &tls, &request, CONNECT_TIMEOUT).await?;
+                let mut ex =
+                    http::send_pooled_via(&pool, &tls, proxy.as_ref(), &request, CONNECT_TIMEOUT)
+                        .await?;
                 let _ = ex.read_to_vec(MAX_POST_ANSWER).await;
                 Ok::<_, http::HttpError>(ex.head)
             };
@@ -298,11 +320,12 @@ impl Runtime for Tasks {
 async fn forward_task(
     pool: &Arc<http::Pool>,
     tls: &Arc<ClientConfig>,
+    proxy: Option<&ProxyUrl>,
     tx: &Sender<Completion>,
     cmd: CommandId,
     request: &Request,
 ) {
-    let mut ex = match http::send_pooled(pool, tls, request, CONNECT_TIMEOUT).await {
+    let mut ex = match http::send_pooled_via(pool, tls, proxy, request, CONNECT_TIMEOUT).await {
         Ok(ex) => ex,
         Err(e) => {
             let failure = e.failure();
