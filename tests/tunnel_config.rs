@@ -788,6 +788,14 @@ fn https_private_ca_and_mtls_on(driver: &str) {
     wait_for("a refused handshake", || {
         (!cp_seen.lock().unwrap().failures.is_empty()).then_some(())
     });
+    // The poll's failure says which certificate problem, for which host.
+    let host = format!("127.0.0.1:{}", cp_tls.port());
+    wait_for("the poll failure's cause", || {
+        run.output()
+            .lines()
+            .find(|l| l.contains("poll failed") && l.contains("invalid peer certificate"))
+            .map(|l| assert!(l.contains(&host), "{l}"))
+    });
     run.stop();
     assert_eq!(cp.plane().polls(GO_TUNNEL).len(), before);
 }
@@ -1097,4 +1105,54 @@ fn through_a_forward_proxy_on_the_blocking_driver() {
 #[test]
 fn through_a_forward_proxy_on_the_smol_driver() {
     through_a_forward_proxy_on("smol");
+}
+
+/// An unreachable control plane: each failed poll says why and for which host, on both
+/// drivers.
+#[test]
+fn a_failed_poll_says_why_and_for_which_host() {
+    for driver in ["blocking", "smol"] {
+        let dir = scratch(&format!("refused-{driver}"));
+        // A port with nothing listening: bound, then closed.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let base = format!("http://127.0.0.1:{port}");
+        let url_file = dir.join("health.url");
+        let url_file_s = url_file.display().to_string();
+        let mut run = Run::start(
+            &[
+                "tunnel",
+                "run",
+                "--driver",
+                driver,
+                "--control-plane.base-url",
+                &base,
+                "--control-plane.tunnel-id",
+                GO_TUNNEL,
+                "--mcp.command",
+                "true",
+                "--health.listen-addr",
+                "127.0.0.1:0",
+                "--health.url-file",
+                &url_file_s,
+            ],
+            &[("CONTROL_PLANE_API_KEY", KEY)],
+        );
+        run.health_url(&url_file);
+        let line = wait_for("a poll failure", || {
+            run.output()
+                .lines()
+                .find(|l| l.contains("poll failed"))
+                .map(str::to_owned)
+        });
+        assert!(
+            line.contains(&format!("cause=\"connection refused (127.0.0.1:{port})\"")),
+            "{driver}: {line}"
+        );
+        let out = run.stop();
+        assert!(!out.contains(KEY), "{out}");
+    }
 }

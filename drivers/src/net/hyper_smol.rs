@@ -47,8 +47,9 @@ pub enum HttpError {
     Resolve(Option<io::ErrorKind>),
     /// No connection could be opened.
     Connect(io::ErrorKind),
-    /// The TLS handshake failed.
-    Tls,
+    /// The TLS handshake failed: what rustls said (e.g. `invalid peer certificate:
+    /// UnknownIssuer`).
+    Tls(String),
     /// The exchange failed after the connection opened.
     Exchange(Option<io::ErrorKind>),
     /// The peer's answer is not HTTP/1.1.
@@ -68,7 +69,7 @@ impl HttpError {
             }
             HttpError::Resolve(kind) => transport_failure(TransportStage::Resolve, *kind),
             HttpError::Connect(kind) => transport_failure(TransportStage::Connect, Some(*kind)),
-            HttpError::Tls => transport_failure(TransportStage::Tls, None),
+            HttpError::Tls(_) => transport_failure(TransportStage::Tls, None),
             HttpError::Exchange(kind) => transport_failure(TransportStage::Exchange, *kind),
             HttpError::Protocol => {
                 TunnelFailure::protocol(TransportErrorKind::InvalidProtocolResponse)
@@ -101,7 +102,7 @@ impl HttpError {
             HttpError::Request
                 | HttpError::Resolve(_)
                 | HttpError::Connect(_)
-                | HttpError::Tls
+                | HttpError::Tls(_)
                 | HttpError::ProxyRefused(_)
         )
     }
@@ -419,7 +420,7 @@ async fn open_to(
         let tls = TlsConnector::from(Arc::clone(tls))
             .connect(name, tcp)
             .await
-            .map_err(|_| HttpError::Tls)?;
+            .map_err(|e| HttpError::Tls(e.to_string()))?;
         Box::new(tls)
     } else {
         Box::new(tcp)
@@ -798,7 +799,7 @@ mod tests {
             HttpError::Request,
             HttpError::Resolve(None),
             HttpError::Connect(io::ErrorKind::ConnectionRefused),
-            HttpError::Tls,
+            HttpError::Tls(String::new()),
         ] {
             assert!(!e.maybe_written(), "{e:?}");
         }
@@ -841,7 +842,7 @@ mod tests {
         let err = smol::block_on(send(&tls, &request(&url)))
             .err()
             .expect("no TLS peer");
-        assert!(matches!(err, HttpError::Tls), "{err:?}");
+        assert!(matches!(err, HttpError::Tls(_)), "{err:?}");
         peer.join().unwrap();
     }
 

@@ -237,6 +237,28 @@ pub fn failure_before_head(err: &ureq::Error) -> TunnelFailure {
     }
 }
 
+/// What went wrong, in words a person can act on, and the host it was for
+/// (`connection refused (127.0.0.1:9)`, `the TLS handshake failed: invalid peer certificate:
+/// UnknownIssuer (cp.example:443)`); never a URL's path or query, nor a header.
+pub fn cause(err: &ureq::Error, url: &str) -> String {
+    let what = match err {
+        ureq::Error::Io(e) => super::io_words(e),
+        ureq::Error::HostNotFound => "the host name did not resolve".to_owned(),
+        ureq::Error::Timeout(_) => "timed out".to_owned(),
+        ureq::Error::ConnectionFailed => "cannot connect".to_owned(),
+        ureq::Error::Rustls(e) => format!("the TLS handshake failed: {e}"),
+        ureq::Error::Tls(why) => format!("the TLS handshake failed: {why}"),
+        ureq::Error::ConnectProxyFailed(why) => {
+            format!("the HTTP proxy refused the CONNECT: {why}")
+        }
+        ureq::Error::InvalidProxyUrl => "the proxy URL is not valid".to_owned(),
+        ureq::Error::Protocol(e) => format!("the answer is not HTTP/1.1: {e}"),
+        ureq::Error::BodyStalled => "the body stalled".to_owned(),
+        _ => "the request failed".to_owned(),
+    };
+    format!("{what} ({})", super::host_of(url))
+}
+
 /// Whether a failed request may have reached the server (a notification is then not replayed).
 pub fn maybe_written(err: &ureq::Error) -> bool {
     let stage = match err {

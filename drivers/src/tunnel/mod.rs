@@ -37,6 +37,9 @@
 //!     cloudflared: None,
 //!     harpoon: None,
 //!     harpoon_discovery: None,
+//!     // The system's trust store, no client certificate; no proxy.
+//!     tls: Default::default(),
+//!     proxies: Default::default(),
 //! };
 //! let log = Arc::new(Logger::stderr(Level::Info, false, vec!["sk-...".to_owned()]));
 //! // Runs until the stopper (kept by `on_start`, e.g. for a signal handler) is used.

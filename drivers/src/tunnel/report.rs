@@ -56,6 +56,8 @@ pub struct Report {
     pub metrics: Metrics,
     info: BTreeMap<String, CmdInfo>,
     post_failed: BTreeSet<CommandId>,
+    /// Why the last poll got no answer (the driver's words), until its event is logged.
+    poll_cause: Option<String>,
 }
 
 impl Report {
@@ -66,6 +68,7 @@ impl Report {
             metrics: Metrics::default(),
             info: BTreeMap::new(),
             post_failed: BTreeSet::new(),
+            poll_cause: None,
         }
     }
 
@@ -197,13 +200,22 @@ impl Report {
 
     /// A response POST ended with `result` (the answer's head, or a transport failure); the
     /// attempt failed unless the core classifies its answer otherwise ([`PostAnswer::of`]).
-    pub fn post_ended<E>(&mut self, cmd: CommandId, result: &Result<ResponseHead, E>) {
+    pub fn post_ended(&mut self, cmd: CommandId, result: &Result<ResponseHead, (bool, String)>) {
         let failed = result
             .as_ref()
             .map_or(true, |h| PostAnswer::of(h.status) == PostAnswer::Failed);
         if failed {
             self.post_failed.insert(cmd);
         }
+        if let Err((_, cause)) = result {
+            self.log
+                .log(Level::Warn, "response post failed", &[("cause", cause)]);
+        }
+    }
+
+    /// Why the poll that just failed got no answer, for its `poll failed` line.
+    pub fn poll_cause(&mut self, cause: String) {
+        self.poll_cause = Some(cause);
     }
 
     /// Remembers why a command failed, for its outcome line.
@@ -259,17 +271,17 @@ impl Report {
                 retry_in,
             } => {
                 self.metrics.poll_errors += 1;
+                let cause = self.poll_cause.take();
                 let status = status.map_or_else(|| "transport".to_owned(), |s| s.to_string());
                 let code = code.unwrap_or_else(|| "-".into());
-                self.log.log(
-                    Level::Warn,
-                    "poll failed",
-                    &[
-                        ("status", &status),
-                        ("code", &code),
-                        ("retry_in_ms", &retry_in.as_millis()),
-                    ],
-                );
+                let retry = retry_in.as_millis();
+                let mut fields: Vec<(&str, &dyn std::fmt::Display)> =
+                    vec![("status", &status), ("code", &code)];
+                if let Some(c) = &cause {
+                    fields.push(("cause", c));
+                }
+                fields.push(("retry_in_ms", &retry));
+                self.log.log(Level::Warn, "poll failed", &fields);
             }
             Event::OperatorActionRequired { status, code } => {
                 let code = code.unwrap_or_else(|| "-".into());
@@ -382,7 +394,7 @@ mod tests {
     use mcpwire_core::tunnel::wire::RespType;
     use mcpwire_core::tunnel::DiscardReason;
 
-    fn answered(status: u16) -> Result<ResponseHead, ()> {
+    fn answered(status: u16) -> Result<ResponseHead, (bool, String)> {
         Ok(ResponseHead {
             status,
             headers: Headers::new(),
@@ -401,7 +413,10 @@ mod tests {
             (answered(404), false),
             (answered(503), true),
             (answered(400), true),
-            (Err(()), true),
+            (
+                Err((false, "connection refused (127.0.0.1:9)".to_owned())),
+                true,
+            ),
         ] {
             let before = r.metrics.delivery_retries;
             r.post_started(cmd);

@@ -204,9 +204,9 @@ impl Runtime for Threads {
                         .limit(MAX_POLL_BODY)
                         .read_to_vec()
                         .map(|body| (received_at, head, body))
-                        .map_err(|_| ())
+                        .map_err(|e| format!("reading the body: {}", http::cause(&e, &request.url)))
                 }
-                Err(_) => Err(()),
+                Err(e) => Err(http::cause(&e, &request.url)),
             };
             if !ctl.is_cancelled() {
                 let _ = tx.send(Completion::Poll { id, result });
@@ -277,7 +277,7 @@ impl Runtime for Threads {
                         .read_to_vec();
                     Ok(head)
                 }
-                Err(e) => Err(http::maybe_written(&e)),
+                Err(e) => Err((http::maybe_written(&e), http::cause(&e, &request.url))),
             };
             if !ctl.is_cancelled() {
                 let _ = tx.send(Completion::Post { id, cmd, result });

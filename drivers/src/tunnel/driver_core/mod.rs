@@ -51,8 +51,9 @@ pub enum Completion {
     Poll {
         /// The poll.
         id: PollId,
-        /// The instant its head arrived, the head and the body.
-        result: Result<(Instant, ResponseHead, Vec<u8>), ()>,
+        /// The instant its head arrived, the head and the body; or why it failed, in words
+        /// with the host (for the log line).
+        result: Result<(Instant, ResponseHead, Vec<u8>), String>,
     },
     /// A forward's response head.
     Head {
@@ -86,8 +87,9 @@ pub enum Completion {
         id: PostId,
         /// Its command.
         cmd: CommandId,
-        /// The answer's head, or whether the request may have been written.
-        result: Result<ResponseHead, bool>,
+        /// The answer's head, or whether the request may have been written and why it failed
+        /// (in words with the host, for the log line).
+        result: Result<ResponseHead, (bool, String)>,
     },
     /// Bytes from a stdio child's stdout.
     StdioOut {
@@ -440,7 +442,10 @@ impl<R: Runtime> DriverCore<R> {
                         self.tunnel
                             .handle_poll_response(now, received_at, wall, id, &head, &body)
                     }
-                    Err(()) => self.tunnel.handle_poll_failed(now, id),
+                    Err(cause) => {
+                        self.report.poll_cause(cause);
+                        self.tunnel.handle_poll_failed(now, id)
+                    }
                 };
             }
             Completion::Head { cmd, head } => {
@@ -462,7 +467,7 @@ impl<R: Runtime> DriverCore<R> {
                 self.report.post_ended(cmd, &result);
                 let _ = match result {
                     Ok(head) => self.tunnel.handle_post_response(now, wall, id, &head),
-                    Err(written) => self.tunnel.handle_post_failed(now, id, written),
+                    Err((written, _)) => self.tunnel.handle_post_failed(now, id, written),
                 };
             }
             Completion::StdioOut { child, bytes } => {

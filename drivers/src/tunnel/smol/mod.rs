@@ -217,7 +217,10 @@ impl Runtime for Tasks {
                     Err(http::HttpError::TimedOut)
                 })
                 .await
-                .map_err(|_| ());
+                .map_err(|e| {
+                    let host = crate::net::host_of(&request.url);
+                    format!("{} ({host})", crate::mcp::smol::describe(&e))
+                });
             let _ = tx.send(Completion::Poll { id, result }).await;
         }));
         Ok(())
@@ -287,7 +290,11 @@ impl Runtime for Tasks {
                     Err(http::HttpError::TimedOut)
                 })
                 .await
-                .map_err(|e| e.maybe_written());
+                .map_err(|e| {
+                    let host = crate::net::host_of(&request.url);
+                    let cause = format!("{} ({host})", crate::mcp::smol::describe(&e));
+                    (e.maybe_written(), cause)
+                });
             let _ = tx.send(Completion::Post { id, cmd, result }).await;
         });
         self.post_tasks.insert(id, task);
