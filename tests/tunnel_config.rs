@@ -1156,3 +1156,95 @@ fn a_failed_poll_says_why_and_for_which_host() {
         assert!(!out.contains(KEY), "{out}");
     }
 }
+
+/// `mcpwire tunnel health`: OK against a serving client (its URL file, pid file and one
+/// successful poll), exit 2 with the failing check named otherwise.
+#[test]
+fn tunnel_health_probes_a_running_client() {
+    let cp = plane();
+    let server = reference_server();
+    let dir = scratch("health-probe");
+    let url_file = dir.join("health.url").display().to_string();
+    let pid_file = dir.join("tunnel.pid").display().to_string();
+    let base = cp.base_url();
+    let mcp = server.url();
+    let mut run = Run::start(
+        &[
+            "tunnel",
+            "run",
+            "--control-plane.base-url",
+            &base,
+            "--control-plane.tunnel-id",
+            GO_TUNNEL,
+            "--control-plane.poll-timeout",
+            "1s",
+            "--mcp.server-url",
+            &mcp,
+            "--health.listen-addr",
+            "127.0.0.1:0",
+            "--health.url-file",
+            &url_file,
+            "--pid.file",
+            &pid_file,
+            "--harpoon.oauth-discovery=false",
+        ],
+        &[("CONTROL_PLANE_API_KEY", KEY)],
+    );
+    let health = run.health_url(Path::new(&url_file));
+    let probe = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_mcpwire"))
+            .args(["tunnel", "health"])
+            .args(args)
+            .env_clear()
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // Once a poll has succeeded, every check passes.
+    let ok = wait_for("a passing probe", || {
+        let r = probe(&[
+            "--url-file",
+            &url_file,
+            "--require-control-plane-poll",
+            "--pid-file",
+            &pid_file,
+        ]);
+        (r.0 == Some(0)).then_some(r)
+    });
+    let pid = run.child.id();
+    assert!(ok.1.starts_with(&format!("Base URL: {health}\nHealthz: PASS | 200 {health}/healthz\nReadyz: PASS | 200 {health}/readyz\nControl-plane poll: PASS | last_success_unix_seconds=")), "{}", ok.1);
+    assert!(
+        ok.1.ends_with(&format!("Process: PASS | pid={pid} running\nResult: OK\n")),
+        "{}",
+        ok.1
+    );
+    let (code, json, _) = probe(&["--url", &format!("{health}/readyz"), "--json"]);
+    assert_eq!(code, Some(0));
+    let v: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["result"], "ok", "{v}");
+    run.stop();
+    // The client is gone: the URL file is removed and its port refuses.
+    let (code, _, err) = probe(&["--url-file", &url_file]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.starts_with(&format!("mcpwire: cannot read {url_file}: ")),
+        "{err}"
+    );
+    let port = health.rsplit(':').next().unwrap().to_owned();
+    let (code, out, _) = probe(&["--port", &port]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("Healthz: FAIL |") && out.ends_with("Result: FAIL\n"),
+        "{out}"
+    );
+    let (code, _, err) = probe(&[]);
+    assert_eq!(code, Some(2));
+    assert_eq!(
+        err,
+        "mcpwire: choose exactly one of --url, --url-file or --port\n"
+    );
+}

@@ -95,6 +95,9 @@ enum TunnelCommand {
     /// Write a starter profile for `mcpwire tunnel run --profile NAME` (the Go client's
     /// samples: an HTTP or stdio MCP server, optionally behind an enterprise proxy).
     Init(Box<crate::tunnel_run::init::InitArgs>),
+    /// Probe a running tunnel client's health listener (/healthz, /readyz, optionally one
+    /// successful poll and its process) for container health checks: exit 2 when not ok.
+    Health(crate::tunnel_run::probe::HealthArgs),
 }
 
 /// Runs the `mcpwire` command with this process's arguments; its exit status.
@@ -123,6 +126,9 @@ pub fn main() -> ExitCode {
             command: TunnelCommand::Init(args),
         }
         | Command::Init(args) => crate::tunnel_run::init::run(&args),
+        Command::Tunnel {
+            command: TunnelCommand::Health(args),
+        } => crate::tunnel_run::probe::run(&args),
         Command::Dev { command } => crate::dev::run(command),
         Command::Client(mut args) => {
             args.set_trailing_command(stdio_command);

@@ -11,6 +11,7 @@ pub mod config_file;
 pub mod go_compat;
 pub mod health;
 pub mod init;
+pub mod probe;
 pub mod signals;
 
 use std::net::TcpListener;

@@ -246,6 +246,14 @@ impl Metrics {
             "Unix time of the last successful poll (0 before the first).",
             &one(format!("{:.3}", self.last_successful_poll.unwrap_or(0.0))),
         );
+        // The Go tunnel-client's name for the same gauge (its `health
+        // --require-control-plane-poll` and existing dashboards read it).
+        metric(
+            "commands_poll_last_successful_timestamp_seconds",
+            "gauge",
+            "Unix time of the last successful poll (0 before the first; the Go client's name).",
+            &one(format!("{:.3}", self.last_successful_poll.unwrap_or(0.0))),
+        );
         metric(
             "mcpwire_tunnel_ready",
             "gauge",
@@ -354,6 +362,7 @@ mod tests {
             "mcpwire_tunnel_forward_queue 0",
             "mcpwire_tunnel_delivery_retries_total 0",
             "mcpwire_tunnel_last_successful_poll_timestamp_seconds",
+            "# TYPE commands_poll_last_successful_timestamp_seconds gauge",
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }
