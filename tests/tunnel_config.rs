@@ -1248,3 +1248,101 @@ fn tunnel_health_probes_a_running_client() {
         "mcpwire: choose exactly one of --url, --url-file or --port\n"
     );
 }
+
+/// `mcpwire tunnel doctor`, its output checked whole: a healthy setup, a wrong key (401 from the
+/// local control plane), an unreachable MCP server, a missing stdio command. The key never
+/// appears.
+#[test]
+fn doctor_says_what_works_and_what_to_do() {
+    let cp = plane();
+    let server = reference_server();
+    let base = cp.base_url();
+    let mcp = server.url();
+    let doctor = |key: &str, extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_mcpwire"))
+            .args([
+                "tunnel",
+                "doctor",
+                "--control-plane.base-url",
+                &base,
+                "--control-plane.tunnel-id",
+                GO_TUNNEL,
+                "--control-plane.api-key",
+                "env:DOCTOR_KEY",
+                "--health.listen-addr",
+                "127.0.0.1:0",
+            ])
+            .args(extra)
+            .env_clear()
+            .env("DOCTOR_KEY", key)
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(!text.contains(key), "{text}");
+        (out.status.code(), text)
+    };
+    let head = "CHECK config           ok    flags and environment load (no config file)\n\
+        CHECK tunnel_id        ok    tunnel_0123456789abcdef0123456789abcdef\n\
+        CHECK api_key          ok    present (from --control-plane.api-key); its value is never shown\n";
+    let cp_ok = format!(
+        "CHECK control_plane    ok    {base} answers GET /v1/tunnels/{{id}} with 200: the key is accepted for this tunnel\n"
+    );
+    let tail = "CHECK cloudflared      ok    not used\n\
+        CHECK health_listener  ok    127.0.0.1:0 can be bound (a free port at each start)\n";
+    let main_ok = format!(
+        "CHECK mcp.main         ok    {mcp} speaks MCP 2026-07-28 (modern) and lists its tools\n"
+    );
+
+    // Healthy.
+    let (code, text) = doctor(KEY, &["--mcp.server-url", &mcp]);
+    assert_eq!(text, format!("{head}{cp_ok}{main_ok}{tail}RESULT ok\n"));
+    assert_eq!(code, Some(0));
+
+    // A wrong key: the local control plane answers 401.
+    let (code, text) = doctor("sk-not-the-key", &["--mcp.server-url", &mcp]);
+    assert_eq!(
+        text,
+        format!(
+            "{head}CHECK control_plane    fail  {base} refuses the API key for this tunnel (401 invalid_api_key): \
+             check that the key is a runtime key with Tunnels Read and Use for this tunnel id\n\
+             {main_ok}{tail}RESULT fail: control_plane\n"
+        )
+    );
+    assert_eq!(code, Some(2));
+
+    // An MCP server that is not there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let gone = format!("http://127.0.0.1:{port}/mcp");
+    let (code, text) = doctor(KEY, &["--mcp.server-url", &gone]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 8, "{text}");
+    assert!(
+        lines[4].starts_with(&format!(
+            "CHECK mcp.main         fail  no MCP answer: {gone}: "
+        )),
+        "{text}"
+    );
+    assert!(lines[4].contains("Connection refused"), "{text}");
+    assert!(
+        lines[4].ends_with(": check --mcp.server-url and that the server runs"),
+        "{text}"
+    );
+    assert_eq!(lines[7], "RESULT fail: mcp.main");
+    assert_eq!(code, Some(2));
+
+    // A stdio command that is not installed.
+    let (code, text) = doctor(KEY, &["--mcp.command", "mcpwire-no-such-server --stdio"]);
+    assert_eq!(
+        text,
+        format!(
+            "{head}{cp_ok}CHECK mcp.main         fail  stdio command \"mcpwire-no-such-server\" is not found on PATH: \
+             install it, or give its full path in --mcp.command\n{tail}RESULT fail: mcp.main\n"
+        )
+    );
+    assert_eq!(code, Some(2));
+}

@@ -98,6 +98,10 @@ enum TunnelCommand {
     /// Probe a running tunnel client's health listener (/healthz, /readyz, optionally one
     /// successful poll and its process) for container health checks: exit 2 when not ok.
     Health(crate::tunnel_run::probe::HealthArgs),
+    /// Check a `tunnel run` configuration before starting it: the config's sources, the tunnel
+    /// id, the key (never shown), the control plane reachable and the key accepted, each MCP
+    /// server or stdio command, cloudflared, the health listener (exit 2 when one fails).
+    Doctor(Box<crate::tunnel_run::doctor::DoctorArgs>),
 }
 
 /// Runs the `mcpwire` command with this process's arguments; its exit status.
@@ -129,6 +133,9 @@ pub fn main() -> ExitCode {
         Command::Tunnel {
             command: TunnelCommand::Health(args),
         } => crate::tunnel_run::probe::run(&args),
+        Command::Tunnel {
+            command: TunnelCommand::Doctor(args),
+        } => crate::tunnel_run::doctor::run(&args),
         Command::Dev { command } => crate::dev::run(command),
         Command::Client(mut args) => {
             args.set_trailing_command(stdio_command);

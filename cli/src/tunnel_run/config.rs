@@ -299,6 +299,8 @@ pub struct RunConfig {
     pub warnings: Vec<String>,
     /// Secret values besides the API key that logs must never show (extra header values).
     pub secrets: Vec<String>,
+    /// Where the API key came from (a flag, a variable or the config file's key), never the key.
+    pub api_key_origin: String,
 }
 
 /// A setting that cannot be used. Its `Display` is the one line printed at start-up.
@@ -1302,6 +1304,9 @@ pub fn resolve_layers(
         pid_file: path_setting(pick("pid.file", args.pid_file.as_ref(), "PID_FILE", src))?,
         log_file: path_setting(pick("log.file", args.log_file.as_ref(), "LOG_FILE", src))?,
         config_source: src.file.source.clone(),
+        api_key_origin: api_key_ref(args.api_key.as_ref(), src)
+            .map(|(_, origin)| origin)
+            .unwrap_or_default(),
         warnings,
         secrets,
     })

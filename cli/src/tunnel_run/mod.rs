@@ -8,6 +8,7 @@
 
 pub mod config;
 pub mod config_file;
+pub mod doctor;
 pub mod go_compat;
 pub mod health;
 pub mod init;

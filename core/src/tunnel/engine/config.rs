@@ -191,6 +191,18 @@ pub(crate) fn common_headers(config: &Config) -> Result<Headers, ConfigError> {
     Ok(common)
 }
 
+/// `GET {base}/v1/tunnels/{tunnel_id}` (the startup metadata) with the common control-plane
+/// headers: what `mcpwire tunnel doctor` asks to learn that the control plane is reachable and
+/// the API key accepted for this tunnel.
+pub fn metadata_request(config: &Config) -> Result<crate::http::Request, ConfigError> {
+    Ok(crate::http::Request {
+        method: crate::http::Method::Get,
+        url: tunnel_base_url(config),
+        headers: common_headers(config)?,
+        body: Vec::new(),
+    })
+}
+
 /// `{base_url}/v1/tunnels/{tunnel_id}`, the id percent-encoded (ids are opaque strings).
 pub(crate) fn tunnel_base_url(config: &Config) -> String {
     format!(

@@ -43,7 +43,9 @@ pub use self::api::{
 };
 use self::config::encode_component;
 pub(crate) use self::config::{common_headers, tunnel_base_url};
-pub use self::config::{is_reserved_control_plane_header, Config, ConfigError, Secret};
+pub use self::config::{
+    is_reserved_control_plane_header, metadata_request, Config, ConfigError, Secret,
+};
 use super::failure::{self, FailureSource, TransportErrorKind, TunnelFailure};
 use super::forward_headers::{self, ToolCatalog};
 use super::headers::filter_response_headers;

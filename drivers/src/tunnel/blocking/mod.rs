@@ -387,3 +387,28 @@ fn forward_job(
         }
     }
 }
+
+/// `GET /v1/tunnels/{id}` (the startup metadata) as `run` would send it (the same trust,
+/// client certificate and proxy): the answer's status and error code, or why no answer came
+/// (in words, with the host). For `mcpwire tunnel doctor`.
+pub fn check_control_plane(config: &TunnelConfig) -> Result<(u16, Option<String>), String> {
+    let roots = crate::net::tls::load_roots(&config.tls).map_err(|e| e.to_string())?;
+    let tls = crate::net::tls::ureq_config(&roots, config.tls.control_plane_identity.as_ref());
+    let request = mcpwire_core::tunnel::engine::metadata_request(&config.engine)
+        .map_err(|e| e.to_string())?;
+    let agent = http::control_agent(tls);
+    let proxy = config.proxies.control_plane.for_url(&request.url);
+    let mut response = http::send_via(&agent, proxy, &request, Some(Duration::from_secs(10)))
+        .map_err(|e| http::cause(&e, &request.url))?;
+    let status = response.status().as_u16();
+    let body = response
+        .body_mut()
+        .with_config()
+        .limit(64 * 1024)
+        .read_to_vec()
+        .unwrap_or_default();
+    let code = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v["error"]["code"].as_str().map(str::to_owned));
+    Ok((status, code))
+}
