@@ -1346,3 +1346,84 @@ fn doctor_says_what_works_and_what_to_do() {
     );
     assert_eq!(code, Some(2));
 }
+
+/// `/metrics` is Prometheus text a parser reads whole, with the Go client's names (and ours)
+/// counting what happened.
+#[test]
+fn metrics_parse_as_prometheus_text_with_the_go_clients_names() {
+    let cp = plane();
+    let server = reference_server();
+    let dir = scratch("metrics");
+    let url_file = dir.join("health.url");
+    let url_file_s = url_file.display().to_string();
+    let base = cp.base_url();
+    let mcp = server.url();
+    let mut run = Run::start(
+        &[
+            "tunnel",
+            "run",
+            "--control-plane.base-url",
+            &base,
+            "--control-plane.tunnel-id",
+            GO_TUNNEL,
+            "--control-plane.poll-timeout",
+            "1s",
+            "--mcp.server-url",
+            &mcp,
+            "--health.listen-addr",
+            "127.0.0.1:0",
+            "--health.url-file",
+            &url_file_s,
+            "--harpoon.oauth-discovery=false",
+        ],
+        &[("CONTROL_PLANE_API_KEY", KEY)],
+    );
+    let health = run.health_url(&url_file);
+    assert_serves_the_reference_tools(&cp, "main");
+    let text = http("GET", &format!("{health}/metrics"), &[], None).body;
+    let lines = text.lines().map(|l| Ok(l.to_owned()));
+    let scrape = prometheus_parse::Scrape::parse(lines).expect("Prometheus text");
+    let value = |name: &str| -> f64 {
+        let sample = scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == name)
+            .unwrap_or_else(|| panic!("no {name} in\n{text}"));
+        match sample.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            _ => panic!("{name} is not a number"),
+        }
+    };
+    assert!(value("commands_poll_cycles_total") >= 1.0, "{text}");
+    assert!(
+        value("commands_poll_last_successful_timestamp_seconds") > 1.7e9,
+        "{text}"
+    );
+    assert_eq!(value("commands_poll_errors_total"), 0.0, "{text}");
+    assert_eq!(value("commands_queue_length"), 0.0, "{text}");
+    assert_eq!(value("dispatcher_worker_pool_occupancy"), 0.0, "{text}");
+    assert_eq!(
+        value("commands_poll_cycles_total"),
+        value("mcpwire_tunnel_polls_total")
+    );
+    let completed = scrape
+        .samples
+        .iter()
+        .find(|s| {
+            s.metric == "mcpwire_tunnel_commands_total"
+                && s.labels.get("outcome") == Some("completed")
+        })
+        .expect("a completed command");
+    assert!(matches!(completed.value, prometheus_parse::Value::Counter(v) if v >= 1.0));
+    // Every sample has HELP and TYPE: the parser knew each one's kind.
+    for s in &scrape.samples {
+        assert!(
+            !matches!(s.value, prometheus_parse::Value::Untyped(_)),
+            "{} has no TYPE",
+            s.metric
+        );
+    }
+    run.stop();
+}

@@ -254,6 +254,33 @@ impl Metrics {
             "Unix time of the last successful poll (0 before the first; the Go client's name).",
             &one(format!("{:.3}", self.last_successful_poll.unwrap_or(0.0))),
         );
+        // More of the Go client's names, for the same counts (dashboards and alerts written for
+        // it): poll cycles and errors, the queue waiting for a forward slot, the forwards
+        // running (its dispatcher's worker pool).
+        metric(
+            "commands_poll_cycles_total",
+            "counter",
+            "Poll requests sent (the Go client's name).",
+            &one(self.polls.to_string()),
+        );
+        metric(
+            "commands_poll_errors_total",
+            "counter",
+            "Poll requests that failed (the Go client's name).",
+            &one(self.poll_errors.to_string()),
+        );
+        metric(
+            "commands_queue_length",
+            "gauge",
+            "Commands waiting for a forward slot (the Go client's name).",
+            &one(self.queued.to_string()),
+        );
+        metric(
+            "dispatcher_worker_pool_occupancy",
+            "gauge",
+            "Forwards to MCP servers running (the Go client's name).",
+            &one(self.forwards_in_flight.to_string()),
+        );
         metric(
             "mcpwire_tunnel_ready",
             "gauge",
