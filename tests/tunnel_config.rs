@@ -847,6 +847,24 @@ fn a_client_certificate_without_its_key_is_refused_by_name() {
         String::from_utf8_lossy(&out.stderr),
         format!("mcpwire: the client key --mcp.client-key ({not_key}): no PEM private key in it (PKCS#8, PKCS#1 or SEC1)\n")
     );
+    // A key that is not the certificate's: refused at start-up (ureq would panic on the pair
+    // at the first connection).
+    let other = pki.leaf("someone else", false);
+    let wrong_key = write(&dir, "other.key", &other.key_pem);
+    let out = refused(&[
+        "--control-plane.client-cert",
+        &cert,
+        "--control-plane.client-key",
+        &wrong_key,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "mcpwire: the client certificate --control-plane.client-cert ({cert}): its public key \
+             is not the key in --control-plane.client-key ({wrong_key})\n"
+        )
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

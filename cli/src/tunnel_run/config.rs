@@ -298,9 +298,20 @@ pub struct RunConfig {
     /// One line each: settings recognised but ignored, a tunnel id not in the Go client's form.
     pub warnings: Vec<String>,
     /// Secret values besides the API key that logs must never show (extra header values).
-    pub secrets: Vec<String>,
+    pub secrets: Secrets,
     /// Where the API key came from (a flag, a variable or the config file's key), never the key.
     pub api_key_origin: String,
+}
+
+/// Secret values (header values, proxy passwords) for the log redactor; `Debug` shows only how
+/// many there are.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secrets(pub Vec<String>);
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secrets({} redacted)", self.0.len())
+    }
 }
 
 /// A setting that cannot be used. Its `Display` is the one line printed at start-up.
@@ -387,8 +398,33 @@ fn split_entries(v: &str) -> Vec<String> {
         .collect()
 }
 
+/// `text` with the user information of every URL in it (`scheme://user:password@`) replaced
+/// by `***@`: a value quoted in an error may hold a proxy's credentials.
+fn redact_userinfo(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        let end = tail
+            .find(|c: char| c == '/' || c == ',' || c == '"' || c.is_whitespace())
+            .unwrap_or(tail.len());
+        let authority = tail.get(..end).unwrap_or("");
+        match authority.rfind('@') {
+            Some(at) => {
+                out.push_str("***");
+                out.push_str(authority.get(at..).unwrap_or(""));
+            }
+            None => out.push_str(authority),
+        }
+        rest = tail.get(end..).unwrap_or("");
+    }
+    out.push_str(rest);
+    out
+}
+
 fn bad(origin: &str, value: &str, allowed: &str) -> ConfigError {
-    let shown: String = value.chars().take(80).collect();
+    let shown: String = redact_userinfo(value).chars().take(80).collect();
     ConfigError(format!("invalid {origin} {shown:?}: {allowed}"))
 }
 
@@ -666,13 +702,13 @@ fn api_key(
         Some(found) => found,
         None => return Err(missing()),
     };
-    let key = if let Some(var) = raw.strip_prefix("env:") {
+    let key = if let Some(var) = strip_ref(&raw, "env:") {
         env(var).filter(|v| !v.is_empty()).ok_or_else(|| {
             ConfigError(format!(
                 "invalid {origin}: environment variable {var:?} is not set or empty"
             ))
         })?
-    } else if let Some(path) = raw.strip_prefix("file:") {
+    } else if let Some(path) = strip_ref(&raw, "file:") {
         let text = read_file(path).map_err(|e| {
             ConfigError(format!("invalid {origin}: cannot read file {path:?}: {e}"))
         })?;
@@ -695,14 +731,26 @@ fn api_key_ref(given: Option<&String>, src: &Sources<'_>) -> Option<(String, Str
     if let Some(v) = given {
         return Some((v.clone(), "--control-plane.api-key".to_owned()));
     }
-    for var in ["CONTROL_PLANE_API_KEY", "OPENAI_API_KEY"] {
-        if let Some(v) = (src.env)(var).filter(|v| !v.is_empty()) {
-            return Some((v, var.to_owned()));
-        }
+    // The Go client's order: the file's `control_plane.api_key` stands for
+    // CONTROL_PLANE_API_KEY, which comes before OPENAI_API_KEY.
+    if let Some(v) = (src.env)("CONTROL_PLANE_API_KEY").filter(|v| !v.is_empty()) {
+        return Some((v, "CONTROL_PLANE_API_KEY".to_owned()));
     }
-    src.file
-        .get("CONTROL_PLANE_API_KEY")
-        .map(|fv| (fv.items.join(","), src.file.origin(fv)))
+    if let Some(fv) = src.file.get("CONTROL_PLANE_API_KEY") {
+        return Some((fv.items.join(","), src.file.origin(fv)));
+    }
+    (src.env)("OPENAI_API_KEY")
+        .filter(|v| !v.is_empty())
+        .map(|v| (v, "OPENAI_API_KEY".to_owned()))
+}
+
+/// `raw` without `prefix`, compared ignoring case (`ENV:` and `File:` work, as in the Go
+/// client).
+fn strip_ref<'a>(raw: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = raw.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| raw.get(prefix.len()..))
+        .flatten()
 }
 
 /// Reads a secret given as the value itself, `env:VAR` or `file:PATH`; the value is never
@@ -714,14 +762,14 @@ fn secret_value(
     env: &dyn Fn(&str) -> Option<String>,
     read_file: &dyn Fn(&str) -> std::io::Result<String>,
 ) -> Result<(String, Option<String>), ConfigError> {
-    if let Some(var) = raw.strip_prefix("env:") {
+    if let Some(var) = strip_ref(raw, "env:") {
         let v = env(var).filter(|v| !v.is_empty()).ok_or_else(|| {
             ConfigError(format!(
                 "invalid {origin}: environment variable {var:?} is not set or empty"
             ))
         })?;
         Ok((v.trim().to_owned(), Some(var.to_owned())))
-    } else if let Some(path) = raw.strip_prefix("file:") {
+    } else if let Some(path) = strip_ref(raw, "file:") {
         let text = read_file(path).map_err(|e| {
             ConfigError(format!("invalid {origin}: cannot read file {path:?}: {e}"))
         })?;
@@ -799,7 +847,7 @@ fn cloudflared(
         return Err(bad(&origin, &value, "expected a duration from 100ms to 1h"));
     }
     let key_ref = api_key_ref(args.api_key.as_ref(), src).map(|(k, _)| k);
-    if let Some(var) = key_ref.as_deref().and_then(|k| k.strip_prefix("env:")) {
+    if let Some(var) = key_ref.as_deref().and_then(|k| strip_ref(k, "env:")) {
         secret_vars.push(var.to_owned());
     }
     Ok(Some(Cloudflared {
@@ -1308,7 +1356,7 @@ pub fn resolve_layers(
             .map(|(_, origin)| origin)
             .unwrap_or_default(),
         warnings,
-        secrets,
+        secrets: Secrets(secrets),
     })
 }
 
@@ -1320,7 +1368,7 @@ fn referenced_file(
     read_file: &dyn Fn(&str) -> std::io::Result<String>,
 ) -> Result<(String, String), ConfigError> {
     let v = raw.value.trim();
-    let path = if let Some(var) = v.strip_prefix("env:") {
+    let path = if let Some(var) = strip_ref(v, "env:") {
         env(var.trim())
             .map(|p| p.trim().to_owned())
             .filter(|p| !p.is_empty())
@@ -1332,7 +1380,7 @@ fn referenced_file(
                 ))
             })?
     } else {
-        v.strip_prefix("file:").unwrap_or(v).trim().to_owned()
+        strip_ref(v, "file:").unwrap_or(v).trim().to_owned()
     };
     if path.is_empty() {
         return Err(ConfigError(format!(
@@ -1353,7 +1401,7 @@ fn proxy_settings(args: &RunArgs, src: &Sources<'_>) -> Result<TunnelProxies, Co
     let explicit = |raw: Option<Raw>| -> Result<Option<ProxyUrl>, ConfigError> {
         let Some(raw) = raw else { return Ok(None) };
         let v = raw.value.trim();
-        let (value, from) = match v.strip_prefix("env:") {
+        let (value, from) = match strip_ref(v, "env:") {
             Some(var) => {
                 let var = var.trim();
                 let value = (src.env)(var)
@@ -1804,7 +1852,8 @@ mod tests {
                 ("X-Token".to_owned(), "tok-abcdef".to_owned()),
             ]
         );
-        assert!(c.secrets.contains(&"tok-abcdef".to_owned()));
+        assert!(c.secrets.0.contains(&"tok-abcdef".to_owned()));
+        assert!(!format!("{c:?}").contains("tok-abcdef"));
         let c = run(base(), &[("CONTROL_PLANE_EXTRA_HEADERS", "A: 1; B: 2")]).unwrap();
         assert_eq!(c.tunnel.engine.extra_headers.len(), 2);
         let mut a = base();
@@ -1821,6 +1870,54 @@ mod tests {
         let c = run_file(RunArgs::default(), &[], yaml).unwrap();
         assert_eq!(c.tunnel.engine.base_url, "https://api.openai.com/gw");
         assert_eq!(c.tunnel.engine.extra_headers.len(), 2);
+    }
+
+    #[test]
+    fn a_proxy_password_in_a_server_entry_is_never_repeated() {
+        let mut a = base();
+        a.server_urls =
+            vec!["url=http://10.0.0.1/mcp,http-proxy=http://bob:hunter2pw@proxy:3128".into()];
+        let e = run(a, &[]).unwrap_err().0;
+        assert!(!e.contains("hunter2pw") && !e.contains("bob:"), "{e}");
+        assert!(e.contains("http://***@proxy:3128"), "{e}");
+        let yaml = "control_plane:\n  tunnel_id: tunnel_file\n  api_key: sk-x\nmcp:\n  server_urls:\n    - url: http://10.0.0.1/mcp\n      http_proxy: http://bob:hunter2pw@proxy:3128\n";
+        let e = run_file(RunArgs::default(), &[], yaml).unwrap_err().0;
+        assert!(!e.contains("hunter2pw"), "{e}");
+        assert_eq!(
+            redact_userinfo("a https://u:p@h/x,b http://h2/ c"),
+            "a https://***@h/x,b http://h2/ c"
+        );
+    }
+
+    #[test]
+    fn the_files_api_key_comes_before_openai_api_key_and_references_ignore_case() {
+        let yaml = "control_plane:\n  tunnel_id: tunnel_file\n  api_key: ENV:FILE_KEY\nmcp:\n  server_urls:\n    - url: http://10.0.0.1/mcp\n";
+        let env = [("FILE_KEY", "sk-file"), ("OPENAI_API_KEY", "sk-openai")];
+        let c = run_file(RunArgs::default(), &env, yaml).unwrap();
+        assert_eq!(c.tunnel.engine.api_key.expose(), "sk-file");
+        assert!(
+            c.api_key_origin.starts_with("control_plane.api_key ("),
+            "{}",
+            c.api_key_origin
+        );
+        let env = [("FILE_KEY", "sk-file"), ("CONTROL_PLANE_API_KEY", "sk-cp")];
+        assert_eq!(
+            run_file(RunArgs::default(), &env, yaml)
+                .unwrap()
+                .tunnel
+                .engine
+                .api_key
+                .expose(),
+            "sk-cp"
+        );
+        let no_file_key = "control_plane:\n  tunnel_id: tunnel_file\nmcp:\n  server_urls:\n    - url: http://10.0.0.1/mcp\n";
+        let c = run_file(
+            RunArgs::default(),
+            &[("OPENAI_API_KEY", "sk-openai")],
+            no_file_key,
+        )
+        .unwrap();
+        assert_eq!(c.tunnel.engine.api_key.expose(), "sk-openai");
     }
 
     #[test]

@@ -23,6 +23,10 @@ pub const MAX_FILE_BYTES: usize = 1024 * 1024;
 /// How deeply YAML collections may nest (the schema needs four levels).
 const MAX_DEPTH: usize = 16;
 
+/// The most values a file may expand to, aliases included (a few aliases nested can stand for
+/// billions of values).
+const MAX_NODES: usize = 100_000;
+
 /// Which file holds the configuration, and how it was chosen.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigSource {
@@ -234,6 +238,8 @@ enum Value {
 struct Node {
     value: Value,
     line: usize,
+    /// How many values this node stands for, itself included.
+    size: usize,
 }
 
 /// A YAML problem at a line.
@@ -245,6 +251,8 @@ struct YamlError {
 struct Reader<'a> {
     parser: Parser<'a, saphyr_parser::StrInput<'a>>,
     anchors: HashMap<usize, Node>,
+    /// Values read so far, aliases expanded.
+    total: usize,
 }
 
 impl<'a> Reader<'a> {
@@ -260,6 +268,20 @@ impl<'a> Reader<'a> {
                 message: "not valid YAML: the file ends early".to_owned(),
             }),
         }
+    }
+
+    /// Counts `size` more values; too many is an error.
+    fn count(&mut self, size: usize, line: usize) -> Result<(), YamlError> {
+        self.total = self.total.saturating_add(size);
+        if self.total > MAX_NODES {
+            return Err(YamlError {
+                line,
+                message: format!(
+                    "the file expands to more than {MAX_NODES} values (aliases included)"
+                ),
+            });
+        }
+        Ok(())
     }
 
     fn remember(&mut self, anchor: usize, node: &Node) {
@@ -286,7 +308,9 @@ impl<'a> Reader<'a> {
                         Value::Scalar(text.into_owned())
                     },
                     line,
+                    size: 1,
                 };
+                self.count(1, line)?;
                 self.remember(anchor, &node);
                 Ok(node)
             }
@@ -299,9 +323,12 @@ impl<'a> Reader<'a> {
                     }
                     items.push(self.node(event, at, depth + 1)?);
                 }
+                let size = 1 + items.iter().map(|n| n.size).sum::<usize>();
+                self.count(1, line)?;
                 let node = Node {
                     value: Value::Seq(items),
                     line,
+                    size,
                 };
                 self.remember(anchor, &node);
                 Ok(node)
@@ -330,17 +357,28 @@ impl<'a> Reader<'a> {
                     let value = self.node(event, value_line, depth + 1)?;
                     entries.push((key, at, value));
                 }
+                let size = 1 + entries.iter().map(|(_, _, n)| n.size).sum::<usize>();
+                self.count(1, line)?;
                 let node = Node {
                     value: Value::Map(entries),
                     line,
+                    size,
                 };
                 self.remember(anchor, &node);
                 Ok(node)
             }
-            Event::Alias(id) => self.anchors.get(&id).cloned().ok_or(YamlError {
-                line,
-                message: "an alias names an anchor that is not defined before it".to_owned(),
-            }),
+            Event::Alias(id) => {
+                let size = self.anchors.get(&id).map(|n| n.size).ok_or(YamlError {
+                    line,
+                    message: "an alias names an anchor that is not defined before it".to_owned(),
+                })?;
+                // Counted before the copy: the budget bounds the memory aliases take.
+                self.count(size, line)?;
+                self.anchors.get(&id).cloned().ok_or(YamlError {
+                    line,
+                    message: "an alias names an anchor that is not defined before it".to_owned(),
+                })
+            }
             _ => Err(YamlError {
                 line,
                 message: "not valid YAML here".to_owned(),
@@ -354,6 +392,7 @@ fn parse_yaml(text: &str) -> Result<Option<Node>, YamlError> {
     let mut reader = Reader {
         parser: Parser::new_from_str(text),
         anchors: HashMap::new(),
+        total: 0,
     };
     let mut root = None;
     loop {
@@ -362,17 +401,27 @@ fn parse_yaml(text: &str) -> Result<Option<Node>, YamlError> {
             Event::StreamStart | Event::DocumentEnd | Event::Nothing => {}
             Event::StreamEnd => return Ok(root),
             Event::DocumentStart(_) => {
+                let (event, at) = reader.next()?;
                 if root.is_some() {
+                    // A trailing `---` with nothing after it is harmless; a second document
+                    // with values would be ignored by the Go client, so it is refused here.
+                    let empty = matches!(event, Event::DocumentEnd)
+                        || matches!(&event, Event::Scalar(t, ScalarStyle::Plain, ..) if t.is_empty());
+                    if empty {
+                        continue;
+                    }
                     return Err(YamlError {
                         line,
-                        message: "the file holds more than one YAML document".to_owned(),
+                        message: "the file holds more than one YAML document (the Go client reads \
+                                  only the first: put everything in one)"
+                            .to_owned(),
                     });
                 }
-                let (event, at) = reader.next()?;
                 if matches!(event, Event::DocumentEnd) {
                     root = Some(Node {
                         value: Value::Null,
                         line: at,
+                        size: 1,
                     });
                 } else {
                     root = Some(reader.node(event, at, 0)?);
@@ -583,7 +632,8 @@ pub fn key_for_variable(var: &str) -> Option<&'static str> {
 }
 
 /// One value of the file: the key's text (lists and entries one item each), where it is.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// `Debug` shows the key and line, not the values (a file may hold a literal key).
+#[derive(Clone, PartialEq, Eq)]
 pub struct FileValue {
     /// The key, e.g. `control_plane.tunnel_id`.
     pub key: &'static str,
@@ -592,6 +642,18 @@ pub struct FileValue {
     /// The value; a list's items, or a collection's entries in the variable's entry form
     /// (`channel=main,url=…`, `label="…",url="…",desc="…"`, `Name: value`), one each.
     pub items: Vec<String>,
+}
+
+impl std::fmt::Debug for FileValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "FileValue({} line {}, {} item(s))",
+            self.key,
+            self.line,
+            self.items.len()
+        )
+    }
 }
 
 /// The values of a config file, by the variable each key stands for.
@@ -1140,6 +1202,34 @@ mod tests {
             layer.get("CONTROL_PLANE_POLL_CHANNELS").unwrap().items,
             ["main"]
         );
+    }
+
+    #[test]
+    fn aliases_expand_within_a_budget_and_a_trailing_empty_document_is_fine() {
+        let layer = parse_text(
+            "control_plane:\n  poll_channels: &c [main, tools]\nharpoon:\n  hosts_include_suffix: *c\n---\n",
+        )
+        .unwrap();
+        assert_eq!(
+            layer.get("HARPOON_HOSTS_INCLUDE_SUFFIX").unwrap().items,
+            ["main", "tools"]
+        );
+        // Nine levels of ten aliases each would stand for 10^9 values: refused early, quickly.
+        let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..10 {
+            let p = i - 1;
+            bomb.push_str(&format!(
+                "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+            ));
+        }
+        let started = std::time::Instant::now();
+        let e = parse_text(&bomb).unwrap_err().0;
+        assert!(e.contains("expands to more than 100000 values"), "{e}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        let e = parse_text("log:\n  level: info\n---\nlog:\n  level: debug\n")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("more than one YAML document"), "{e}");
     }
 
     #[test]

@@ -126,6 +126,8 @@ fn control_plane(tunnel: &TunnelConfig) -> Check {
 
 fn mcp_http(channel: &str, url: &str) -> Check {
     let id = format!("mcp.{channel}");
+    // A query may carry a token: the report names the URL without it.
+    let shown = url.split('?').next().unwrap_or(url);
     let options = mcpwire::mcp::ClientOptions {
         connect_timeout: Duration::from_secs(5),
         request_timeout: Duration::from_secs(10),
@@ -147,7 +149,7 @@ fn mcp_http(channel: &str, url: &str) -> Check {
             check(
                 id,
                 Verdict::Ok,
-                format!("{url} speaks MCP {version} ({which}) and lists its tools"),
+                format!("{shown} speaks MCP {version} ({which}) and lists its tools"),
             )
         }
         Err(e) => check(

@@ -36,7 +36,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
         }
     };
     let mut secrets = vec![config.tunnel.engine.api_key.expose().to_owned()];
-    secrets.extend(config.secrets.iter().cloned());
+    secrets.extend(config.secrets.0.iter().cloned());
     let log = match &config.log_file {
         // Standard output, as the Go client logs (start-up errors before the logger exists go to
         // standard error).

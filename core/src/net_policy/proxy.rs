@@ -184,10 +184,12 @@ fn percent_encode(s: &str) -> String {
 enum Skip {
     /// `*`: nothing is proxied.
     All,
-    /// An address range (`10.0.0.0/8`) or one address.
+    /// An address range (`10.0.0.0/8`).
     Net(IpNet),
-    /// A name and its subdomains (`corp.example`), or only the subdomains (`.corp.example`);
-    /// with a port, only that port.
+    /// One address, on one port or on every port.
+    Ip { ip: IpAddr, port: Option<u16> },
+    /// A name and its subdomains (`corp.example`), or only the subdomains (`.corp.example`,
+    /// `*.corp.example`); with a port, only that port.
     Domain {
         name: String,
         subdomains_only: bool,
@@ -195,8 +197,28 @@ enum Skip {
     },
 }
 
-/// The hosts `NO_PROXY` keeps off the proxy: a comma-separated list of names (a leading `.`
-/// means subdomains only), addresses, CIDR ranges, each optionally with `:port`; `*` for all.
+/// `host[:port]`, `[v6]:port` or a bare host, as Go's `net.SplitHostPort` reads a `NO_PROXY`
+/// entry: `(host, port)`.
+fn split_host_port(entry: &str) -> (&str, Option<u16>) {
+    if let Some(rest) = entry.strip_prefix('[') {
+        if let Some((host, tail)) = rest.split_once(']') {
+            let port = tail.strip_prefix(':').and_then(|p| p.parse().ok());
+            return (host, port);
+        }
+    }
+    match entry.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') => match port.parse::<u16>() {
+            Ok(p) => (host, Some(p)),
+            Err(_) => (entry, None),
+        },
+        _ => (entry, None),
+    }
+}
+
+/// The hosts `NO_PROXY` keeps off the proxy, with Go's `httpproxy` rules: a comma-separated
+/// list of names (`corp.example` matches it and its subdomains; `.corp.example` and
+/// `*.corp.example` only the subdomains), addresses (`10.0.0.5`, `[::2]`, each optionally with
+/// `:port`), CIDR ranges; `*` for all. Case does not matter.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NoProxy(Vec<Skip>);
 
@@ -206,37 +228,26 @@ impl NoProxy {
     pub fn parse(raw: &str) -> NoProxy {
         let mut out = Vec::new();
         for entry in raw.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            let entry = entry.to_ascii_lowercase();
             if entry == "*" {
                 out.push(Skip::All);
                 continue;
             }
-            if let Ok(net) = entry.parse::<IpNet>() {
-                out.push(Skip::Net(net));
-                continue;
-            }
-            let bare = entry.trim_start_matches('[').trim_end_matches(']');
-            if let Ok(ip) = bare.parse::<IpAddr>() {
-                out.push(Skip::Net(IpNet::from(ip)));
-                continue;
-            }
-            let (name, port) = match entry.rsplit_once(':') {
-                Some((n, p)) if p.parse::<u16>().is_ok() && !n.contains(':') => {
-                    (n, p.parse::<u16>().ok())
+            if entry.contains('/') {
+                if let Ok(net) = entry.parse::<IpNet>() {
+                    out.push(Skip::Net(net));
                 }
-                _ => (entry, None),
-            };
-            let subdomains_only = name.starts_with('.');
-            let name = name.trim_start_matches('.').to_ascii_lowercase();
-            if name.is_empty() {
                 continue;
             }
-            if let (Ok(ip), Some(_)) = (
-                name.trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .parse::<IpAddr>(),
-                port,
-            ) {
-                out.push(Skip::Net(IpNet::from(ip)));
+            let (host, port) = split_host_port(&entry);
+            if let Ok(ip) = host.parse::<IpAddr>() {
+                out.push(Skip::Ip { ip, port });
+                continue;
+            }
+            let host = host.strip_prefix('*').unwrap_or(host);
+            let subdomains_only = host.starts_with('.');
+            let name = host.trim_start_matches('.').to_owned();
+            if name.is_empty() {
                 continue;
             }
             out.push(Skip::Domain {
@@ -259,6 +270,7 @@ impl NoProxy {
         self.0.iter().any(|skip| match skip {
             Skip::All => true,
             Skip::Net(net) => ip.is_some_and(|ip| net.contains(&ip)),
+            Skip::Ip { ip: want, port: p } => ip == Some(*want) && p.is_none_or(|p| p == port),
             Skip::Domain {
                 name,
                 subdomains_only,
@@ -296,13 +308,12 @@ pub enum ProxyRoute {
     },
 }
 
-/// Whether `host` is loopback (`localhost`, `*.localhost`, `127.0.0.0/8`, `::1`).
+/// Whether `host` is what Go's `net/http` never proxies from the environment: `localhost` (any
+/// case) or a loopback address (`127.0.0.0/8`, `::1`).
 fn is_loopback(host: &str) -> bool {
     let bare = host.trim_start_matches('[').trim_end_matches(']');
-    if bare.eq_ignore_ascii_case("localhost") || bare.to_ascii_lowercase().ends_with(".localhost") {
-        return true;
-    }
-    bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    bare.eq_ignore_ascii_case("localhost")
+        || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 impl ProxyRoute {
@@ -419,8 +430,17 @@ mod tests {
 
     #[test]
     fn no_proxy_follows_the_go_rules() {
-        let n =
-            NoProxy::parse("corp.example, .svc.local, 10.0.0.0/8, 192.168.1.5, api.x:8443, [::2]");
+        let n = NoProxy::parse(
+            "Corp.Example, .svc.local, 10.0.0.0/8, 192.168.1.5, api.x:8443, [::2], *.wild.example, \
+             172.16.9.9:8080, [::3]:80",
+        );
+        assert!(n.skips("a.wild.example", 443));
+        assert!(!n.skips("wild.example", 443));
+        assert!(n.skips("172.16.9.9", 8080));
+        assert!(!n.skips("172.16.9.9", 443));
+        assert!(n.skips("[::3]", 80));
+        assert!(!n.skips("[::3]", 81));
+        assert!(n.skips("A.CORP.EXAMPLE", 1));
         assert!(n.skips("corp.example", 443));
         assert!(n.skips("a.corp.example", 443));
         assert!(!n.skips("notcorp.example", 443));
@@ -451,6 +471,9 @@ mod tests {
         assert!(route.for_url("https://127.0.0.1:9/").is_none());
         assert!(route.for_url("http://localhost:9/").is_none());
         assert!(route.for_url("http://[::1]:9/").is_none());
+        assert!(route.for_url("http://LOCALHOST:9/").is_none());
+        // Only `localhost` itself: Go proxies a subdomain of it from the environment.
+        assert_eq!(route.for_url("http://app.localhost:9/").unwrap().port(), 2);
         // An explicit proxy carries everything, loopback and NO_PROXY names included.
         let explicit = ProxyRoute::Explicit(ProxyUrl::parse("http://p:3").unwrap());
         assert_eq!(explicit.for_url("http://127.0.0.1:9/").unwrap().port(), 3);

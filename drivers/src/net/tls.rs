@@ -91,6 +91,8 @@ impl Identity {
             what: format!("key {key_what}"),
             reason: "no PEM private key in it (PKCS#8, PKCS#1 or SEC1)".to_owned(),
         })?;
+        #[cfg(any(feature = "blocking", feature = "smol"))]
+        check_pair(&chain, &key, cert_what, key_what)?;
         Ok(Identity {
             chain: Arc::new(chain),
             key: Arc::new(key),
@@ -109,6 +111,31 @@ impl Identity {
     pub fn key(&self) -> &PrivateKeyDer<'static> {
         &self.key
     }
+}
+
+/// Checks that `key` is a key rustls can sign with and the private half of the first
+/// certificate's public key (else ureq would panic on the pair at the first connection).
+#[cfg(any(feature = "blocking", feature = "smol"))]
+fn check_pair(
+    chain: &[CertificateDer<'static>],
+    key: &PrivateKeyDer<'static>,
+    cert_what: &str,
+    key_what: &str,
+) -> Result<(), TlsError> {
+    let provider = rustls::crypto::ring::default_provider();
+    let signing = provider
+        .key_provider
+        .load_private_key(key.clone_key())
+        .map_err(|e| TlsError::Identity {
+            what: format!("key {key_what}"),
+            reason: format!("the key cannot sign: {e}"),
+        })?;
+    rustls::sign::CertifiedKey::new(chain.to_vec(), signing)
+        .keys_match()
+        .map_err(|_| TlsError::Identity {
+            what: format!("certificate {cert_what}"),
+            reason: format!("its public key is not the key in {key_what}"),
+        })
 }
 
 /// The tunnel's TLS settings: what it trusts and which client certificate each kind of
