@@ -122,8 +122,8 @@ impl ProxyUrl {
                 let (user, pass) = c.split_once(':').unwrap_or((c, ""));
                 format!(
                     "http://{}:{}@{}:{}",
-                    percent_encode(user),
-                    percent_encode(pass),
+                    crate::tunnel::engine::config::encode_component(user),
+                    crate::tunnel::engine::config::encode_component(pass),
                     self.host,
                     self.port
                 )
@@ -165,18 +165,6 @@ fn percent_decode(s: &str) -> Option<String> {
         }
     }
     String::from_utf8(out).ok()
-}
-
-fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// One `NO_PROXY` entry.

@@ -150,7 +150,7 @@ pub enum ConfigError {
 }
 
 /// Percent-encodes everything but RFC 3986 unreserved characters (ids are opaque strings).
-pub(super) fn encode_component(s: &str) -> String {
+pub(crate) fn encode_component(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {

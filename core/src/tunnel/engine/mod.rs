@@ -29,7 +29,7 @@
 //!   the longest delay instead of spinning.
 
 mod api;
-mod config;
+pub(crate) mod config;
 
 use crate::time::{Duration, Instant, SystemTime};
 use std::collections::{BTreeMap, VecDeque};
