@@ -214,6 +214,17 @@ fn the_go_clients_sample_profiles_load_and_serve() {
         let health = run.health_url(&url_file);
         assert!(health.starts_with("http://127.0.0.1:"), "{health}");
         assert_serves_the_reference_tools(&cp, "main");
+        // The start-up metadata fetch says which tunnel the key reaches.
+        let meta = wait_for("the tunnel metadata line", || {
+            run.output()
+                .lines()
+                .find(|l| l.contains("\"tunnel metadata fetched\""))
+                .map(str::to_owned)
+        });
+        let v: Value = serde_json::from_str(&meta).unwrap();
+        assert_eq!(v["level"], "info", "{v}");
+        assert!(v["tunnel_id"].as_str().is_some_and(|t| !t.is_empty()), "{v}");
+        assert!(v["name"].as_str().is_some_and(|n| n != "-"), "{v}");
         let out = run.stop();
         // The samples ask for JSON logs; the file read is logged, the key never.
         let config_line = out
@@ -1169,6 +1180,17 @@ fn a_failed_poll_says_why_and_for_which_host() {
         assert!(
             line.contains(&format!("cause=\"connection refused (127.0.0.1:{port})\"")),
             "{driver}: {line}"
+        );
+        let meta = wait_for("the metadata fetch's failure", || {
+            run.output()
+                .lines()
+                .find(|l| l.contains("tunnel metadata fetch failed"))
+                .map(str::to_owned)
+        });
+        assert!(meta.contains(" WARN  tunnel metadata fetch failed"), "{meta}");
+        assert!(
+            meta.contains(&format!("connection refused (127.0.0.1:{port})")),
+            "{driver}: {meta}"
         );
         let out = run.stop();
         assert!(!out.contains(KEY), "{out}");

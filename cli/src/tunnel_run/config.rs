@@ -47,7 +47,8 @@ pub struct RunArgs {
     /// $XDG_CONFIG_HOME/tunnel-client, else ~/.config/tunnel-client]
     #[arg(long = "profile-dir", value_name = "DIR")]
     pub profile_dir: Option<String>,
-    /// Control-plane base URL [env: CONTROL_PLANE_BASE_URL] [default: https://api.openai.com]
+    /// Control-plane base URL [env: CONTROL_PLANE_BASE_URL] [default: https://api.openai.com;
+    /// https://mtls.api.openai.com with --control-plane.client-cert]
     #[arg(
         long = "control-plane.base-url",
         alias = "control-plane-base-url",
@@ -313,6 +314,12 @@ impl std::fmt::Debug for Secrets {
         write!(f, "Secrets({} redacted)", self.0.len())
     }
 }
+
+/// The control plane `tunnel run` talks to by default (the Go client's).
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com";
+/// The default control plane when a control-plane client certificate is given (the Go
+/// client's mTLS host).
+pub const DEFAULT_MTLS_BASE_URL: &str = "https://mtls.api.openai.com";
 
 /// A setting that cannot be used. Its `Display` is the one line printed at start-up.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1080,9 +1087,15 @@ pub fn resolve_layers(
         src,
     );
     let mut base_url = match base {
-        None => "https://api.openai.com".to_owned(),
+        None => DEFAULT_BASE_URL.to_owned(),
         Some(raw) => http_url(&raw.origin, raw.value.trim())?,
     };
+    let tls = tls_settings(args, src, read_file)?;
+    // The Go client's rule: with a control-plane client certificate, its default control plane
+    // is the mTLS host (any other base URL is used as given).
+    if tls.control_plane_identity.is_some() && base_url.trim_end_matches('/') == DEFAULT_BASE_URL {
+        DEFAULT_MTLS_BASE_URL.clone_into(&mut base_url);
+    }
     if let Some(raw) = pick(
         "control-plane.url-path",
         args.url_path.as_ref(),
@@ -1322,7 +1335,6 @@ pub fn resolve_layers(
         ..StdioConfig::default()
     };
     let cloudflared = cloudflared(args, src, read_file)?;
-    let tls = tls_settings(args, src, read_file)?;
     let proxies = proxy_settings(args, src)?;
     let mut secrets = secrets;
     secrets.extend(proxies.control_plane.passwords());
@@ -1676,6 +1688,45 @@ mod tests {
         assert!(!c.log_json && !c.tunnel.stdio.send_initialized_notification);
         assert_eq!(c.driver, Driver::Blocking);
         assert_eq!(c.tunnel.engine.channels, vec!["main"]);
+    }
+
+    #[test]
+    fn a_control_plane_client_certificate_moves_the_default_to_the_mtls_host() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["client".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let (cert_pem, key_pem) = (cert.pem(), key.serialize_pem());
+        let resolve_with = |base_url: Option<&str>| {
+            let mut a = base();
+            a.cp_client_cert = Some("/tls/c.pem".into());
+            a.cp_client_key = Some("/tls/k.pem".into());
+            a.base_url = base_url.map(str::to_owned);
+            resolve(&a, &|_| None, &|p| match p {
+                "/tls/c.pem" => Ok(cert_pem.clone()),
+                "/tls/k.pem" => Ok(key_pem.clone()),
+                _ => Err(std::io::Error::other("no such file")),
+            })
+            .unwrap()
+            .tunnel
+            .engine
+            .base_url
+        };
+        assert_eq!(resolve_with(None), DEFAULT_MTLS_BASE_URL);
+        assert_eq!(
+            resolve_with(Some("https://api.openai.com/")),
+            DEFAULT_MTLS_BASE_URL
+        );
+        assert_eq!(
+            resolve_with(Some("https://cp.corp.example")),
+            "https://cp.corp.example"
+        );
+        // Without a certificate the default stays.
+        assert_eq!(
+            run(base(), &[]).unwrap().tunnel.engine.base_url,
+            DEFAULT_BASE_URL
+        );
     }
 
     #[test]

@@ -79,14 +79,19 @@ fn find_program(name: &str, path: Option<&str>) -> Option<String> {
 }
 
 fn control_plane(tunnel: &TunnelConfig) -> Check {
+    use mcpwire::tunnel::blocking::MetadataAnswer;
     let base = &tunnel.engine.base_url;
     match mcpwire::tunnel::blocking::check_control_plane(tunnel) {
-        Ok((200, _)) => check(
+        Ok(MetadataAnswer { status: 200, .. }) => check(
             "control_plane",
             Verdict::Ok,
             format!("{base} answers GET /v1/tunnels/{{id}} with 200: the key is accepted for this tunnel"),
         ),
-        Ok((status @ (401 | 403), code)) => check(
+        Ok(MetadataAnswer {
+            status: status @ (401 | 403),
+            code,
+            ..
+        }) => check(
             "control_plane",
             Verdict::Fail,
             format!(
@@ -95,7 +100,9 @@ fn control_plane(tunnel: &TunnelConfig) -> Check {
                 code.map(|c| format!(" {c}")).unwrap_or_default()
             ),
         ),
-        Ok((404, code)) => check(
+        Ok(MetadataAnswer {
+            status: 404, code, ..
+        }) => check(
             "control_plane",
             Verdict::Fail,
             format!(
@@ -104,7 +111,7 @@ fn control_plane(tunnel: &TunnelConfig) -> Check {
                 code.map(|c| format!(" {c}")).unwrap_or_default()
             ),
         ),
-        Ok((status, code)) => check(
+        Ok(MetadataAnswer { status, code, .. }) => check(
             "control_plane",
             Verdict::Warn,
             format!(

@@ -104,6 +104,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
         },
     };
     let tunnel = config.tunnel;
+    fetch_metadata(&tunnel, &log);
     let result = match config.driver {
         Driver::Blocking => {
             mcpwire::tunnel::blocking::run(tunnel, Arc::clone(&log), status, signals::watch)
@@ -122,6 +123,53 @@ pub fn run(args: &RunArgs) -> ExitCode {
             );
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The Go client's start-up metadata fetch (`GET /v1/tunnels/{id}`), beside the first polls
+/// and never blocking them: its line says which tunnel the key reaches (name and description),
+/// or why the fetch failed (a warning: polling goes on, and `/readyz` does not depend on it).
+fn fetch_metadata(tunnel: &mcpwire::tunnel::TunnelConfig, log: &Arc<Logger>) {
+    let (tunnel, thread_log) = (tunnel.clone(), Arc::clone(log));
+    let spawned = std::thread::Builder::new()
+        .name("tunnel-metadata".to_owned())
+        .spawn(move || {
+            let id = tunnel.engine.tunnel_id.as_str();
+            match mcpwire::tunnel::blocking::check_control_plane(&tunnel) {
+                Ok(a) if (200..300).contains(&a.status) => {
+                    let name = a.name.unwrap_or_else(|| "-".to_owned());
+                    let description = a.description.unwrap_or_else(|| "-".to_owned());
+                    thread_log.log(
+                        Level::Info,
+                        "tunnel metadata fetched",
+                        &[
+                            ("tunnel_id", &id),
+                            ("name", &name),
+                            ("description", &description),
+                        ],
+                    );
+                }
+                Ok(a) => {
+                    let code = a.code.unwrap_or_else(|| "-".to_owned());
+                    thread_log.log(
+                        Level::Warn,
+                        "tunnel metadata fetch failed",
+                        &[("status_code", &a.status), ("error_code", &code)],
+                    );
+                }
+                Err(e) => thread_log.log(
+                    Level::Warn,
+                    "tunnel metadata fetch failed",
+                    &[("error", &e)],
+                ),
+            }
+        });
+    if let Err(e) = spawned {
+        log.log(
+            Level::Warn,
+            "tunnel metadata fetch not started",
+            &[("error", &e)],
+        );
     }
 }
 

@@ -22,7 +22,8 @@
 //! - [`stdio`]: the shared stdio binding (one child's JSON-RPC frames);
 //! - [`supervisor`]: the restart policy of a stdio child (backoff, healthy runs, replacements);
 //! - [`cloudflare`]: managed `cloudflared` (runtime fetch, companion argv/env, readiness);
-//! - [`harpoon`]: the built-in allowlisted HTTP client on the `harpoon` channel (its targets).
+//! - [`harpoon`]: the built-in allowlisted HTTP client on the `harpoon` channel (its targets);
+//! - [`config_file`]: the Go tunnel-client's YAML config file, as values by variable.
 //!
 //! [`Tunnel`], the whole client as one machine (the engine, the route table, a binding and a
 //! supervisor per stdio channel; what a driver runs), lives in a private module (`machine`):
@@ -44,6 +45,7 @@
 //! engine's): it drops an input for a command it does not hold.
 
 pub mod cloudflare;
+pub mod config_file;
 pub mod engine;
 pub mod failure;
 pub mod forward_headers;

@@ -388,18 +388,65 @@ fn forward_job(
     }
 }
 
+/// What `GET /v1/tunnels/{id}` (the startup metadata) answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetadataAnswer {
+    /// The HTTP status.
+    pub status: u16,
+    /// The control plane's error code, when its body named one.
+    pub code: Option<String>,
+    /// The tunnel's name, when a `200` named it (at most 200 characters, control characters
+    /// removed).
+    pub name: Option<String>,
+    /// The tunnel's description, likewise.
+    pub description: Option<String>,
+}
+
+/// Why [`check_control_plane`] got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum MetadataError {
+    /// The trust roots or the client certificate cannot be used (the caller's configuration).
+    #[error(transparent)]
+    Tls(#[from] crate::net::tls::TlsError),
+    /// The configuration cannot form the request (the caller's).
+    #[error(transparent)]
+    Config(#[from] mcpwire_core::tunnel::engine::ConfigError),
+    /// No answer came (the network, the proxy or the control plane): why, in words, with the
+    /// host.
+    #[error("{cause}")]
+    Unreachable {
+        /// Why, e.g. `connection refused (127.0.0.1:9)`.
+        cause: String,
+    },
+}
+
+/// A text field of the metadata as a log may show it.
+fn shown(v: &serde_json::Value) -> Option<String> {
+    let text: String = v
+        .as_str()?
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(200)
+        .collect();
+    (!text.is_empty()).then_some(text)
+}
+
 /// `GET /v1/tunnels/{id}` (the startup metadata) as `run` would send it (the same trust,
-/// client certificate and proxy): the answer's status and error code, or why no answer came
-/// (in words, with the host). For `mcpwire tunnel doctor`.
-pub fn check_control_plane(config: &TunnelConfig) -> Result<(u16, Option<String>), String> {
-    let roots = crate::net::tls::load_roots(&config.tls).map_err(|e| e.to_string())?;
+/// client certificate and proxy, a 10-second limit): the answer, or why none came. For the
+/// start-up line of `mcpwire tunnel run` and for `mcpwire tunnel doctor`.
+///
+/// # Errors
+/// [`MetadataError`]: the TLS settings or the configuration cannot be used, or no answer came.
+pub fn check_control_plane(config: &TunnelConfig) -> Result<MetadataAnswer, MetadataError> {
+    let roots = crate::net::tls::load_roots(&config.tls)?;
     let tls = crate::net::tls::ureq_config(&roots, config.tls.control_plane_identity.as_ref());
-    let request = mcpwire_core::tunnel::engine::metadata_request(&config.engine)
-        .map_err(|e| e.to_string())?;
+    let request = mcpwire_core::tunnel::engine::metadata_request(&config.engine)?;
     let agent = http::control_agent(tls);
     let proxy = config.proxies.control_plane.for_url(&request.url);
     let mut response = http::send_via(&agent, proxy, &request, Some(Duration::from_secs(10)))
-        .map_err(|e| http::cause(&e, &request.url))?;
+        .map_err(|e| MetadataError::Unreachable {
+            cause: http::cause(&e, &request.url),
+        })?;
     let status = response.status().as_u16();
     let body = response
         .body_mut()
@@ -407,8 +454,11 @@ pub fn check_control_plane(config: &TunnelConfig) -> Result<(u16, Option<String>
         .limit(64 * 1024)
         .read_to_vec()
         .unwrap_or_default();
-    let code = serde_json::from_slice::<serde_json::Value>(&body)
-        .ok()
-        .and_then(|v| v["error"]["code"].as_str().map(str::to_owned));
-    Ok((status, code))
+    let json = serde_json::from_slice::<serde_json::Value>(&body).unwrap_or_default();
+    Ok(MetadataAnswer {
+        status,
+        code: json["error"]["code"].as_str().map(str::to_owned),
+        name: shown(&json["name"]),
+        description: shown(&json["description"]),
+    })
 }
