@@ -223,7 +223,10 @@ fn the_go_clients_sample_profiles_load_and_serve() {
         });
         let v: Value = serde_json::from_str(&meta).unwrap();
         assert_eq!(v["level"], "info", "{v}");
-        assert!(v["tunnel_id"].as_str().is_some_and(|t| !t.is_empty()), "{v}");
+        assert!(
+            v["tunnel_id"].as_str().is_some_and(|t| !t.is_empty()),
+            "{v}"
+        );
         assert!(v["name"].as_str().is_some_and(|n| n != "-"), "{v}");
         let out = run.stop();
         // The samples ask for JSON logs; the file read is logged, the key never.
@@ -284,6 +287,22 @@ fn a_file_with_every_key_takes_effect_or_names_what_is_ignored() {
     assert_eq!(pid.trim(), run.child.id().to_string());
     assert_serves_the_reference_tools(&cp, "main");
     assert_serves_the_reference_tools(&cp, "tools");
+    // mcp.extra_headers reach the HTTP MCP server on every forward (never the control plane).
+    let forwarded = server.server().requests();
+    assert!(!forwarded.is_empty());
+    for r in &forwarded {
+        assert!(
+            r.headers
+                .iter()
+                .any(|(n, v)| n.eq_ignore_ascii_case("X-Mcp-Extra") && v == "one"),
+            "{:?}",
+            r.headers
+        );
+    }
+    assert!(cp.plane().polls(GO_TUNNEL).iter().all(|p| !p
+        .headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("X-Mcp-Extra"))));
     // Control-plane headers from the file: the organization and the extra header (its value
     // read from the environment).
     let polls = cp.plane().polls(GO_TUNNEL);
@@ -329,7 +348,6 @@ fn a_file_with_every_key_takes_effect_or_names_what_is_ignored() {
         "control_plane.poll_deadline_guardrail",
         "health.unix_socket",
         "admin_ui.log_buffer_events",
-        "mcp.extra_headers",
         "mcp.discovery_extra_headers",
         "mcp.startup_wait_timeout",
         "mcp.connection_max_ttl",
@@ -1187,7 +1205,10 @@ fn a_failed_poll_says_why_and_for_which_host() {
                 .find(|l| l.contains("tunnel metadata fetch failed"))
                 .map(str::to_owned)
         });
-        assert!(meta.contains(" WARN  tunnel metadata fetch failed"), "{meta}");
+        assert!(
+            meta.contains(" WARN  tunnel metadata fetch failed"),
+            "{meta}"
+        );
         assert!(
             meta.contains(&format!("connection refused (127.0.0.1:{port})")),
             "{driver}: {meta}"

@@ -280,3 +280,25 @@ fn a_host_resolving_to_link_local_or_metadata_is_never_included() {
         Some(Inclusion::Suffix)
     );
 }
+
+#[test]
+fn the_operators_mcp_headers_go_to_the_mcp_servers_origin_only() {
+    use mcpwire_core::tunnel::engine::Secret;
+    let mut d = MetadataDiscovery::new(SERVER, policy())
+        .unwrap()
+        .with_server_headers(vec![("X-Api-Key".to_owned(), Secret::new("k-1"))]);
+    // The probe and the server's own well-known URL carry it.
+    let probe = d.next_fetch().unwrap();
+    assert_eq!(probe.request.headers.get("x-api-key"), Some("k-1"));
+    d.handle_response(&head(405, &[]), b"");
+    let prm_fetch = d.next_fetch().unwrap();
+    assert_eq!(prm_fetch.request.headers.get("x-api-key"), Some("k-1"));
+    d.handle_response(
+        &head(200, &[]),
+        &prm("https://mcp.example.com/mcp", &["https://idp.example.com"]),
+    );
+    // The authorization server (another origin) never sees it.
+    let as_fetch = d.next_fetch().unwrap();
+    assert!(as_fetch.request.url.starts_with("https://idp.example.com/"));
+    assert_eq!(as_fetch.request.headers.get("x-api-key"), None);
+}

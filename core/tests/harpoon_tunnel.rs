@@ -68,6 +68,7 @@ fn config(registry: Option<Registry>, main: bool) -> Config {
         stdio: StdioConfig::default(),
         grace: Duration::from_secs(5),
         restart_seed: 1,
+        mcp_extra_headers: Vec::new(),
         harpoon: registry.map(|r| HarpoonConfig::new(r, [9; 64])),
     }
 }

@@ -49,6 +49,7 @@ fn config(targets: Vec<Target>) -> Config {
         stdio: StdioConfig::default(),
         grace: Duration::from_secs(5),
         restart_seed: 1,
+        mcp_extra_headers: Vec::new(),
         harpoon: None,
     }
 }

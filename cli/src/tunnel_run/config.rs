@@ -118,6 +118,15 @@ pub struct RunArgs {
     /// env:VAR or file:PATH) [env: CONTROL_PLANE_EXTRA_HEADERS, separated by ',' or ';']
     #[arg(long = "control-plane.extra-headers", value_name = "HEADER")]
     pub extra_headers: Vec<String>,
+    /// A header on every request forwarded to an HTTP MCP server, "Name: value" (repeatable;
+    /// the value may be env:VAR or file:PATH; a command's own header of that name wins)
+    /// [env: MCP_EXTRA_HEADERS, separated by ',' or ';']
+    #[arg(
+        long = "mcp.extra-headers",
+        alias = "mcp-extra-headers",
+        value_name = "HEADER"
+    )]
+    pub mcp_extra_headers: Vec<String>,
     /// Commands admitted and not finished, at most [env: CONTROL_PLANE_MAX_INFLIGHT_REQUESTS] [default: 20]
     #[arg(long = "control-plane.max-inflight", value_name = "N")]
     pub max_inflight: Option<String>,
@@ -1336,7 +1345,9 @@ pub fn resolve_layers(
     };
     let cloudflared = cloudflared(args, src, read_file)?;
     let proxies = proxy_settings(args, src)?;
+    let (mcp_extra_headers, mcp_header_secrets) = mcp_headers(args, src, read_file)?;
     let mut secrets = secrets;
+    secrets.extend(mcp_header_secrets);
     secrets.extend(proxies.control_plane.passwords());
     secrets.extend(proxies.mcp.passwords());
     Ok(RunConfig {
@@ -1350,6 +1361,7 @@ pub fn resolve_layers(
             harpoon_discovery,
             tls,
             proxies,
+            mcp_extra_headers,
         },
         health_addr,
         log_level,
@@ -1590,6 +1602,43 @@ fn control_plane_headers(
         }
         headers.push(("OpenAI-Organization".to_owned(), Secret::new(org)));
     }
+    let (list, secrets_of_list) = header_list(
+        &args.extra_headers,
+        ("control-plane.extra-headers", "CONTROL_PLANE_EXTRA_HEADERS"),
+        src,
+        read_file,
+        &|name| {
+            mcpwire_core::tunnel::engine::is_reserved_control_plane_header(name).then_some(
+                "this header is the client's own (authentication, content or client metadata) \
+                 and cannot be set",
+            )
+        },
+    )?;
+    for (name, value) in list {
+        if headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(&name)) {
+            return Err(bad(
+                "--control-plane.extra-headers",
+                &name,
+                "each header may be given once",
+            ));
+        }
+        headers.push((name, value));
+    }
+    secrets.extend(secrets_of_list);
+    Ok((headers, secrets))
+}
+
+/// A list of extra headers, "Name: value" each: the flag's entries beat the variable's (split
+/// at ',' or ';'), which beat the file's; each value may be `env:VAR` or `file:PATH`. A name
+/// `reserved` refuses (with its reason) is an error, as is a name given twice. Also the values,
+/// for the log redactor.
+fn header_list(
+    flag_values: &[String],
+    (flag, var): (&str, &str),
+    src: &Sources<'_>,
+    read_file: &dyn Fn(&str) -> std::io::Result<String>,
+    reserved: &dyn Fn(&str) -> Option<&'static str>,
+) -> Result<ExtraHeaders, ConfigError> {
     let split = |v: &str| -> Vec<String> {
         v.split([',', ';'])
             .map(str::trim)
@@ -1597,19 +1646,13 @@ fn control_plane_headers(
             .map(str::to_owned)
             .collect()
     };
-    let (list, origin) = if args.extra_headers.is_empty() {
-        src.items(
-            "control-plane.extra-headers",
-            "CONTROL_PLANE_EXTRA_HEADERS",
-            &split,
-        )
-        .unwrap_or_default()
+    let (list, origin) = if flag_values.is_empty() {
+        src.items(flag, var, &split).unwrap_or_default()
     } else {
-        (
-            args.extra_headers.clone(),
-            "--control-plane.extra-headers".to_owned(),
-        )
+        (flag_values.to_vec(), format!("--{flag}"))
     };
+    let mut headers: Vec<(String, Secret)> = Vec::new();
+    let mut secrets = Vec::new();
     for entry in &list {
         let Some((name, value)) = entry.split_once(':') else {
             return Err(ConfigError(format!(
@@ -1620,13 +1663,8 @@ fn control_plane_headers(
         if mcpwire_core::http::validate_name(name).is_err() {
             return Err(bad(&origin, name, "expected an HTTP header name"));
         }
-        if mcpwire_core::tunnel::engine::is_reserved_control_plane_header(name) {
-            return Err(bad(
-                &origin,
-                name,
-                "this header is the client's own (authentication, content or client metadata) \
-                 and cannot be set",
-            ));
+        if let Some(why) = reserved(name) {
+            return Err(bad(&origin, name, why));
         }
         if headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
             return Err(bad(&origin, name, "each header may be given once"));
@@ -1642,6 +1680,27 @@ fn control_plane_headers(
         headers.push((name.to_owned(), Secret::new(value)));
     }
     Ok((headers, secrets))
+}
+
+/// `--mcp.extra-headers`: headers on every forward to an HTTP MCP server (the command's own
+/// win); the forward's and MCP's own names are refused.
+fn mcp_headers(
+    args: &RunArgs,
+    src: &Sources<'_>,
+    read_file: &dyn Fn(&str) -> std::io::Result<String>,
+) -> Result<ExtraHeaders, ConfigError> {
+    header_list(
+        &args.mcp_extra_headers,
+        ("mcp.extra-headers", "MCP_EXTRA_HEADERS"),
+        src,
+        read_file,
+        &|name| {
+            mcpwire_core::tunnel::forward_headers::is_reserved_extra_header(name).then_some(
+                "the forward sets this header itself (framing, content negotiation, MCP's \
+                 protocol version, session and method headers) and it cannot be set",
+            )
+        },
+    )
 }
 
 #[cfg(test)]
@@ -1875,6 +1934,68 @@ mod tests {
             e.starts_with("invalid config file /etc/t.yaml line 1: nope: unknown key"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn mcp_extra_headers_from_flags_environment_and_file() {
+        let shown = |c: &RunConfig| -> Vec<(String, String)> {
+            c.tunnel
+                .mcp_extra_headers
+                .iter()
+                .map(|(n, v)| (n.clone(), v.expose().to_owned()))
+                .collect()
+        };
+        let mut a = base();
+        a.mcp_extra_headers = vec!["Authorization: env:MCP_TOKEN".into(), "X-Team: blue".into()];
+        let c = run(
+            a,
+            &[
+                ("MCP_TOKEN", "Bearer mcp-tok-1"),
+                ("MCP_EXTRA_HEADERS", "X-Env: 1"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            shown(&c),
+            [
+                ("Authorization".to_owned(), "Bearer mcp-tok-1".to_owned()),
+                ("X-Team".to_owned(), "blue".to_owned())
+            ]
+        );
+        // The values are secrets to the log redactor.
+        assert!(c.secrets.0.iter().any(|s| s == "Bearer mcp-tok-1"));
+        let c = run(base(), &[("MCP_EXTRA_HEADERS", "X-A: 1; X-B: 2")]).unwrap();
+        assert_eq!(shown(&c).len(), 2);
+        let c = run_file(
+            base(),
+            &[],
+            "mcp:\n  extra_headers:\n    X-File: from-file\n",
+        )
+        .unwrap();
+        assert_eq!(shown(&c), [("X-File".to_owned(), "from-file".to_owned())]);
+        // MCP's own and the forward's headers are refused by name.
+        for name in [
+            "Mcp-Session-Id",
+            "mcp-protocol-version",
+            "Content-Type",
+            "Mcp-Param-Region",
+            "Host",
+        ] {
+            let mut a = base();
+            a.mcp_extra_headers = vec![format!("{name}: x")];
+            let e = run(a, &[]).unwrap_err().0;
+            assert!(
+                e.starts_with(&format!("invalid --mcp.extra-headers {name:?}")),
+                "{e}"
+            );
+            assert!(e.contains("the forward sets this header itself"), "{e}");
+        }
+        let mut a = base();
+        a.mcp_extra_headers = vec!["X-A: 1".into(), "x-a: 2".into()];
+        assert!(run(a, &[])
+            .unwrap_err()
+            .0
+            .contains("each header may be given once"));
     }
 
     #[test]

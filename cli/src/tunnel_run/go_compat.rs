@@ -26,11 +26,6 @@ pub const NOT_IMPLEMENTED: &[(&str, &str, &str)] = &[
         "the health listener on a Unix socket",
     ),
     (
-        "mcp.extra-headers",
-        "MCP_EXTRA_HEADERS",
-        "headers on every request to the MCP servers",
-    ),
-    (
         "mcp.discovery-extra-headers",
         "MCP_DISCOVERY_EXTRA_HEADERS",
         "headers on the MCP server's metadata requests",
@@ -90,7 +85,6 @@ pub const NOT_IMPLEMENTED: &[(&str, &str, &str)] = &[
 /// The Go client's dashed spellings of flags mcpwire does not implement (the implemented ones
 /// are aliases of their flags).
 const NOT_IMPLEMENTED_ALIASES: &[(&str, &str)] = &[
-    ("mcp-extra-headers", "mcp.extra-headers"),
     ("mcp-discovery-extra-headers", "mcp.discovery-extra-headers"),
     ("health-unix-socket", "health.unix-socket"),
 ];

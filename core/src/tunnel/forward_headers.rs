@@ -19,6 +19,10 @@
 //! 3. Every other command header is kept, in order, except the hop-by-hop ones
 //!    ([`HOP_BY_HOP`]), every header a `Connection` header nominates, and the ones the driver or
 //!    this module sets ([`RESERVED`]).
+//! 4. Last, the operator's extra headers (`--mcp.extra-headers`, [`add_extra_headers`]), each
+//!    one the forward does not carry yet: the command's own win, as in the Go client. Names the
+//!    forward or MCP itself owns are refused when the tunnel is set up
+//!    ([`is_reserved_extra_header`]).
 
 use std::collections::BTreeMap;
 
@@ -45,6 +49,38 @@ pub const HOP_BY_HOP: [&str; 9] = [
 
 /// Headers the forward sets itself (framing, content negotiation): a command's value is dropped.
 pub const RESERVED: [&str; 5] = ["Host", "Content-Length", "Content-Type", "Accept", "Expect"];
+
+/// Whether `name` may not be one of the operator's extra headers on forwards
+/// (`--mcp.extra-headers`): the hop-by-hop headers ([`HOP_BY_HOP`]), the ones the forward sets
+/// itself ([`RESERVED`]), and MCP's own request headers, which the body or the session decide
+/// (`MCP-Protocol-Version`, `Mcp-Session-Id`, `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`,
+/// `Last-Event-ID`). `Authorization` and every other name are the operator's to set.
+#[must_use]
+pub fn is_reserved_extra_header(name: &str) -> bool {
+    let owned_by_mcp = [
+        crate::mcp::headers::PROTOCOL_VERSION_HEADER,
+        crate::mcp::headers::SESSION_ID_HEADER,
+        crate::mcp::headers::METHOD_HEADER,
+        crate::mcp::headers::NAME_HEADER,
+        "Last-Event-ID",
+    ];
+    HOP_BY_HOP
+        .iter()
+        .chain(RESERVED.iter())
+        .chain(owned_by_mcp.iter())
+        .any(|h| h.eq_ignore_ascii_case(name))
+        || is_param_header(name)
+}
+
+/// Adds the operator's extra headers to a forward's final `headers`: each one whose name the
+/// forward does not carry yet (the command's own headers win).
+pub fn add_extra_headers(headers: &mut Headers, extra: &[(String, crate::tunnel::engine::Secret)]) {
+    for (name, value) in extra {
+        if !headers.contains(name) {
+            let _ = headers.append(name.clone(), value.expose().to_owned());
+        }
+    }
+}
 
 /// The most tools a [`ToolCatalog`] remembers for one channel (later pages are not recorded).
 pub const MAX_CATALOG_TOOLS: usize = 10_000;
@@ -240,6 +276,39 @@ mod tests {
         assert_eq!(rejected.len(), 1);
         assert_eq!(rejected[0].tool, "bad");
         c
+    }
+
+    #[test]
+    fn extra_headers_come_last_and_the_commands_own_win() {
+        use crate::tunnel::engine::Secret;
+        let mut h = Headers::new();
+        h.append("Authorization", "Bearer from-command").unwrap();
+        let extra = vec![
+            ("authorization".to_owned(), Secret::new("Bearer operator")),
+            ("X-Team".to_owned(), Secret::new("blue")),
+        ];
+        add_extra_headers(&mut h, &extra);
+        let all: Vec<(&str, &str)> = h.iter().collect();
+        assert_eq!(
+            all,
+            [("Authorization", "Bearer from-command"), ("X-Team", "blue")]
+        );
+        for name in [
+            "mcp-session-id",
+            "MCP-Protocol-Version",
+            "Mcp-Method",
+            "Mcp-Name",
+            "Mcp-Param-Region",
+            "Last-Event-ID",
+            "Content-Length",
+            "Accept",
+            "Transfer-Encoding",
+        ] {
+            assert!(is_reserved_extra_header(name), "{name}");
+        }
+        for name in ["Authorization", "X-Api-Key", "Cookie", "Mcp-Other"] {
+            assert!(!is_reserved_extra_header(name), "{name}");
+        }
     }
 
     #[test]

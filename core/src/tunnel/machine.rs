@@ -64,6 +64,11 @@ pub struct Config {
     /// `X-Tunnel-MCP-Server-Info` (version 2, `stateless` and `proc_affinity`); without a target
     /// it does neither, and a command for the channel is answered as for any unserved channel.
     pub harpoon: Option<HarpoonConfig>,
+    /// Headers added to every forward to a Streamable HTTP MCP server (`--mcp.extra-headers`),
+    /// after the command's own, which win ([`forward_headers::add_extra_headers`]); never sent
+    /// to the control plane, to Harpoon's targets or to a stdio server. A reserved name
+    /// ([`forward_headers::is_reserved_extra_header`]) is a [`ConfigError`].
+    pub mcp_extra_headers: Vec<(String, engine::Secret)>,
 }
 
 /// The channel name reserved for Harpoon: no target of [`Config::targets`] may take it.
@@ -325,6 +330,8 @@ pub struct Tunnel {
     on_harpoon: BTreeSet<CommandId>,
     poll_timeout: Duration,
     grace: Duration,
+    /// Added to every forward to an HTTP MCP server.
+    mcp_extra_headers: Vec<(String, engine::Secret)>,
     stopping: Option<Instant>,
     outputs: VecDeque<Output>,
 }
@@ -356,6 +363,16 @@ impl Tunnel {
             ),
             _ => None,
         };
+        for (name, value) in &config.mcp_extra_headers {
+            if super::forward_headers::is_reserved_extra_header(name) {
+                return Err(ConfigError::Invalid(
+                    "mcp extra headers may not set the forward's own or MCP's headers",
+                ));
+            }
+            crate::http::Headers::new()
+                .append(name.clone(), value.expose().to_owned())
+                .map_err(|_| ConfigError::Invalid("an mcp extra header is not a valid header"))?;
+        }
         let mut engine_config = config.engine;
         declare_harpoon(&mut engine_config, harpoon.is_some());
         let engine = Engine::new(engine_config, now)?;
@@ -397,6 +414,7 @@ impl Tunnel {
             on_harpoon: BTreeSet::new(),
             poll_timeout,
             grace: config.grace,
+            mcp_extra_headers: config.mcp_extra_headers,
             stopping: None,
             outputs: VecDeque::new(),
         };
@@ -842,7 +860,11 @@ impl Tunnel {
             }
             Some(Route::Http(url)) => {
                 let (cmd, deadline) = (f.cmd, f.deadline);
-                let request = f.into_http_request(url.clone());
+                let mut request = f.into_http_request(url.clone());
+                super::forward_headers::add_extra_headers(
+                    &mut request.headers,
+                    &self.mcp_extra_headers,
+                );
                 self.outputs.push_back(Output::Forward {
                     cmd,
                     request,

@@ -62,6 +62,9 @@ pub struct TunnelConfig {
     pub tls: TunnelTls,
     /// Which HTTP proxy the control plane's and the MCP servers' requests take.
     pub proxies: TunnelProxies,
+    /// Headers added to every forward to an HTTP MCP server (`--mcp.extra-headers`); the
+    /// command's own headers win. Never sent to the control plane, Harpoon's targets or stdio.
+    pub mcp_extra_headers: Vec<(String, mcpwire_core::tunnel::engine::Secret)>,
 }
 
 /// The proxy of each route (Harpoon's calls and discovery take the MCP servers' route).

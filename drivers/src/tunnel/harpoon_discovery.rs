@@ -34,7 +34,10 @@ pub(crate) fn begin(
         return None;
     }
     match MetadataDiscovery::new(&wanted.server_url, wanted.policy) {
-        Ok(d) => Some((wanted, d)),
+        Ok(d) => Some((
+            wanted,
+            d.with_server_headers(config.mcp_extra_headers.clone()),
+        )),
         Err(e) => {
             log.log(
                 Level::Warn,

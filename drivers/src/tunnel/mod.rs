@@ -40,6 +40,7 @@
 //!     // The system's trust store, no client certificate; no proxy.
 //!     tls: Default::default(),
 //!     proxies: Default::default(),
+//!     mcp_extra_headers: Vec::new(),
 //! };
 //! let log = Arc::new(Logger::stderr(Level::Info, false, vec!["sk-...".to_owned()]));
 //! // Runs until the stopper (kept by `on_start`, e.g. for a signal handler) is used.

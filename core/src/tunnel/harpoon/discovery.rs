@@ -341,9 +341,23 @@ pub struct MetadataDiscovery {
     issuers: Vec<String>,
     metadata: Vec<Value>,
     problems: Vec<DiscoveryProblem>,
+    /// Added to every request to the MCP server's origin (`--mcp.extra-headers`).
+    server_headers: Vec<(String, crate::tunnel::engine::Secret)>,
 }
 
 impl MetadataDiscovery {
+    /// Adds `headers` (the operator's `--mcp.extra-headers`) to every discovery request to the
+    /// MCP server's own origin, on any path, as the Go client does; never to another origin
+    /// (an authorization server's).
+    #[must_use]
+    pub fn with_server_headers(
+        mut self,
+        headers: Vec<(String, crate::tunnel::engine::Secret)>,
+    ) -> Self {
+        self.server_headers = headers;
+        self
+    }
+
     /// Discovery for the MCP server at `server_url`; the documents' URLs are checked with
     /// `policy`.
     ///
@@ -376,6 +390,7 @@ impl MetadataDiscovery {
             issuers: Vec::new(),
             metadata: Vec::new(),
             problems: Vec::new(),
+            server_headers: Vec::new(),
         })
     }
 
@@ -384,8 +399,14 @@ impl MetadataDiscovery {
         if self.awaiting {
             return None;
         }
-        let f = self.out.take()?;
+        let mut f = self.out.take()?;
         self.awaiting = true;
+        if super::server::same_origin_urls(&f.request.url, &self.server_url) {
+            crate::tunnel::forward_headers::add_extra_headers(
+                &mut f.request.headers,
+                &self.server_headers,
+            );
+        }
         Some(f)
     }
 

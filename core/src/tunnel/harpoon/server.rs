@@ -995,7 +995,7 @@ fn frame(payload: &str) -> Vec<u8> {
 }
 
 /// Whether two absolute URLs have one origin (scheme, host and port); unparsable ones do not.
-fn same_origin_urls(a: &str, b: &str) -> bool {
+pub(crate) fn same_origin_urls(a: &str, b: &str) -> bool {
     match (url::Url::parse(a), url::Url::parse(b)) {
         (Ok(a), Ok(b)) => crate::net_policy::same_origin(&a, &b),
         _ => false,

@@ -206,6 +206,7 @@ impl Prepared {
                 stdio: config.stdio.clone(),
                 grace: config.grace,
                 restart_seed: crate::random_seed(),
+                mcp_extra_headers: config.mcp_extra_headers.clone(),
                 harpoon: config.harpoon.clone(),
             },
             now,
