@@ -1469,6 +1469,41 @@ fn metrics_parse_as_prometheus_text_with_the_go_clients_names() {
         value("commands_poll_cycles_total"),
         value("mcpwire_tunnel_polls_total")
     );
+    // The commands the polls carried, all admitted; the capacities are the Go defaults.
+    assert!(value("commands_polled_total") >= 1.0, "{text}");
+    assert_eq!(
+        value("commands_enqueued_total"),
+        value("commands_polled_total")
+    );
+    assert_eq!(value("commands_queue_drops_total"), 0.0, "{text}");
+    assert_eq!(value("commands_queue_capacity"), 20.0, "{text}");
+    assert_eq!(value("dispatcher_worker_pool_capacity"), 10.0, "{text}");
+    assert_eq!(value("liveness"), 1.0, "{text}");
+    assert_eq!(value("readiness"), 1.0, "{text}");
+    // Poll errors by kind, both kinds present from the start.
+    for kind in ["other", "timeout"] {
+        assert!(
+            scrape
+                .samples
+                .iter()
+                .any(|s| s.metric == "commands_poll_errors_total"
+                    && s.labels.get("error_kind") == Some(kind)),
+            "{text}"
+        );
+    }
+    // The poll latency histogram: answered polls counted under error="false".
+    let answered = scrape
+        .samples
+        .iter()
+        .find(|s| {
+            s.metric == "commands_poll_latency_seconds" && s.labels.get("error") == Some("false")
+        })
+        .unwrap_or_else(|| panic!("no commands_poll_latency_seconds in\n{text}"));
+    let prometheus_parse::Value::Histogram(buckets) = &answered.value else {
+        panic!("commands_poll_latency_seconds is not a histogram: {text}");
+    };
+    let inf = buckets.iter().find(|b| b.less_than.is_infinite()).unwrap();
+    assert!(inf.count >= 1.0, "{text}");
     let completed = scrape
         .samples
         .iter()
@@ -1478,8 +1513,22 @@ fn metrics_parse_as_prometheus_text_with_the_go_clients_names() {
         })
         .expect("a completed command");
     assert!(matches!(completed.value, prometheus_parse::Value::Counter(v) if v >= 1.0));
-    // Every sample has HELP and TYPE: the parser knew each one's kind.
+    // Every sample has HELP and TYPE: the parser knew each one's kind (prometheus-parse files
+    // a histogram's `_sum` and `_count` lines as untyped: they are checked by the TYPE line of
+    // their histogram).
+    let histograms: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" histogram"))
+        .collect();
     for s in &scrape.samples {
+        let part_of_histogram = ["_sum", "_count"].iter().any(|suffix| {
+            s.metric
+                .strip_suffix(suffix)
+                .is_some_and(|base| histograms.contains(&base))
+        });
+        if part_of_histogram {
+            continue;
+        }
         assert!(
             !matches!(s.value, prometheus_parse::Value::Untyped(_)),
             "{} has no TYPE",

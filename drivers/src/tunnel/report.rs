@@ -56,8 +56,9 @@ pub struct Report {
     pub metrics: Metrics,
     info: BTreeMap<String, CmdInfo>,
     post_failed: BTreeSet<CommandId>,
-    /// Why the last poll got no answer (the driver's words), until its event is logged.
-    poll_cause: Option<String>,
+    /// Why the last poll got no answer (the driver's words, and whether it timed out), until
+    /// its event is logged.
+    poll_cause: Option<(String, bool)>,
 }
 
 impl Report {
@@ -213,9 +214,10 @@ impl Report {
         }
     }
 
-    /// Why the poll that just failed got no answer, for its `poll failed` line.
-    pub fn poll_cause(&mut self, cause: String) {
-        self.poll_cause = Some(cause);
+    /// Why the poll that just failed got no answer (and whether it ran out of time), for its
+    /// `poll failed` line and the error's kind.
+    pub fn poll_cause(&mut self, cause: String, timed_out: bool) {
+        self.poll_cause = Some((cause, timed_out));
     }
 
     /// Remembers why a command failed, for its outcome line.
@@ -262,6 +264,7 @@ impl Report {
         match e {
             Event::Polled { commands } => {
                 self.metrics.polled_now();
+                self.metrics.commands_polled += commands as u64;
                 self.log
                     .log(Level::Debug, "polled", &[("commands", &commands)]);
             }
@@ -272,6 +275,12 @@ impl Report {
             } => {
                 self.metrics.poll_errors += 1;
                 let cause = self.poll_cause.take();
+                let kind = match (&status, &cause) {
+                    (None, Some((_, true))) => "timeout",
+                    _ => "other",
+                };
+                *self.metrics.poll_errors_by_kind.entry(kind).or_default() += 1;
+                let cause = cause.map(|(c, _)| c);
                 let status = status.map_or_else(|| "transport".to_owned(), |s| s.to_string());
                 let code = code.unwrap_or_else(|| "-".into());
                 let retry = retry_in.as_millis();
@@ -295,6 +304,7 @@ impl Report {
                 request_id,
                 command_type,
             } => {
+                self.metrics.commands_invalid += 1;
                 self.outcome(
                     &request_id,
                     "skipped",
@@ -303,6 +313,7 @@ impl Report {
                 );
             }
             Event::MalformedCommand { request_id, reason } => {
+                self.metrics.commands_invalid += 1;
                 let rid = request_id.unwrap_or_else(|| "-".into());
                 self.log.log(
                     Level::Warn,
@@ -403,6 +414,35 @@ mod tests {
 
     /// The next POST of a command counts as a delivery retry only after an attempt the core
     /// calls failed ([`PostAnswer::Failed`], or no answer at all): not after a `2xx` or a `404`.
+    #[test]
+    fn poll_errors_are_counted_by_the_go_clients_error_kind() {
+        let log = Logger::new(Level::Debug, false, Vec::new(), Box::new(Sink::default()));
+        let mut r = Report::new(Arc::new(log));
+        let failed = |status| {
+            tunnel::Event::Engine(Event::PollFailed {
+                status,
+                code: None,
+                retry_in: std::time::Duration::from_secs(1),
+            })
+        };
+        r.poll_cause("timed out (cp.example:443)".to_owned(), true);
+        r.tunnel_event(failed(None));
+        r.poll_cause("connection refused (cp.example:443)".to_owned(), false);
+        r.tunnel_event(failed(None));
+        r.tunnel_event(failed(Some(503)));
+        assert_eq!(r.metrics.poll_errors_by_kind.get("timeout"), Some(&1));
+        assert_eq!(r.metrics.poll_errors_by_kind.get("other"), Some(&2));
+        let text = r.metrics.prometheus();
+        assert!(
+            text.contains("commands_poll_errors_total{error_kind=\"timeout\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("commands_poll_errors_total{error_kind=\"other\"} 2\n"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn a_delivery_retry_is_counted_only_after_a_failed_post_attempt() {
         let log = Logger::new(Level::Error, false, Vec::new(), Box::new(std::io::sink()));

@@ -36,7 +36,26 @@ pub struct Metrics {
     pub not_ready: Option<String>,
     /// Harpoon's `call_target` calls by label, status class and outcome.
     pub harpoon_calls: BTreeMap<HarpoonKey, HarpoonSeries>,
+    /// Commands the polls carried.
+    pub commands_polled: u64,
+    /// Polled items dropped before admission (an unknown `command_type`, or not decodable).
+    pub commands_invalid: u64,
+    /// Failed polls by the Go client's `error_kind` (`timeout`, `other`).
+    pub poll_errors_by_kind: BTreeMap<&'static str, u64>,
+    /// How long polls took, answered with a 2xx (`[0]`) or not (`[1]`), in seconds.
+    pub poll_latency: [Histogram; 2],
+    /// Commands admitted and not finished, at most (`--control-plane.max-inflight`).
+    pub queue_capacity: usize,
+    /// Forwards running at once, at most (`--mcp.max-concurrent-requests`).
+    pub worker_capacity: usize,
 }
+
+/// The upper bounds of `commands_poll_latency_seconds`'s buckets: the OpenTelemetry SDK's
+/// default boundaries, which the Go client's histogram uses as they are (in seconds).
+pub const POLL_LATENCY_BUCKETS_S: [f64; 15] = [
+    0.0, 5.0, 10.0, 25.0, 50.0, 75.0, 100.0, 250.0, 500.0, 750.0, 1000.0, 2500.0, 5000.0, 7500.0,
+    10000.0,
+];
 
 /// The labels of Harpoon's series: the target's label (unregistered ones folded), the status
 /// class (`2xx` ... or `none`) and the outcome.
@@ -131,6 +150,11 @@ impl Metrics {
     /// Counts one finished command.
     pub fn count(&mut self, outcome: &'static str) {
         *self.commands.entry(outcome).or_default() += 1;
+    }
+
+    /// Counts one poll that took `took`, `failed` unless a 2xx answered it.
+    pub fn poll_ended(&mut self, took: std::time::Duration, failed: bool) {
+        self.poll_latency[usize::from(failed)].observe(&POLL_LATENCY_BUCKETS_S, took.as_secs_f64());
     }
 
     /// Marks a successful poll now.
@@ -263,11 +287,80 @@ impl Metrics {
             "Poll requests sent (the Go client's name).",
             &one(self.polls.to_string()),
         );
+        let by_kind: Vec<(String, String)> = ["other", "timeout"]
+            .iter()
+            .map(|k| {
+                let n = self.poll_errors_by_kind.get(k).copied().unwrap_or(0);
+                (format!("{{error_kind=\"{k}\"}}"), n.to_string())
+            })
+            .collect();
         metric(
             "commands_poll_errors_total",
             "counter",
-            "Poll requests that failed (the Go client's name).",
-            &one(self.poll_errors.to_string()),
+            "Poll requests that failed, by error kind (the Go client's name).",
+            &by_kind,
+        );
+        let mut latency_lines = Vec::new();
+        for (i, error) in ["false", "true"].iter().enumerate() {
+            self.poll_latency[i].lines(
+                &format!("error=\"{error}\""),
+                &POLL_LATENCY_BUCKETS_S,
+                &mut latency_lines,
+            );
+        }
+        metric(
+            "commands_poll_latency_seconds",
+            "histogram",
+            "Latency in seconds of completed poll requests (the Go client's name and buckets).",
+            &latency_lines,
+        );
+        metric(
+            "commands_polled_total",
+            "counter",
+            "Commands the polls carried (the Go client's name).",
+            &one(self.commands_polled.to_string()),
+        );
+        metric(
+            "commands_enqueued_total",
+            "counter",
+            "Polled commands admitted (the Go client's name).",
+            &one(self
+                .commands_polled
+                .saturating_sub(self.commands_invalid)
+                .to_string()),
+        );
+        metric(
+            "commands_queue_drops_total",
+            "counter",
+            "Polled items dropped before admission, by reason (the Go client's name).",
+            &[(
+                "{drop_reason=\"invalid_command_type\"}".to_owned(),
+                self.commands_invalid.to_string(),
+            )],
+        );
+        metric(
+            "commands_queue_capacity",
+            "gauge",
+            "Commands admitted and not finished, at most (the Go client's name).",
+            &one(self.queue_capacity.to_string()),
+        );
+        metric(
+            "dispatcher_worker_pool_capacity",
+            "gauge",
+            "Forwards to MCP servers running at once, at most (the Go client's name).",
+            &one(self.worker_capacity.to_string()),
+        );
+        metric(
+            "liveness",
+            "gauge",
+            "1 while the tunnel client process is live (the Go client's name).",
+            &one("1".to_owned()),
+        );
+        metric(
+            "readiness",
+            "gauge",
+            "1 when /readyz answers 200 (the Go client's name).",
+            &one(u8::from(self.not_ready.is_none()).to_string()),
         );
         metric(
             "commands_queue_length",

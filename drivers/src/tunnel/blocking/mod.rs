@@ -38,7 +38,7 @@ use self::stdio::StdioChild;
 use crate::tunnel::config::{TunnelConfig, TunnelProxies};
 use crate::tunnel::driver_core::cloudflared::CHILD_GRACE;
 use crate::tunnel::driver_core::stdio::StdioSpawn;
-use crate::tunnel::driver_core::{Completion, MAX_POLL_BODY};
+use crate::tunnel::driver_core::{Completion, PollFailure, MAX_POLL_BODY};
 use crate::tunnel::driver_core::{
     NotStarted, Prepared, Runtime, Wake, CHUNK, COMPLETIONS, MAX_POST_ANSWER,
 };
@@ -204,9 +204,15 @@ impl Runtime for Threads {
                         .limit(MAX_POLL_BODY)
                         .read_to_vec()
                         .map(|body| (received_at, head, body))
-                        .map_err(|e| format!("reading the body: {}", http::cause(&e, &request.url)))
+                        .map_err(|e| PollFailure {
+                            cause: format!("reading the body: {}", http::cause(&e, &request.url)),
+                            timed_out: matches!(e, ureq::Error::Timeout(_)),
+                        })
                 }
-                Err(e) => Err(http::cause(&e, &request.url)),
+                Err(e) => Err(PollFailure {
+                    cause: http::cause(&e, &request.url),
+                    timed_out: matches!(e, ureq::Error::Timeout(_)),
+                }),
             };
             if !ctl.is_cancelled() {
                 let _ = tx.send(Completion::Poll { id, result });

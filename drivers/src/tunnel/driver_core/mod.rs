@@ -45,15 +45,23 @@ pub const CHUNK: usize = 16 * 1024;
 /// Completions waiting for the loop, at most (workers wait when it is full).
 pub const COMPLETIONS: usize = 1024;
 
+/// Why a poll got no answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PollFailure {
+    /// In words, with the host (for the log line).
+    pub cause: String,
+    /// Whether it ran out of time (the Go client's `error_kind="timeout"`).
+    pub timed_out: bool,
+}
+
 /// What a worker or task reports to the loop.
 pub enum Completion {
     /// A poll answered (`Ok`) or failed.
     Poll {
         /// The poll.
         id: PollId,
-        /// The instant its head arrived, the head and the body; or why it failed, in words
-        /// with the host (for the log line).
-        result: Result<(Instant, ResponseHead, Vec<u8>), String>,
+        /// The instant its head arrived, the head and the body; or why it failed.
+        result: Result<(Instant, ResponseHead, Vec<u8>), PollFailure>,
     },
     /// A forward's response head.
     Head {
@@ -237,8 +245,11 @@ impl Prepared {
             grace: self.grace,
             companion,
             fatal: None,
+            poll_started: None,
             rt,
         };
+        d.report.metrics.queue_capacity = d.tunnel.config().max_in_flight;
+        d.report.metrics.worker_capacity = d.tunnel.config().max_concurrent_forwards;
         // The tunnel's first outputs start the stdio children.
         d.pump();
         d.log.log(
@@ -267,6 +278,8 @@ pub struct DriverCore<R: Runtime> {
     companion: Option<CompanionState>,
     /// Why the client stops with an error (the companion died), if it does.
     fatal: Option<Error>,
+    /// When the running poll was sent (for `commands_poll_latency_seconds`).
+    poll_started: Option<Instant>,
     /// The runtime performing the work.
     pub rt: R,
 }
@@ -349,6 +362,7 @@ impl<R: Runtime> DriverCore<R> {
                 timeout,
             } => {
                 self.report.metrics.polls += 1;
+                self.poll_started = Some(Instant::now());
                 if self.rt.start_poll(id, request, timeout).is_err() {
                     let _ = self.tunnel.handle_poll_failed(Instant::now(), id);
                 }
@@ -438,13 +452,20 @@ impl<R: Runtime> DriverCore<R> {
         match c {
             Completion::Poll { id, result } => {
                 self.rt.poll_ended();
+                if let Some(started) = self.poll_started.take() {
+                    let answered =
+                        matches!(&result, Ok((_, h, _)) if (200..300).contains(&h.status));
+                    self.report
+                        .metrics
+                        .poll_ended(now.saturating_duration_since(started), !answered);
+                }
                 let _ = match result {
                     Ok((received_at, head, body)) => {
                         self.tunnel
                             .handle_poll_response(now, received_at, wall, id, &head, &body)
                     }
-                    Err(cause) => {
-                        self.report.poll_cause(cause);
+                    Err(failure) => {
+                        self.report.poll_cause(failure.cause, failure.timed_out);
                         self.tunnel.handle_poll_failed(now, id)
                     }
                 };

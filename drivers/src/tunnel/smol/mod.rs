@@ -39,7 +39,7 @@ use self::http::CONNECT_TIMEOUT;
 use self::stdio::StdioChild;
 use crate::tunnel::config::{TunnelConfig, TunnelProxies};
 use crate::tunnel::driver_core::stdio::StdioSpawn;
-use crate::tunnel::driver_core::{Completion, MAX_POLL_BODY};
+use crate::tunnel::driver_core::{Completion, PollFailure, MAX_POLL_BODY};
 use crate::tunnel::driver_core::{
     NotStarted, Prepared, Runtime, Wake, CHUNK, COMPLETIONS, MAX_POST_ANSWER,
 };
@@ -219,7 +219,10 @@ impl Runtime for Tasks {
                 .await
                 .map_err(|e| {
                     let host = crate::net::host_of(&request.url);
-                    format!("{} ({host})", crate::mcp::smol::describe(&e))
+                    PollFailure {
+                        cause: format!("{} ({host})", crate::mcp::smol::describe(&e)),
+                        timed_out: matches!(e, http::HttpError::TimedOut),
+                    }
                 });
             let _ = tx.send(Completion::Poll { id, result }).await;
         }));
