@@ -1208,7 +1208,7 @@ mod discovery {
             include_loopback: true,
             include_private: true,
             suffixes: vec![".corp.example".into()],
-            patterns: vec![regex::Regex::new(r"idp-[0-9]+\.example\.net").unwrap()],
+            patterns: vec![regex_lite::Regex::new(r"idp-[0-9]+\.example\.net").unwrap()],
             mcp_host: "mcp.example.com".into(),
         }
     }

@@ -427,7 +427,7 @@ impl Catalog {
         }
     }
 
-    fn regex(&self, re: &regex::Regex, limit: usize) -> SearchResults<'_> {
+    fn regex(&self, re: &regex_lite::Regex, limit: usize) -> SearchResults<'_> {
         let mut hits = Vec::new();
         for (id, s) in &self.servers {
             let mut found: Vec<SearchHit<'_>> = (0..s.tools.len())

@@ -261,11 +261,11 @@ pub fn parse_prefixed(uri: &str) -> Option<Result<(ServerId, String), ResourceRo
 
 /// An RFC 6570 template as a pattern of the URIs it can expand to (`None`: not a valid
 /// template, or too big).
-fn template_pattern(template: &str) -> Option<regex::Regex> {
+fn template_pattern(template: &str) -> Option<regex_lite::Regex> {
     let mut re = String::from("(?s)^");
     let mut rest = template;
     while let Some(open) = rest.find('{') {
-        re.push_str(&regex::escape(&rest[..open]));
+        re.push_str(&regex_lite::escape(&rest[..open]));
         let after = &rest[open + 1..];
         let close = after.find('}')?;
         let expr = &after[..close];
@@ -302,9 +302,9 @@ fn template_pattern(template: &str) -> Option<regex::Regex> {
         });
         rest = &after[close + 1..];
     }
-    re.push_str(&regex::escape(rest));
+    re.push_str(&regex_lite::escape(rest));
     re.push('$');
-    regex::RegexBuilder::new(&re)
+    regex_lite::RegexBuilder::new(&re)
         .size_limit(TEMPLATE_SIZE_LIMIT)
         .build()
         .ok()
@@ -315,7 +315,7 @@ struct ServerResources {
     /// Sorted by URI, URIs unique.
     resources: Vec<Resource>,
     templates: Vec<ResourceTemplate>,
-    patterns: Vec<Option<regex::Regex>>,
+    patterns: Vec<Option<regex_lite::Regex>>,
 }
 
 /// The upstream resources and templates, and where each URI goes.

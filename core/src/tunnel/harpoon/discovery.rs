@@ -38,8 +38,8 @@ pub struct HostPatternError {
 ///
 /// # Errors
 /// [`HostPatternError`] when it is not a valid expression (or too large).
-pub fn host_pattern(pattern: &str) -> Result<regex::Regex, HostPatternError> {
-    regex::RegexBuilder::new(&format!("(?i:{})", pattern.trim()))
+pub fn host_pattern(pattern: &str) -> Result<regex_lite::Regex, HostPatternError> {
+    regex_lite::RegexBuilder::new(&format!("(?i:{})", pattern.trim()))
         .size_limit(1 << 20)
         .build()
         .map_err(|e| HostPatternError {
@@ -60,7 +60,7 @@ pub struct HostFilter {
     /// Host name suffixes (`--harpoon.hosts-include-suffix`, such as `.corp.example`).
     pub suffixes: Vec<String>,
     /// Host name patterns (`--harpoon.hosts-include-regex`), matched against the whole name.
-    pub patterns: Vec<regex::Regex>,
+    pub patterns: Vec<regex_lite::Regex>,
     /// The main MCP server's host: it and its subdomains are included.
     pub mcp_host: String,
 }

@@ -87,7 +87,7 @@ impl SearchResults<'_> {
 
 /// Whether `re` matches any field of a tool: its exposed name, its original name, its titles,
 /// its description or a parameter name.
-pub(crate) fn regex_matches(re: &regex::Regex, exposed: &str, tool: &Tool) -> bool {
+pub(crate) fn regex_matches(re: &regex_lite::Regex, exposed: &str, tool: &Tool) -> bool {
     re.is_match(exposed)
         || re.is_match(&tool.name)
         || tool.title.as_deref().is_some_and(|t| re.is_match(t))

@@ -16,7 +16,7 @@
 //!
 //! A query longer than [`MAX_QUERY_LEN`] bytes is refused whatever its kind.
 
-use regex::{Regex, RegexBuilder};
+use regex_lite::{Regex, RegexBuilder};
 
 use super::tokenizer::tokenize;
 
@@ -30,8 +30,6 @@ pub const MAX_QUERY_LEN: usize = 2048;
 pub const MAX_PATTERN_LEN: usize = 512;
 /// The most a compiled regular expression may take ([`RegexBuilder::size_limit`]), in bytes.
 pub const REGEX_SIZE_LIMIT: usize = 256 * 1024;
-/// The most its lazy DFA's cache may take ([`RegexBuilder::dfa_size_limit`]), in bytes.
-pub const REGEX_DFA_SIZE_LIMIT: usize = 1024 * 1024;
 /// How deeply groups and repetitions may nest ([`RegexBuilder::nest_limit`]).
 pub const REGEX_NEST_LIMIT: u32 = 64;
 /// The number of results when the caller names none.
@@ -177,7 +175,6 @@ fn compile(pattern: &str) -> Result<Regex, SearchError> {
     RegexBuilder::new(pattern)
         .case_insensitive(true)
         .size_limit(REGEX_SIZE_LIMIT)
-        .dfa_size_limit(REGEX_DFA_SIZE_LIMIT)
         .nest_limit(REGEX_NEST_LIMIT)
         .build()
         .map_err(|e| SearchError::BadPattern {
