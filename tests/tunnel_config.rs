@@ -349,7 +349,6 @@ fn a_file_with_every_key_takes_effect_or_names_what_is_ignored() {
         "health.unix_socket",
         "admin_ui.log_buffer_events",
         "mcp.discovery_extra_headers",
-        "mcp.startup_wait_timeout",
         "mcp.connection_max_ttl",
         "harpoon.max_redirects",
         "harpoon.http_proxy",
@@ -1160,32 +1159,14 @@ fn through_a_forward_proxy_on_the_smol_driver() {
 fn a_failed_poll_says_why_and_for_which_host() {
     for driver in ["blocking", "smol"] {
         let dir = scratch(&format!("refused-{driver}"));
-        // A port with nothing listening: bound, then closed.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_addr().port();
         let base = format!("http://127.0.0.1:{port}");
         let url_file = dir.join("health.url");
-        let url_file_s = url_file.display().to_string();
-        let mut run = Run::start(
-            &[
-                "tunnel",
-                "run",
-                "--driver",
-                driver,
-                "--control-plane.base-url",
-                &base,
-                "--control-plane.tunnel-id",
-                GO_TUNNEL,
-                "--mcp.command",
-                "true",
-                "--health.listen-addr",
-                "127.0.0.1:0",
-                "--health.url-file",
-                &url_file_s,
-            ],
+        let mut run = tunnel_run(
+            driver,
+            &base,
+            &url_file,
+            &["--mcp.command", "true"],
             &[("CONTROL_PLANE_API_KEY", KEY)],
         );
         run.health_url(&url_file);
@@ -1536,4 +1517,145 @@ fn metrics_parse_as_prometheus_text_with_the_go_clients_names() {
         );
     }
     run.stop();
+}
+
+/// A port on 127.0.0.1 with nothing listening (bound, then closed).
+fn free_addr() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// `mcpwire tunnel run` on `driver` against the control plane at `base`, its health URL written
+/// to `url_file`, with `extra` arguments.
+fn tunnel_run(
+    driver: &str,
+    base: &str,
+    url_file: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Run {
+    let url_file = url_file.display().to_string();
+    let mut args = vec![
+        "tunnel",
+        "run",
+        "--driver",
+        driver,
+        "--control-plane.base-url",
+        base,
+        "--control-plane.tunnel-id",
+        GO_TUNNEL,
+        "--harpoon.oauth-discovery=false",
+        "--health.listen-addr",
+        "127.0.0.1:0",
+        "--health.url-file",
+        &url_file,
+    ];
+    args.extend_from_slice(extra);
+    Run::start(&args, env)
+}
+
+/// `--mcp.startup-wait-timeout`: no poll before the main MCP server answers, `/readyz` says
+/// why meanwhile; a server that comes up late is waited for; a wait that passes keeps `/readyz`
+/// at 503 and polling starts anyway (the Go client's fail-open rule). Both drivers.
+#[test]
+fn the_startup_wait_holds_the_first_poll_until_the_mcp_server_answers() {
+    for driver in ["blocking", "smol"] {
+        let cp = plane();
+        let dir = scratch(&format!("startup-wait-{driver}"));
+        // A port with nothing listening yet: the server starts there later.
+        let addr = free_addr();
+        let url = format!("http://{addr}/mcp");
+        let url_file = dir.join("health.url");
+        let mut run = tunnel_run(
+            driver,
+            &cp.base_url(),
+            &url_file,
+            &[
+                "--mcp.server-url",
+                &url,
+                "--mcp.startup-wait-timeout",
+                "60s",
+                "--mcp.extra-headers",
+                "X-Probe-Key: env:PROBE_KEY",
+            ],
+            &[("CONTROL_PLANE_API_KEY", KEY), ("PROBE_KEY", HEADER_SECRET)],
+        );
+        let health = run.health_url(&url_file);
+        wait_for("a retried probe", || {
+            run.output()
+                .contains("retrying MCP startup probe")
+                .then_some(())
+        });
+        let ready = http("GET", &format!("{health}/readyz"), &[], None);
+        assert_eq!(ready.status, 503, "{driver}");
+        assert!(
+            ready.body.contains("mcp startup probe pending"),
+            "{driver}: {}",
+            ready.body
+        );
+        assert!(
+            cp.plane().polls(GO_TUNNEL).is_empty(),
+            "{driver}: polled before the server answered"
+        );
+        // The server comes up: the probe answers, then the client polls and serves.
+        let server = mcpwire_dev::mcp_server::McpServer::start_http(
+            mcpwire_dev::mcp_server::Config::default(),
+            addr,
+        )
+        .unwrap();
+        wait_for("the first poll", || {
+            (!cp.plane().polls(GO_TUNNEL).is_empty()).then_some(())
+        });
+        assert_serves_the_reference_tools(&cp, "main");
+        let ready = http("GET", &format!("{health}/readyz"), &[], None);
+        assert_eq!(ready.status, 200, "{driver}: {}", ready.body);
+        // The probe carried the operator's header (its first request on the server).
+        let first = server.server().requests().into_iter().next().unwrap();
+        assert_eq!(first.method.as_deref(), Some("ping"), "{driver}");
+        assert!(
+            first
+                .headers
+                .iter()
+                .any(|(n, v)| n.eq_ignore_ascii_case("X-Probe-Key") && v == HEADER_SECRET),
+            "{driver}: {:?}",
+            first.headers
+        );
+        let out = run.stop();
+        assert!(out.contains("mcp startup probe done"), "{driver}: {out}");
+        assert!(!out.contains(HEADER_SECRET), "{driver}: {out}");
+
+        // A wait that passes: polling starts anyway, /readyz stays 503 with the reason.
+        let cp = plane();
+        let url = format!("http://{}/mcp", free_addr());
+        let url_file = dir.join("health2.url");
+        let mut run = tunnel_run(
+            driver,
+            &cp.base_url(),
+            &url_file,
+            &[
+                "--mcp.server-url",
+                &url,
+                "--mcp.startup-wait-timeout",
+                "700ms",
+            ],
+            &[("CONTROL_PLANE_API_KEY", KEY)],
+        );
+        let health = run.health_url(&url_file);
+        wait_for("polling after the failed wait", || {
+            (!cp.plane().polls(GO_TUNNEL).is_empty()).then_some(())
+        });
+        let ready = http("GET", &format!("{health}/readyz"), &[], None);
+        assert_eq!(ready.status, 503, "{driver}");
+        assert!(
+            ready.body.contains(&format!(
+                "mcp startup wait failed: no answer from {url} within 700ms: connection refused"
+            )),
+            "{driver}: {}",
+            ready.body
+        );
+        let out = run.stop();
+        assert!(out.contains("mcp startup probe failed"), "{driver}: {out}");
+    }
 }

@@ -162,6 +162,16 @@ pub struct RunArgs {
     /// Forwards running at once, at most [env: MCP_MAX_CONCURRENT_REQUESTS] [default: 10]
     #[arg(long = "mcp.max-concurrent-requests", value_name = "N")]
     pub max_concurrent: Option<String>,
+    /// Before the first poll, wait at most this long for the main channel's HTTP MCP server to
+    /// answer (a start-up probe; /readyz says "mcp startup probe pending" meanwhile and stays
+    /// 503 if the wait fails; polling starts either way), e.g. 30s; 0 does not wait
+    /// [env: MCP_STARTUP_WAIT_TIMEOUT] [default: 0]
+    #[arg(
+        long = "mcp.startup-wait-timeout",
+        alias = "mcp-startup-wait-timeout",
+        value_name = "DURATION"
+    )]
+    pub startup_wait_timeout: Option<String>,
     /// Write notifications/initialized to stdio servers after initialize succeeds
     /// [env: MCP_STDIO_SEND_INITIALIZED_NOTIFICATION]
     #[arg(long = "mcp.stdio-send-initialized-notification", value_name = "BOOL",
@@ -1346,6 +1356,21 @@ pub fn resolve_layers(
     let cloudflared = cloudflared(args, src, read_file)?;
     let proxies = proxy_settings(args, src)?;
     let (mcp_extra_headers, mcp_header_secrets) = mcp_headers(args, src, read_file)?;
+    let wait_raw = pick(
+        "mcp.startup-wait-timeout",
+        args.startup_wait_timeout.as_ref(),
+        "MCP_STARTUP_WAIT_TIMEOUT",
+        src,
+    );
+    let wait_origin = wait_raw
+        .as_ref()
+        .map(|r| (r.origin.clone(), r.value.clone()));
+    let startup_wait = duration(wait_raw, Duration::ZERO)?;
+    if startup_wait > Duration::from_secs(24 * 3600) {
+        let (origin, value) = wait_origin.unwrap_or_default();
+        return Err(bad(&origin, &value, "expected a duration of at most 24h"));
+    }
+    let startup_wait = (!startup_wait.is_zero()).then_some(startup_wait);
     let mut secrets = secrets;
     secrets.extend(mcp_header_secrets);
     secrets.extend(proxies.control_plane.passwords());
@@ -1362,6 +1387,7 @@ pub fn resolve_layers(
             tls,
             proxies,
             mcp_extra_headers,
+            startup_wait,
         },
         health_addr,
         log_level,
@@ -1932,6 +1958,27 @@ mod tests {
             .0;
         assert!(
             e.starts_with("invalid config file /etc/t.yaml line 1: nope: unknown key"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_startup_wait_is_off_by_default_and_zero_turns_it_off() {
+        assert_eq!(run(base(), &[]).unwrap().tunnel.startup_wait, None);
+        let c = run(base(), &[("MCP_STARTUP_WAIT_TIMEOUT", "0s")]).unwrap();
+        assert_eq!(c.tunnel.startup_wait, None);
+        let mut a = base();
+        a.startup_wait_timeout = Some("1m30s".into());
+        let c = run(a, &[("MCP_STARTUP_WAIT_TIMEOUT", "5s")]).unwrap();
+        assert_eq!(c.tunnel.startup_wait, Some(Duration::from_secs(90)));
+        let e = run(base(), &[("MCP_STARTUP_WAIT_TIMEOUT", "later")])
+            .unwrap_err()
+            .0;
+        assert!(
+            e.starts_with(
+                "invalid --mcp.startup-wait-timeout (from MCP_STARTUP_WAIT_TIMEOUT) \"later\": \
+                 expected a duration"
+            ),
             "{e}"
         );
     }

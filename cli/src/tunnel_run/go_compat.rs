@@ -31,11 +31,6 @@ pub const NOT_IMPLEMENTED: &[(&str, &str, &str)] = &[
         "headers on the MCP server's metadata requests",
     ),
     (
-        "mcp.startup-wait-timeout",
-        "MCP_STARTUP_WAIT_TIMEOUT",
-        "waiting for the MCP server before the first poll",
-    ),
-    (
         "mcp.connection-max-ttl",
         "MCP_CONNECTION_MAX_TTL",
         "the longest life of an MCP connection",

@@ -65,9 +65,9 @@ pub struct Config {
     /// it does neither, and a command for the channel is answered as for any unserved channel.
     pub harpoon: Option<HarpoonConfig>,
     /// Headers added to every forward to a Streamable HTTP MCP server (`--mcp.extra-headers`),
-    /// after the command's own, which win ([`forward_headers::add_extra_headers`]); never sent
+    /// after the command's own, which win ([`add_extra_headers`](super::forward_headers::add_extra_headers)); never sent
     /// to the control plane, to Harpoon's targets or to a stdio server. A reserved name
-    /// ([`forward_headers::is_reserved_extra_header`]) is a [`ConfigError`].
+    /// ([`is_reserved_extra_header`](super::forward_headers::is_reserved_extra_header)) is a [`ConfigError`].
     pub mcp_extra_headers: Vec<(String, engine::Secret)>,
 }
 

@@ -23,7 +23,8 @@
 //! - [`supervisor`]: the restart policy of a stdio child (backoff, healthy runs, replacements);
 //! - [`cloudflare`]: managed `cloudflared` (runtime fetch, companion argv/env, readiness);
 //! - [`harpoon`]: the built-in allowlisted HTTP client on the `harpoon` channel (its targets);
-//! - [`config_file`]: the Go tunnel-client's YAML config file, as values by variable.
+//! - [`config_file`]: the Go tunnel-client's YAML config file, as values by variable;
+//! - [`startup_probe`]: the start-up probe of the main MCP server (`--mcp.startup-wait-timeout`).
 //!
 //! [`Tunnel`], the whole client as one machine (the engine, the route table, a binding and a
 //! supervisor per stdio channel; what a driver runs), lives in a private module (`machine`):
@@ -54,6 +55,7 @@ pub mod headers;
 mod machine;
 pub mod response_timeout;
 pub mod server_info;
+pub mod startup_probe;
 pub mod stdio;
 pub mod supervisor;
 pub mod wire;

@@ -65,6 +65,10 @@ pub struct TunnelConfig {
     /// Headers added to every forward to an HTTP MCP server (`--mcp.extra-headers`); the
     /// command's own headers win. Never sent to the control plane, Harpoon's targets or stdio.
     pub mcp_extra_headers: Vec<(String, mcpwire_core::tunnel::engine::Secret)>,
+    /// `--mcp.startup-wait-timeout`: before the first poll, wait at most this long for the main
+    /// channel's HTTP server to answer (`mcpwire_core::tunnel::startup_probe`); `/readyz` says
+    /// why meanwhile, and stays 503 when the wait fails. `None`: no probe.
+    pub startup_wait: Option<std::time::Duration>,
 }
 
 /// The proxy of each route (Harpoon's calls and discovery take the MCP servers' route).

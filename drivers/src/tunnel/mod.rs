@@ -41,6 +41,7 @@
 //!     tls: Default::default(),
 //!     proxies: Default::default(),
 //!     mcp_extra_headers: Vec::new(),
+//!     startup_wait: None,
 //! };
 //! let log = Arc::new(Logger::stderr(Level::Info, false, vec!["sk-...".to_owned()]));
 //! // Runs until the stopper (kept by `on_start`, e.g. for a signal handler) is used.
@@ -57,6 +58,7 @@ mod harpoon_discovery;
 pub mod log;
 #[cfg(any(feature = "blocking", feature = "smol"))]
 mod report;
+mod startup;
 mod status;
 mod stop;
 

@@ -48,6 +48,8 @@ pub struct Metrics {
     pub queue_capacity: usize,
     /// Forwards running at once, at most (`--mcp.max-concurrent-requests`).
     pub worker_capacity: usize,
+    /// Why `/readyz` stays 503 whatever the engine says (a failed start-up probe).
+    pub startup_problem: Option<String>,
 }
 
 /// The upper bounds of `commands_poll_latency_seconds`'s buckets: the OpenTelemetry SDK's
@@ -174,6 +176,8 @@ impl Metrics {
         self.posts_in_flight = health.posts_in_flight;
         self.not_ready = if stopping {
             Some("shutting down".to_owned())
+        } else if let Some(problem) = &self.startup_problem {
+            Some(problem.clone())
         } else {
             match &combine_readiness(health.readiness.clone(), companion) {
                 Readiness::Ready => None,

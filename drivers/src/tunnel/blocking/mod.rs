@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use mcpwire_core::http::Request;
 use mcpwire_core::tunnel::cloudflare::CompanionState;
 use mcpwire_core::tunnel::failure::{transport_failure, TransportStage};
+use mcpwire_core::tunnel::startup_probe;
 use mcpwire_core::tunnel::{AttemptLimit, CommandId, PollId, PostId};
 
 use self::cloudflared::Companion;
@@ -44,6 +45,7 @@ use crate::tunnel::driver_core::{
 };
 use crate::tunnel::harpoon_discovery;
 use crate::tunnel::log::{Level, Logger};
+use crate::tunnel::startup;
 use crate::tunnel::stop::Stopper;
 use crate::tunnel::Error;
 use crate::tunnel::Status;
@@ -109,7 +111,50 @@ pub fn run(
     }
     let max_in_flight = config.engine.max_in_flight;
     let max_forwards = config.engine.max_concurrent_forwards;
-    let prepared = Prepared::new(&config, now)?;
+    let mut prepared = Prepared::new(&config, now)?;
+    if let Some(mut probe) = startup::begin(&config, &log, &status, Instant::now()) {
+        let agent = http::mcp_agent(mcp_tls.clone());
+        loop {
+            if let Some(request) = probe.poll_request(Instant::now()) {
+                let proxy = config.proxies.mcp.for_url(&request.url);
+                let sent = http::send_via(
+                    &agent,
+                    proxy,
+                    &request,
+                    Some(startup_probe::ATTEMPT_TIMEOUT),
+                );
+                match sent {
+                    Ok(response) => {
+                        probe.handle_response(Instant::now(), response.status().as_u16())
+                    }
+                    Err(e) => probe.handle_failed(
+                        Instant::now(),
+                        probe_failure(&e),
+                        &http::cause(&e, &request.url),
+                    ),
+                }
+                startup::retrying(&log, &probe);
+                continue;
+            }
+            let Some(at) = probe.poll_timeout() else {
+                break;
+            };
+            // A signal while waiting ends the run cleanly.
+            match rx.recv_timeout(at.saturating_duration_since(Instant::now())) {
+                Ok(Completion::Signal) => {
+                    log.log(
+                        Level::Info,
+                        "signal received during the mcp startup wait: stopping",
+                        &[],
+                    );
+                    return Ok(());
+                }
+                Ok(_) | Err(RecvTimeoutError::Timeout) => probe.handle_timeout(Instant::now()),
+                Err(RecvTimeoutError::Disconnected) => return Ok(()),
+            }
+        }
+        prepared = prepared.with_startup_problem(startup::end(&log, &probe));
+    }
     let companion = match &config.cloudflared {
         None => None,
         Some(cfg) => {
@@ -163,7 +208,14 @@ pub fn run(
         log: Arc::clone(&log),
         proxies: config.proxies.clone(),
     };
-    let mut d = prepared.start(threads, log, status, companion_state, "blocking", now);
+    let mut d = prepared.start(
+        threads,
+        log,
+        status,
+        companion_state,
+        "blocking",
+        Instant::now(),
+    );
     while let ControlFlow::Continue(next) = d.settle() {
         let received = match next {
             Some(at) => rx.recv_timeout(at.saturating_duration_since(Instant::now())),
@@ -467,4 +519,20 @@ pub fn check_control_plane(config: &TunnelConfig) -> Result<MetadataAnswer, Meta
         name: shown(&json["name"]),
         description: shown(&json["description"]),
     })
+}
+
+/// How a start-up probe attempt failed, for the probe's retry rule.
+fn probe_failure(e: &ureq::Error) -> startup_probe::AttemptFailure {
+    use startup_probe::AttemptFailure;
+    match e {
+        ureq::Error::Io(io) => match io.kind() {
+            std::io::ErrorKind::ConnectionRefused => AttemptFailure::Refused,
+            std::io::ErrorKind::NotFound => AttemptFailure::NoSocket,
+            std::io::ErrorKind::TimedOut => AttemptFailure::TimedOut,
+            _ => AttemptFailure::Other,
+        },
+        ureq::Error::Timeout(_) => AttemptFailure::TimedOut,
+        ureq::Error::ConnectionFailed => AttemptFailure::Refused,
+        _ => AttemptFailure::Other,
+    }
 }

@@ -202,6 +202,8 @@ pub trait Runtime {
 pub struct Prepared {
     tunnel: Tunnel,
     grace: Duration,
+    /// Why `/readyz` stays 503 whatever the engine says (a failed start-up probe).
+    startup_problem: Option<String>,
 }
 
 impl Prepared {
@@ -222,7 +224,15 @@ impl Prepared {
         Ok(Prepared {
             tunnel,
             grace: config.grace,
+            startup_problem: None,
         })
+    }
+
+    /// Keeps `/readyz` at 503 with `problem` for the life of the run (a failed start-up probe).
+    #[must_use]
+    pub fn with_startup_problem(mut self, problem: Option<String>) -> Self {
+        self.startup_problem = problem;
+        self
     }
 
     /// Starts the stdio children on `rt`, logs the start and gives the tunnel its first
@@ -248,6 +258,7 @@ impl Prepared {
             poll_started: None,
             rt,
         };
+        d.report.metrics.startup_problem = self.startup_problem;
         d.report.metrics.queue_capacity = d.tunnel.config().max_in_flight;
         d.report.metrics.worker_capacity = d.tunnel.config().max_concurrent_forwards;
         // The tunnel's first outputs start the stdio children.

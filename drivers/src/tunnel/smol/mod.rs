@@ -29,6 +29,7 @@ use futures_rustls::rustls::ClientConfig;
 use mcpwire_core::http::Request;
 use mcpwire_core::net_policy::proxy::ProxyUrl;
 use mcpwire_core::tunnel::cloudflare::CompanionState;
+use mcpwire_core::tunnel::startup_probe;
 use mcpwire_core::tunnel::{AttemptLimit, CommandId, PollId, PostId};
 use smol::channel::{self, Receiver, Sender};
 use smol::future::FutureExt as _;
@@ -44,7 +45,8 @@ use crate::tunnel::driver_core::{
     NotStarted, Prepared, Runtime, Wake, CHUNK, COMPLETIONS, MAX_POST_ANSWER,
 };
 use crate::tunnel::harpoon_discovery;
-use crate::tunnel::log::Logger;
+use crate::tunnel::log::{Level, Logger};
+use crate::tunnel::startup;
 use crate::tunnel::stop::Stopper;
 use crate::tunnel::Error;
 use crate::tunnel::Status;
@@ -127,7 +129,47 @@ async fn run_async(
         let (found, d) = smol::unblock(move || (harpoon_discovery::found(&wanted, &d), d)).await;
         harpoon_discovery::register(&mut config, &d, found, &log);
     }
-    let prepared = Prepared::new(&config, now)?;
+    let mut prepared = Prepared::new(&config, now)?;
+    if let Some(mut probe) = startup::begin(&config, &log, &status, Instant::now()) {
+        loop {
+            if let Some(request) = probe.poll_request(Instant::now()) {
+                let proxy = config.proxies.mcp.for_url(&request.url);
+                let sent = http::send_within_via(
+                    &mcp_tls,
+                    proxy,
+                    &request,
+                    startup_probe::ATTEMPT_TIMEOUT,
+                )
+                .await;
+                match sent {
+                    Ok(exchange) => probe.handle_response(Instant::now(), exchange.head.status),
+                    Err(e) => {
+                        let host = crate::net::host_of(&request.url);
+                        let cause = format!("{} ({host})", crate::mcp::smol::describe(&e));
+                        probe.handle_failed(Instant::now(), probe_failure(&e), &cause);
+                    }
+                }
+                startup::retrying(&log, &probe);
+                continue;
+            }
+            let Some(at) = probe.poll_timeout() else {
+                break;
+            };
+            // A signal while waiting ends the run cleanly.
+            match next_completion(&rx, Some(at)).await {
+                Wake::Completion(Completion::Signal) | Wake::Closed => {
+                    log.log(
+                        Level::Info,
+                        "signal received during the mcp startup wait: stopping",
+                        &[],
+                    );
+                    return Ok(());
+                }
+                _ => probe.handle_timeout(Instant::now()),
+            }
+        }
+        prepared = prepared.with_startup_problem(startup::end(&log, &probe));
+    }
     let companion = match &config.cloudflared {
         None => None,
         Some(cfg) => {
@@ -157,7 +199,7 @@ async fn run_async(
         post_tasks: BTreeMap::new(),
         companion,
     };
-    let mut d = prepared.start(tasks, log, status, companion_state, "smol", now);
+    let mut d = prepared.start(tasks, log, status, companion_state, "smol", Instant::now());
     while let ControlFlow::Continue(next) = d.settle() {
         if d.wake(next_completion(&rx, next).await).is_break() {
             break;
@@ -369,5 +411,18 @@ async fn forward_task(
                 return;
             }
         }
+    }
+}
+
+/// How a start-up probe attempt failed, for the probe's retry rule.
+fn probe_failure(e: &http::HttpError) -> startup_probe::AttemptFailure {
+    use startup_probe::AttemptFailure;
+    match e {
+        http::HttpError::Connect(std::io::ErrorKind::ConnectionRefused) => AttemptFailure::Refused,
+        http::HttpError::Connect(std::io::ErrorKind::NotFound) => AttemptFailure::NoSocket,
+        http::HttpError::Connect(std::io::ErrorKind::TimedOut) | http::HttpError::TimedOut => {
+            AttemptFailure::TimedOut
+        }
+        _ => AttemptFailure::Other,
     }
 }

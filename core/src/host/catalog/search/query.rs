@@ -6,11 +6,11 @@
 //! - `select:NAME,NAME,…`: exact selection of exposed names, answered in the order given
 //!   (repeats dropped, whitespace around each name ignored); names the catalog does not have
 //!   are reported, not an error. At most [`MAX_LIMIT`] names.
-//! - `regex:PATTERN`: a regular expression in the [`regex`] crate's syntax (RE2-like: no
-//!   look-around, no backreferences), case-insensitive unless the pattern says `(?-i)`, matched
-//!   anywhere in each of a tool's exposed name, its original name, title, description and
-//!   parameter names. The crate runs finite automata, so a search takes time linear in the text
-//!   whatever the pattern; a pattern longer than [`MAX_PATTERN_LEN`] bytes, or one whose
+//! - `regex:PATTERN`: a regular expression in the [`regex_lite`] crate's syntax (the `regex`
+//!   crate's, RE2-like: no look-around, no backreferences; its classes and case folding are
+//!   ASCII), case-insensitive unless the pattern says `(?-i)`, matched anywhere in each of a
+//!   tool's exposed name, its original name, title, description and parameter names. The crate
+//!   runs a PikeVM, so a search takes time linear in the text whatever the pattern; a pattern longer than [`MAX_PATTERN_LEN`] bytes, or one whose
 //!   compiled program exceeds [`REGEX_SIZE_LIMIT`] bytes, is refused.
 //! - anything else: words, ranked by BM25 ([`super::bm25`]).
 //!
