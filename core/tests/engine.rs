@@ -1750,3 +1750,57 @@ fn shutdown_takes_now_and_stops_polling() {
     assert!(!h.has_poll(), "polled after shutdown");
     assert!(h.engine.is_idle());
 }
+
+/// `connection_max_ttl` (`--mcp.connection-max-ttl`): once the head of a JSON-RPC request's
+/// response arrives, its body may take at most the TTL; then the forward is cancelled and one
+/// terminal `timeout` failure (a response was received) is posted, before the command's own
+/// deadline. A notification, a `4xx` and a forward without a head are not bounded by it.
+#[test]
+fn the_connection_ttl_ends_a_stream_with_a_timeout_failure() {
+    let mut c = config();
+    c.connection_max_ttl = Some(Duration::from_secs(5));
+    let mut h = Harness::new(c);
+    h.poll_with(json!([
+        with_timeout(cmd_json("long", json!(1), "tools/call"), "60s"),
+        cmd_json("no-head", json!(2), "tools/call"),
+    ]));
+    let fwds = h.take_forwards();
+    let (long, no_head) = (fwds[0].cmd, fwds[1].cmd);
+    let mut headers = Headers::new();
+    headers.append("Content-Type", "text/event-stream").unwrap();
+    h.engine
+        .handle_forward_head(
+            h.now,
+            long,
+            ResponseHead {
+                status: 200,
+                headers,
+            },
+        )
+        .unwrap();
+    h.drain();
+    let t = h.engine.poll_timeout().unwrap();
+    assert_eq!(t.reason, TimeoutReason::ConnectionTtl { cmd: long });
+    assert_eq!(t.at, h.now + Duration::from_secs(5));
+    h.advance(Duration::from_millis(4_999));
+    assert!(h.take_posts().is_empty());
+    h.advance(Duration::from_millis(1));
+    let (cancelled, _) = h.cancels();
+    assert_eq!(cancelled, vec![long]);
+    assert!(h.events().contains(&Event::ConnectionTtlReached {
+        request_id: "long".into()
+    }));
+    let posts = h.take_posts();
+    assert_eq!(posts.len(), 1);
+    let b = body(&posts[0].2);
+    assert_eq!(b["request_id"], "long");
+    assert_eq!(b["resp_type"], "jsonrpc_response");
+    assert_eq!(b["resp_code"], 502);
+    let failure = &b["resp_json"]["error"]["data"]["tunnel_failure"];
+    assert_eq!(failure["source"], "timeout");
+    assert_eq!(failure["upstream_response_received"], true);
+    assert!(failure.get("upstream_status").is_none());
+    // The forward that never got a head is not bounded by the TTL.
+    h.advance(Duration::from_secs(30));
+    assert!(h.cancels().0.is_empty(), "{no_head:?} was cancelled");
+}

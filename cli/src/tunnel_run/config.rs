@@ -162,6 +162,15 @@ pub struct RunArgs {
     /// Forwards running at once, at most [env: MCP_MAX_CONCURRENT_REQUESTS] [default: 10]
     #[arg(long = "mcp.max-concurrent-requests", value_name = "N")]
     pub max_concurrent: Option<String>,
+    /// Once an MCP server's response has started, the most time it may take to finish (then
+    /// the forward is cancelled and a timeout failure posted), e.g. 10m
+    /// [env: MCP_CONNECTION_MAX_TTL] [default: 10m]
+    #[arg(
+        long = "mcp.connection-max-ttl",
+        alias = "mcp-connection-max-ttl",
+        value_name = "DURATION"
+    )]
+    pub connection_max_ttl: Option<String>,
     /// Before the first poll, wait at most this long for the main channel's HTTP MCP server to
     /// answer (a start-up probe; /readyz says "mcp startup probe pending" meanwhile and stays
     /// 503 if the wait fails; polling starts either way), e.g. 30s; 0 does not wait
@@ -1371,6 +1380,21 @@ pub fn resolve_layers(
         return Err(bad(&origin, &value, "expected a duration of at most 24h"));
     }
     let startup_wait = (!startup_wait.is_zero()).then_some(startup_wait);
+    let ttl_raw = pick(
+        "mcp.connection-max-ttl",
+        args.connection_max_ttl.as_ref(),
+        "MCP_CONNECTION_MAX_TTL",
+        src,
+    );
+    let ttl_origin = ttl_raw
+        .as_ref()
+        .map(|r| (r.origin.clone(), r.value.clone()));
+    let connection_max_ttl = duration(ttl_raw, Duration::from_secs(600))?;
+    if connection_max_ttl.is_zero() {
+        let (origin, value) = ttl_origin.unwrap_or_default();
+        return Err(bad(&origin, &value, "must be positive"));
+    }
+    engine.connection_max_ttl = Some(connection_max_ttl);
     let mut secrets = secrets;
     secrets.extend(mcp_header_secrets);
     secrets.extend(proxies.control_plane.passwords());
@@ -1963,6 +1987,24 @@ mod tests {
     }
 
     #[test]
+    fn the_connection_ttl_defaults_to_ten_minutes_and_must_be_positive() {
+        let c = run(base(), &[]).unwrap();
+        assert_eq!(
+            c.tunnel.engine.connection_max_ttl,
+            Some(Duration::from_secs(600))
+        );
+        let c = run(base(), &[("MCP_CONNECTION_MAX_TTL", "90s")]).unwrap();
+        assert_eq!(
+            c.tunnel.engine.connection_max_ttl,
+            Some(Duration::from_secs(90))
+        );
+        let e = run(base(), &[("MCP_CONNECTION_MAX_TTL", "0")])
+            .unwrap_err()
+            .0;
+        assert!(e.ends_with("must be positive"), "{e}");
+    }
+
+    #[test]
     fn the_startup_wait_is_off_by_default_and_zero_turns_it_off() {
         assert_eq!(run(base(), &[]).unwrap().tunnel.startup_wait, None);
         let c = run(base(), &[("MCP_STARTUP_WAIT_TIMEOUT", "0s")]).unwrap();
@@ -2142,17 +2184,17 @@ mod tests {
     #[test]
     fn go_only_settings_fail_as_flags_and_warn_as_variables_and_ids_are_checked() {
         let mut a = base();
-        a.go_only.given = vec!["mcp.connection-max-ttl"];
+        a.go_only.given = vec!["harpoon.max-redirects"];
         let e = run(a, &[]).unwrap_err().0;
         assert!(
-            e.starts_with("--mcp.connection-max-ttl is a Go tunnel-client flag"),
+            e.starts_with("--harpoon.max-redirects is a Go tunnel-client flag"),
             "{e}"
         );
-        let c = run(base(), &[("MCP_CONNECTION_MAX_TTL", "5m")]).unwrap();
+        let c = run(base(), &[("HARPOON_MAX_REDIRECTS", "5")]).unwrap();
         assert!(
             c.warnings
                 .iter()
-                .any(|w| w.starts_with("MCP_CONNECTION_MAX_TTL is set")),
+                .any(|w| w.starts_with("HARPOON_MAX_REDIRECTS is set")),
             "{:?}",
             c.warnings
         );

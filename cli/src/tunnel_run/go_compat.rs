@@ -31,11 +31,6 @@ pub const NOT_IMPLEMENTED: &[(&str, &str, &str)] = &[
         "headers on the MCP server's metadata requests",
     ),
     (
-        "mcp.connection-max-ttl",
-        "MCP_CONNECTION_MAX_TTL",
-        "the longest life of an MCP connection",
-    ),
-    (
         "harpoon.max-redirects",
         "HARPOON_MAX_REDIRECTS",
         "Harpoon's redirect limit (mcpwire takes it per call, max_redirects)",
@@ -279,7 +274,7 @@ mod tests {
         };
         let file = super::super::config_file::parse(
             &src,
-            "admin_ui:\n  open_browser: false\nmcp:\n  connection_max_ttl: 5m\n",
+            "admin_ui:\n  open_browser: false\nharpoon:\n  max_redirects: 5\n",
             &|_| None,
             &|_| Err(std::io::Error::other("no")),
         )
@@ -289,7 +284,7 @@ mod tests {
         assert!(w[1].starts_with("HARPOON_HTTP_PROXY is set but mcpwire does not implement it yet"));
         assert!(
             w[0].starts_with(
-                "mcp.connection_max_ttl (/p.yaml line 4) is set but mcpwire does not implement"
+                "harpoon.max_redirects (/p.yaml line 4) is set but mcpwire does not implement"
             ),
             "{}",
             w[0]

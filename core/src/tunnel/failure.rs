@@ -274,6 +274,17 @@ impl TunnelFailure {
         }
     }
 
+    /// A target response started (its head arrived) but did not finish in time: source
+    /// `timeout`, kind `timeout`, `upstream_response_received: true`, no `upstream_status`.
+    pub fn timed_out_after_response() -> Self {
+        TunnelFailure {
+            source: FailureSource::Timeout,
+            transport_error_kind: Some(TransportErrorKind::Timeout),
+            upstream_response_received: true,
+            upstream_status: None,
+        }
+    }
+
     /// The failure source.
     pub fn source(&self) -> FailureSource {
         self.source

@@ -359,6 +359,13 @@ impl Report {
                     &[("status", &status)],
                 );
             }
+            Event::ConnectionTtlReached { request_id } => {
+                self.log.log(
+                    Level::Info,
+                    "MCP connection TTL reached; stopping response forwarding (a timeout failure is posted)",
+                    &[("request_id", &request_id)],
+                );
+            }
             Event::NotificationDropped { request_id, status } => {
                 let status = status.map_or_else(|| "transport".to_owned(), |s| s.to_string());
                 self.log.log(

@@ -257,6 +257,12 @@ pub enum Event {
         /// What is wrong with its annotations (never an argument value).
         reason: String,
     },
+    /// A forward's response took longer than the connection TTL after its head arrived: the
+    /// forward was cancelled and a `timeout` failure posted as the terminal response.
+    ConnectionTtlReached {
+        /// The opaque request id.
+        request_id: String,
+    },
     /// Something the MCP server sent was not used (not JSON-RPC, or an SSE event that is not a
     /// JSON-RPC message).
     Discarded {
@@ -279,6 +285,11 @@ pub enum TimeoutReason {
     },
     /// A response POST retry is due.
     PostRetry {
+        /// The command.
+        cmd: CommandId,
+    },
+    /// A forward's connection TTL ([`Config::connection_max_ttl`](super::Config::connection_max_ttl)).
+    ConnectionTtl {
         /// The command.
         cmd: CommandId,
     },

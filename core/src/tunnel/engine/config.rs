@@ -79,6 +79,11 @@ pub struct Config {
     /// `OpenAI-Organization`), after the client's own; values are secrets (never in `Debug`).
     /// [`is_reserved_control_plane_header`] names the ones refused.
     pub extra_headers: Vec<(String, Secret)>,
+    /// `--mcp.connection-max-ttl`: once a forward's response head arrives (a `2xx`/`3xx` to a
+    /// JSON-RPC request), the most time its body may take; then the forward is cancelled and a
+    /// `timeout` failure (`upstream_response_received: true`) is posted as its terminal
+    /// response. `None`: no bound but the command's own deadline.
+    pub connection_max_ttl: Option<Duration>,
 }
 
 /// The control-plane headers an operator may not set: the API key's, the content negotiation
@@ -133,6 +138,7 @@ impl Config {
             readiness_window: 5,
             jitter_seed: 0,
             extra_headers: Vec::new(),
+            connection_max_ttl: None,
         }
     }
 }

@@ -119,6 +119,8 @@ enum Body {
 struct ForwardState {
     head: Option<ResponseHead>,
     body: Body,
+    /// When the connection TTL ends the forward (set when its head arrives).
+    ttl_at: Option<Instant>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -312,6 +314,9 @@ impl Engine {
                 if let Some(at) = c.posts.front().and_then(|p| p.not_before) {
                     consider(at, TimeoutReason::PostRetry { cmd });
                 }
+            }
+            if let Some(at) = c.forward.as_ref().and_then(|f| f.ttl_at) {
+                consider(at, TimeoutReason::ConnectionTtl { cmd });
             }
         }
         best
@@ -709,6 +714,7 @@ impl Engine {
             c.forward = Some(ForwardState {
                 head: None,
                 body: Body::Pending,
+                ttl_at: None,
             });
             let payload = match &fwd.kind {
                 ForwardKind::JsonRpc { payload, .. } => Some(payload.get()),
@@ -750,6 +756,7 @@ impl Engine {
     ) -> Result<(), UsageError> {
         self.expire(now);
         let max = self.config.max_response_body;
+        let ttl = self.config.connection_max_ttl;
         let Some(c) = self.forwarding(cmd)? else {
             return Ok(());
         };
@@ -769,6 +776,9 @@ impl Engine {
         } else {
             Body::Buffered(Vec::new())
         };
+        if head.status < 400 && matches!(c.expect, Expect::Reply(_)) {
+            state.ttl_at = ttl.map(|t| now + t);
+        }
         state.head = Some(head);
         self.drive(now);
         Ok(())
@@ -860,6 +870,7 @@ impl Engine {
         c.forward = Some(ForwardState {
             head: Some(head.clone()),
             body: Body::Pending,
+            ttl_at: state.ttl_at,
         });
         let expect = c.expect.clone();
         let resp_headers = filter_response_headers(&head.headers);
@@ -1452,6 +1463,25 @@ impl Engine {
                 self.record_forward(false);
             }
             self.end_command(cmd, Some(event));
+        }
+        // Forwards past their connection TTL: cancelled, answered with a timeout failure (the
+        // command's own deadline, checked above, has not passed: an answer is still wanted).
+        let over_ttl: Vec<(CommandId, String)> = self
+            .commands
+            .iter()
+            .filter(|(_, c)| {
+                c.forward
+                    .as_ref()
+                    .and_then(|f| f.ttl_at)
+                    .is_some_and(|at| at <= now)
+            })
+            .map(|(&id, c)| (id, c.request_id.clone()))
+            .collect();
+        for (cmd, request_id) in over_ttl {
+            self.outputs
+                .push_back(Output::Event(Event::ConnectionTtlReached { request_id }));
+            self.outputs.push_back(Output::CancelForward { cmd });
+            self.fail_command(cmd, TunnelFailure::timed_out_after_response());
         }
     }
 
