@@ -248,6 +248,7 @@ fuzz_target!(|ops: Vec<Op>| {
         },
         grace: Duration::from_secs(5),
         restart_seed: 3,
+        mcp_extra_headers: Vec::new(),
         harpoon: None,
     };
     let Ok(mut t) = Tunnel::new(config, now) else {
