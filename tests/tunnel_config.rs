@@ -349,7 +349,6 @@ fn a_file_with_every_key_takes_effect_or_names_what_is_ignored() {
         "health.unix_socket",
         "admin_ui.log_buffer_events",
         "mcp.discovery_extra_headers",
-        "harpoon.max_redirects",
         "harpoon.http_proxy",
         "harpoon.additional_transports",
         "proxy.check_interval",
@@ -520,8 +519,8 @@ fn a_go_only_flag_fails_by_name_and_dashed_aliases_work() {
             "sk-x",
             "--mcp-server-url",
             "http://127.0.0.1:9/mcp",
-            "--harpoon.max-redirects",
-            "5",
+            "--control-plane.poll-deadline-guardrail",
+            "5s",
         ])
         .env_clear()
         .output()
@@ -529,9 +528,9 @@ fn a_go_only_flag_fails_by_name_and_dashed_aliases_work() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        "mcpwire: --harpoon.max-redirects is a Go tunnel-client flag that mcpwire does not \
-         implement yet (Harpoon's redirect limit (mcpwire takes it per call, max_redirects)); \
-         remove it to run without it\n"
+        "mcpwire: --control-plane.poll-deadline-guardrail is a Go tunnel-client flag that \
+         mcpwire does not implement yet (extra time after the long-poll wait (mcpwire derives it \
+         from the wait)); remove it to run without it\n"
     );
 }
 

@@ -834,7 +834,7 @@ mod call {
     }
 
     fn req(args: Value) -> Result<CallRequest, CallError> {
-        CallRequest::from_arguments(&args, &reg(), 1024 * 1024)
+        CallRequest::from_arguments(&args, &reg(), 1024 * 1024, 5)
     }
 
     #[test]
@@ -865,8 +865,25 @@ mod call {
             "Debug shows no header value: {shown}"
         );
         // A cap below the default lowers the default.
-        let small = CallRequest::from_arguments(&json!({"label": "api"}), &reg(), 4096).unwrap();
+        let small = CallRequest::from_arguments(&json!({"label": "api"}), &reg(), 4096, 2).unwrap();
         assert_eq!(small.max_response_bytes, 4096);
+        // --harpoon.max-redirects is a call's default and its cap (the Go client's rule).
+        assert_eq!(small.max_redirects, 2);
+        let over = CallRequest::from_arguments(
+            &json!({"label": "api", "max_redirects": 3}),
+            &reg(),
+            4096,
+            2,
+        );
+        assert!(over.is_err(), "{over:?}");
+        let wide = CallRequest::from_arguments(
+            &json!({"label": "api", "max_redirects": 20}),
+            &reg(),
+            4096,
+            20,
+        )
+        .unwrap();
+        assert_eq!(wide.max_redirects, 20);
     }
 
     #[test]
@@ -895,7 +912,7 @@ mod call {
                 "\"max_response_bytes\" must be a whole number from 1 to 1048576",
             ),
             (
-                json!({"label": "api", "max_redirects": 21}),
+                json!({"label": "api", "max_redirects": 6}),
                 "\"max_redirects\"",
             ),
             (
@@ -1036,7 +1053,7 @@ mod call {
             if let Ok(r) = req(args) {
                 prop_assert!(reg().get(&r.label).is_some());
                 prop_assert!((100..=120_000).contains(&r.timeout.as_millis()));
-                prop_assert!(r.max_redirects <= 20);
+                prop_assert!(r.max_redirects <= 5);
             }
         }
     }
@@ -1171,7 +1188,7 @@ mod tools {
     fn tool_definitions() {
         insta::assert_snapshot!(
             "harpoon_tools",
-            serde_json::to_string_pretty(&definitions(1 << 20)).unwrap()
+            serde_json::to_string_pretty(&definitions(1 << 20, 5)).unwrap()
         );
     }
 

@@ -105,9 +105,9 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(reg.find_url(s).count(), 0, "a registered URL survived");
     }
     let args = serde_json::from_str::<Value>(&text).unwrap_or(Value::Null);
-    if let Ok(call) = CallRequest::from_arguments(&args, &reg, 1 << 20) {
+    if let Ok(call) = CallRequest::from_arguments(&args, &reg, 1 << 20, 5) {
         assert!(reg.get(&call.label).is_some());
-        assert!(call.max_response_bytes <= 1 << 20 && call.max_redirects <= 20);
+        assert!(call.max_response_bytes <= 1 << 20 && call.max_redirects <= 5);
     }
     if let Ok(listed) = list_targets(&reg, &args) {
         let listed = listed.to_string();
@@ -135,7 +135,7 @@ fuzz_target!(|data: &[u8]| {
     for line in text.lines() {
         if let Some((label, url)) = &first {
             let call =
-                CallRequest::from_arguments(&serde_json::json!({"label": label}), &reg, 1 << 20)
+                CallRequest::from_arguments(&serde_json::json!({"label": label}), &reg, 1 << 20, 5)
                     .expect("a registered label");
             if let Hop::Follow(t) = next_hop(&reg, &call, url, Some(line), 0) {
                 assert!(reg.get(t.label()).is_some());

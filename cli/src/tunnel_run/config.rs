@@ -250,6 +250,14 @@ pub struct RunArgs {
     /// it [env: HARPOON_MAX_RESPONSE_BYTES] [default: 102400]
     #[arg(long = "harpoon.max-response-bytes", value_name = "BYTES")]
     pub harpoon_max_response_bytes: Option<String>,
+    /// The most redirects a call_target follows, 0 to 20; a call's max_redirects defaults to it
+    /// and may not exceed it [env: HARPOON_MAX_REDIRECTS] [default: 5]
+    #[arg(
+        long = "harpoon.max-redirects",
+        alias = "harpoon-max-redirects",
+        value_name = "N"
+    )]
+    pub harpoon_max_redirects: Option<String>,
     /// Register the main MCP server's OAuth endpoints (token, registration, revocation,
     /// introspection, JWKS, issuer) as Harpoon targets at start-up [env: HARPOON_OAUTH_DISCOVERY]
     /// [default: true when channel main is a Streamable HTTP server]
@@ -1076,8 +1084,19 @@ fn harpoon(
             "cannot read the system's random source for Harpoon: {e}"
         ))
     })?;
+    let max_redirects = number(
+        pick(
+            "harpoon.max-redirects",
+            args.harpoon_max_redirects.as_ref(),
+            "HARPOON_MAX_REDIRECTS",
+            src,
+        ),
+        usize::try_from(mcpwire_core::tunnel::harpoon::call::DEFAULT_MAX_REDIRECTS).unwrap_or(5),
+        usize::try_from(mcpwire_core::tunnel::harpoon::call::MAX_REDIRECTS).unwrap_or(20),
+    )?;
     let mut config = HarpoonConfig::new(registry, entropy);
     config.max_response_cap = max_response_cap;
+    config.max_redirects = u32::try_from(max_redirects).unwrap_or(config.max_redirects);
     Ok((Some(config), discovery))
 }
 
@@ -2184,17 +2203,17 @@ mod tests {
     #[test]
     fn go_only_settings_fail_as_flags_and_warn_as_variables_and_ids_are_checked() {
         let mut a = base();
-        a.go_only.given = vec!["harpoon.max-redirects"];
+        a.go_only.given = vec!["control-plane.poll-deadline-guardrail"];
         let e = run(a, &[]).unwrap_err().0;
         assert!(
-            e.starts_with("--harpoon.max-redirects is a Go tunnel-client flag"),
+            e.starts_with("--control-plane.poll-deadline-guardrail is a Go tunnel-client flag"),
             "{e}"
         );
-        let c = run(base(), &[("HARPOON_MAX_REDIRECTS", "5")]).unwrap();
+        let c = run(base(), &[("CONTROL_PLANE_POLL_DEADLINE_GUARDRAIL", "5s")]).unwrap();
         assert!(
             c.warnings
                 .iter()
-                .any(|w| w.starts_with("HARPOON_MAX_REDIRECTS is set")),
+                .any(|w| w.starts_with("CONTROL_PLANE_POLL_DEADLINE_GUARDRAIL is set")),
             "{:?}",
             c.warnings
         );
@@ -2498,9 +2517,18 @@ mod tests {
         a.harpoon_targets = vec!["label=a,url=http://10.0.0.5/token".into()];
         a.harpoon_allow_plaintext = Some("true".into());
         a.harpoon_max_response_bytes = Some("2048".into());
-        let h = run(a, &[]).unwrap().tunnel.harpoon.unwrap();
+        let h = run(a.clone(), &[]).unwrap().tunnel.harpoon.unwrap();
         assert!(h.registry.allows_plaintext());
         assert_eq!(h.max_response_cap, 2048);
+        assert_eq!(h.max_redirects, 5);
+        let h = run(a.clone(), &[("HARPOON_MAX_REDIRECTS", "2")])
+            .unwrap()
+            .tunnel
+            .harpoon
+            .unwrap();
+        assert_eq!(h.max_redirects, 2);
+        let e = run(a, &[("HARPOON_MAX_REDIRECTS", "21")]).unwrap_err().0;
+        assert!(e.contains("expected a whole number from 1 to 20"), "{e}");
         for bad_cap in ["0", "8388609", "lots"] {
             let mut a = base();
             a.harpoon_targets = vec!["label=a,url=https://a.example".into()];

@@ -31,11 +31,6 @@ pub const NOT_IMPLEMENTED: &[(&str, &str, &str)] = &[
         "headers on the MCP server's metadata requests",
     ),
     (
-        "harpoon.max-redirects",
-        "HARPOON_MAX_REDIRECTS",
-        "Harpoon's redirect limit (mcpwire takes it per call, max_redirects)",
-    ),
-    (
         "harpoon.http-proxy",
         "HARPOON_HTTP_PROXY",
         "an HTTP proxy for Harpoon",
@@ -274,7 +269,7 @@ mod tests {
         };
         let file = super::super::config_file::parse(
             &src,
-            "admin_ui:\n  open_browser: false\nharpoon:\n  max_redirects: 5\n",
+            "admin_ui:\n  open_browser: false\ncontrol_plane:\n  poll_deadline_guardrail: 5s\n",
             &|_| None,
             &|_| Err(std::io::Error::other("no")),
         )
@@ -284,7 +279,7 @@ mod tests {
         assert!(w[1].starts_with("HARPOON_HTTP_PROXY is set but mcpwire does not implement it yet"));
         assert!(
             w[0].starts_with(
-                "harpoon.max_redirects (/p.yaml line 4) is set but mcpwire does not implement"
+                "control_plane.poll_deadline_guardrail (/p.yaml line 4) is set but mcpwire does not implement"
             ),
             "{}",
             w[0]

@@ -20,9 +20,9 @@ use super::targets::{Registry, Target};
 pub const TIMEOUT_MS: (u64, u64, u64) = (100, 120_000, 30_000);
 /// `max_response_bytes`'s default: 100 KiB.
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 100 * 1024;
-/// `max_redirects`'s default.
+/// `max_redirects`'s default and cap (`--harpoon.max-redirects`'s default, the Go client's).
 pub const DEFAULT_MAX_REDIRECTS: u32 = 5;
-/// The most redirects a call may ask to follow.
+/// The most `--harpoon.max-redirects` may allow.
 pub const MAX_REDIRECTS: u32 = 20;
 
 /// A call's method.
@@ -142,7 +142,8 @@ fn int(
 
 impl CallRequest {
     /// Checks `call_target`'s arguments against the registry; `max_response_cap` is the
-    /// configured `--harpoon.max-response-bytes`.
+    /// configured `--harpoon.max-response-bytes`, `max_redirects_cap` `--harpoon.max-redirects`
+    /// (a call's `max_redirects` defaults to it and may not exceed it, as in the Go client).
     ///
     /// # Errors
     /// [`CallError`] naming the argument.
@@ -150,6 +151,7 @@ impl CallRequest {
         args: &Value,
         registry: &Registry,
         max_response_cap: u64,
+        max_redirects_cap: u32,
     ) -> Result<CallRequest, CallError> {
         let args = args.as_object().ok_or(CallError::NoLabel)?;
         const KNOWN: [&str; 8] = [
@@ -225,12 +227,13 @@ impl CallRequest {
             Some(Value::Bool(b)) => *b,
             Some(_) => return Err(bad("follow_redirects", "must be true or false")),
         };
+        let redirects_cap = max_redirects_cap.min(MAX_REDIRECTS);
         let max_redirects = int(
             args,
             "max_redirects",
             0,
-            u64::from(MAX_REDIRECTS),
-            u64::from(DEFAULT_MAX_REDIRECTS),
+            u64::from(redirects_cap),
+            u64::from(redirects_cap),
         )?;
         Ok(CallRequest {
             label: label.to_owned(),
@@ -240,7 +243,7 @@ impl CallRequest {
             timeout,
             max_response_bytes,
             follow_redirects,
-            max_redirects: u32::try_from(max_redirects).unwrap_or(MAX_REDIRECTS),
+            max_redirects: u32::try_from(max_redirects).unwrap_or(redirects_cap),
         })
     }
 }

@@ -67,6 +67,9 @@ pub struct HarpoonConfig {
     pub registry: Registry,
     /// The cap on a call's `max_response_bytes` (`--harpoon.max-response-bytes`).
     pub max_response_cap: u64,
+    /// A call's `max_redirects` default and cap (`--harpoon.max-redirects`, at most
+    /// [`call::MAX_REDIRECTS`]).
+    pub max_redirects: u32,
     /// How long one connection (and its legacy session) lives.
     pub connection_max_age: Duration,
     /// The `User-Agent` of outbound requests.
@@ -82,6 +85,7 @@ impl HarpoonConfig {
         HarpoonConfig {
             registry,
             max_response_cap: call::DEFAULT_MAX_RESPONSE_BYTES,
+            max_redirects: call::DEFAULT_MAX_REDIRECTS,
             connection_max_age: CONNECTION_MAX_AGE,
             user_agent: concat!("mcpwire-harpoon/", env!("CARGO_PKG_VERSION")).to_owned(),
             entropy,
@@ -94,6 +98,7 @@ impl fmt::Debug for HarpoonConfig {
         f.debug_struct("HarpoonConfig")
             .field("targets", &self.registry.len())
             .field("max_response_cap", &self.max_response_cap)
+            .field("max_redirects", &self.max_redirects)
             .field("connection_max_age", &self.connection_max_age)
             .field("user_agent", &self.user_agent)
             .finish_non_exhaustive()
@@ -282,6 +287,7 @@ struct Busy {
 pub struct Harpoon {
     registry: Registry,
     max_response_cap: u64,
+    max_redirects: u32,
     max_age: Duration,
     user_agent: String,
     server_config: ServerConfig,
@@ -330,6 +336,7 @@ impl Harpoon {
         Ok(Harpoon {
             registry: config.registry,
             max_response_cap: config.max_response_cap.max(1),
+            max_redirects: config.max_redirects.min(call::MAX_REDIRECTS),
             max_age: config.connection_max_age,
             user_agent: config.user_agent,
             server_config,
@@ -663,7 +670,12 @@ impl Harpoon {
     /// Starts `call_target` for `request`.
     fn start_call(&mut self, now: Instant, request: RequestId, args: Map<String, Value>) {
         let args = Value::Object(args);
-        let call = match CallRequest::from_arguments(&args, &self.registry, self.max_response_cap) {
+        let call = match CallRequest::from_arguments(
+            &args,
+            &self.registry,
+            self.max_response_cap,
+            self.max_redirects,
+        ) {
             Ok(call) => call,
             Err(e) => {
                 let label = match &e {
@@ -895,7 +907,7 @@ impl Harpoon {
                 let request = incoming.id();
                 let reply = match incoming.call {
                     Call::ListTools => Reply::Result(
-                        json!({"tools": tools::definitions(self.max_response_cap)}),
+                        json!({"tools": tools::definitions(self.max_response_cap, self.max_redirects)}),
                     ),
                     Call::CallTool { name, arguments } => match name.as_str() {
                         "call_target" => {

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::call::{bad, CallError, Method, DEFAULT_MAX_REDIRECTS, TIMEOUT_MS};
+use super::call::{bad, CallError, Method, TIMEOUT_MS};
 use super::targets::Registry;
 
 /// The methods a call may use.
@@ -12,7 +12,7 @@ const METHODS: [Method; 3] = [Method::Get, Method::Post, Method::Put];
 
 /// The `tools` of a `tools/list` answer.
 #[must_use]
-pub fn definitions(max_response_cap: u64) -> Value {
+pub fn definitions(max_response_cap: u64, max_redirects_cap: u32) -> Value {
     let (lo, hi, timeout) = TIMEOUT_MS;
     json!([
         {
@@ -44,7 +44,7 @@ pub fn definitions(max_response_cap: u64) -> Value {
                     "timeout_ms": {"type": "integer", "minimum": lo, "maximum": hi, "default": timeout},
                     "max_response_bytes": {"type": "integer", "minimum": 1, "maximum": max_response_cap},
                     "follow_redirects": {"type": "boolean", "default": true},
-                    "max_redirects": {"type": "integer", "minimum": 0, "maximum": super::call::MAX_REDIRECTS, "default": DEFAULT_MAX_REDIRECTS}
+                    "max_redirects": {"type": "integer", "minimum": 0, "maximum": max_redirects_cap, "default": max_redirects_cap}
                 },
                 "required": ["label"],
                 "additionalProperties": false
