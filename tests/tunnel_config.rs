@@ -303,6 +303,18 @@ fn a_file_with_every_key_takes_effect_or_names_what_is_ignored() {
         .headers
         .iter()
         .any(|(n, _)| n.eq_ignore_ascii_case("X-Mcp-Extra"))));
+    // mcp.discovery_extra_headers: on the start-up probe's and discovery's pings, never on a
+    // forwarded command.
+    let has = |r: &mcpwire_dev::mcp_server::LoggedRequest, name: &str| {
+        r.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
+    };
+    assert!(forwarded
+        .iter()
+        .any(|r| r.method.as_deref() == Some("ping") && has(r, "X-Discovery")));
+    assert!(forwarded
+        .iter()
+        .filter(|r| r.method.as_deref() != Some("ping"))
+        .all(|r| !has(r, "X-Discovery")));
     // Control-plane headers from the file: the organization and the extra header (its value
     // read from the environment).
     let polls = cp.plane().polls(GO_TUNNEL);
@@ -348,7 +360,6 @@ fn a_file_with_every_key_takes_effect_or_names_what_is_ignored() {
         "control_plane.poll_deadline_guardrail",
         "health.unix_socket",
         "admin_ui.log_buffer_events",
-        "mcp.discovery_extra_headers",
         "harpoon.http_proxy",
         "harpoon.additional_transports",
         "proxy.check_interval",

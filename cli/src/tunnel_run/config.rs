@@ -127,6 +127,15 @@ pub struct RunArgs {
         value_name = "HEADER"
     )]
     pub mcp_extra_headers: Vec<String>,
+    /// A header on the discovery requests to the main MCP server only (the start-up probe,
+    /// Harpoon's OAuth discovery), over --mcp.extra-headers; "Name: value", repeatable, the value
+    /// may be env:VAR or file:PATH [env: MCP_DISCOVERY_EXTRA_HEADERS, separated by ',' or ';']
+    #[arg(
+        long = "mcp.discovery-extra-headers",
+        alias = "mcp-discovery-extra-headers",
+        value_name = "HEADER"
+    )]
+    pub mcp_discovery_extra_headers: Vec<String>,
     /// Commands admitted and not finished, at most [env: CONTROL_PLANE_MAX_INFLIGHT_REQUESTS] [default: 20]
     #[arg(long = "control-plane.max-inflight", value_name = "N")]
     pub max_inflight: Option<String>,
@@ -1383,7 +1392,18 @@ pub fn resolve_layers(
     };
     let cloudflared = cloudflared(args, src, read_file)?;
     let proxies = proxy_settings(args, src)?;
-    let (mcp_extra_headers, mcp_header_secrets) = mcp_headers(args, src, read_file)?;
+    let (mcp_extra_headers, mcp_header_secrets) = mcp_headers(
+        &args.mcp_extra_headers,
+        ("mcp.extra-headers", "MCP_EXTRA_HEADERS"),
+        src,
+        read_file,
+    )?;
+    let (mcp_discovery_extra_headers, discovery_header_secrets) = mcp_headers(
+        &args.mcp_discovery_extra_headers,
+        ("mcp.discovery-extra-headers", "MCP_DISCOVERY_EXTRA_HEADERS"),
+        src,
+        read_file,
+    )?;
     let wait_raw = pick(
         "mcp.startup-wait-timeout",
         args.startup_wait_timeout.as_ref(),
@@ -1416,6 +1436,7 @@ pub fn resolve_layers(
     engine.connection_max_ttl = Some(connection_max_ttl);
     let mut secrets = secrets;
     secrets.extend(mcp_header_secrets);
+    secrets.extend(discovery_header_secrets);
     secrets.extend(proxies.control_plane.passwords());
     secrets.extend(proxies.mcp.passwords());
     Ok(RunConfig {
@@ -1430,6 +1451,7 @@ pub fn resolve_layers(
             tls,
             proxies,
             mcp_extra_headers,
+            mcp_discovery_extra_headers,
             startup_wait,
         },
         health_addr,
@@ -1751,25 +1773,20 @@ fn header_list(
     Ok((headers, secrets))
 }
 
-/// `--mcp.extra-headers`: headers on every forward to an HTTP MCP server (the command's own
-/// win); the forward's and MCP's own names are refused.
+/// `--mcp.extra-headers` (on every forward to an HTTP MCP server; the command's own win) or
+/// `--mcp.discovery-extra-headers`: the forward's and MCP's own names are refused.
 fn mcp_headers(
-    args: &RunArgs,
+    flag_values: &[String],
+    names: (&str, &str),
     src: &Sources<'_>,
     read_file: &dyn Fn(&str) -> std::io::Result<String>,
 ) -> Result<ExtraHeaders, ConfigError> {
-    header_list(
-        &args.mcp_extra_headers,
-        ("mcp.extra-headers", "MCP_EXTRA_HEADERS"),
-        src,
-        read_file,
-        &|name| {
-            mcpwire_core::tunnel::forward_headers::is_reserved_extra_header(name).then_some(
-                "the forward sets this header itself (framing, content negotiation, MCP's \
+    header_list(flag_values, names, src, read_file, &|name| {
+        mcpwire_core::tunnel::forward_headers::is_reserved_extra_header(name).then_some(
+            "the forward sets this header itself (framing, content negotiation, MCP's \
                  protocol version, session and method headers) and it cannot be set",
-            )
-        },
-    )
+        )
+    })
 }
 
 #[cfg(test)]

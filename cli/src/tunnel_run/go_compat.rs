@@ -26,11 +26,6 @@ pub const NOT_IMPLEMENTED: &[(&str, &str, &str)] = &[
         "the health listener on a Unix socket",
     ),
     (
-        "mcp.discovery-extra-headers",
-        "MCP_DISCOVERY_EXTRA_HEADERS",
-        "headers on the MCP server's metadata requests",
-    ),
-    (
         "harpoon.http-proxy",
         "HARPOON_HTTP_PROXY",
         "an HTTP proxy for Harpoon",
@@ -69,10 +64,7 @@ pub const NOT_IMPLEMENTED: &[(&str, &str, &str)] = &[
 
 /// The Go client's dashed spellings of flags mcpwire does not implement (the implemented ones
 /// are aliases of their flags).
-const NOT_IMPLEMENTED_ALIASES: &[(&str, &str)] = &[
-    ("mcp-discovery-extra-headers", "mcp.discovery-extra-headers"),
-    ("health-unix-socket", "health.unix-socket"),
-];
+const NOT_IMPLEMENTED_ALIASES: &[(&str, &str)] = &[("health-unix-socket", "health.unix-socket")];
 
 /// Which of [`NOT_IMPLEMENTED`]'s flags were given (hidden from `--help`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

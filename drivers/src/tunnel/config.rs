@@ -65,10 +65,28 @@ pub struct TunnelConfig {
     /// Headers added to every forward to an HTTP MCP server (`--mcp.extra-headers`); the
     /// command's own headers win. Never sent to the control plane, Harpoon's targets or stdio.
     pub mcp_extra_headers: Vec<(String, mcpwire_core::tunnel::engine::Secret)>,
+    /// Headers added, over `mcp_extra_headers`, to the discovery requests to the main MCP
+    /// server's origin: the start-up probe and Harpoon's OAuth discovery
+    /// (`--mcp.discovery-extra-headers`).
+    pub mcp_discovery_extra_headers: Vec<(String, mcpwire_core::tunnel::engine::Secret)>,
     /// `--mcp.startup-wait-timeout`: before the first poll, wait at most this long for the main
     /// channel's HTTP server to answer (`mcpwire_core::tunnel::startup_probe`); `/readyz` says
     /// why meanwhile, and stays 503 when the wait fails. `None`: no probe.
     pub startup_wait: Option<std::time::Duration>,
+}
+
+impl TunnelConfig {
+    /// The headers of a discovery request to the main MCP server: the discovery headers, then
+    /// the extra headers they do not name (the discovery ones win).
+    pub fn discovery_headers(&self) -> Vec<(String, mcpwire_core::tunnel::engine::Secret)> {
+        let mut all = self.mcp_discovery_extra_headers.clone();
+        for (name, value) in &self.mcp_extra_headers {
+            if !all.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+                all.push((name.clone(), value.clone()));
+            }
+        }
+        all
+    }
 }
 
 /// The proxy of each route (Harpoon's calls and discovery take the MCP servers' route).

@@ -34,10 +34,7 @@ pub(crate) fn begin(
         return None;
     }
     match MetadataDiscovery::new(&wanted.server_url, wanted.policy) {
-        Ok(d) => Some((
-            wanted,
-            d.with_server_headers(config.mcp_extra_headers.clone()),
-        )),
+        Ok(d) => Some((wanted, d.with_server_headers(config.discovery_headers()))),
         Err(e) => {
             log.log(
                 Level::Warn,

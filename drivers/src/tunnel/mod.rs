@@ -41,6 +41,7 @@
 //!     tls: Default::default(),
 //!     proxies: Default::default(),
 //!     mcp_extra_headers: Vec::new(),
+//!     mcp_discovery_extra_headers: Vec::new(),
 //!     startup_wait: None,
 //! };
 //! let log = Arc::new(Logger::stderr(Level::Info, false, vec!["sk-...".to_owned()]));

@@ -42,7 +42,7 @@ pub(crate) fn begin(
             return None;
         }
     };
-    let probe = StartupProbe::new(url, &config.mcp_extra_headers, wait, now);
+    let probe = StartupProbe::new(url, &config.discovery_headers(), wait, now);
     let shown = url.split('?').next().unwrap_or(url);
     let wait_ms = wait.as_millis();
     log.log(
