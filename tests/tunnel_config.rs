@@ -1432,7 +1432,14 @@ fn metrics_parse_as_prometheus_text_with_the_go_clients_names() {
     );
     let health = run.health_url(&url_file);
     assert_serves_the_reference_tools(&cp, "main");
-    let text = http("GET", &format!("{health}/metrics"), &[], None).body;
+    // The command's outcome is counted once its response POST is answered, which may be a
+    // moment after the caller has its reply: scrape until it shows.
+    let text = wait_for("a completed command in /metrics", || {
+        let text = http("GET", &format!("{health}/metrics"), &[], None).body;
+        text.lines()
+            .any(|l| l.starts_with("mcpwire_tunnel_commands_total{outcome=\"completed\"}"))
+            .then_some(text)
+    });
     let lines = text.lines().map(|l| Ok(l.to_owned()));
     let scrape = prometheus_parse::Scrape::parse(lines).expect("Prometheus text");
     let value = |name: &str| -> f64 {
