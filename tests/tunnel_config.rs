@@ -1489,6 +1489,21 @@ fn metrics_parse_as_prometheus_text_with_the_go_clients_names() {
             "{text}"
         );
     }
+    // The end-to-end latency of the tools/list call, with the Go client's labels.
+    let e2e = scrape
+        .samples
+        .iter()
+        .find(|s| {
+            s.metric == "command_end_to_end_latency_milliseconds"
+                && s.labels.get("request_kind") == Some("call")
+                && s.labels.get("request_method") == Some("tools/list")
+                && s.labels.get("channel") == Some("main")
+                && s.labels.get("tunnel_id") == Some(GO_TUNNEL)
+                && s.labels.get("tunnel_service_status") == Some("200")
+                && s.labels.get("latency_type") == Some("poll_to_response")
+        })
+        .unwrap_or_else(|| panic!("no command_end_to_end_latency_milliseconds in\n{text}"));
+    assert!(matches!(&e2e.value, prometheus_parse::Value::Histogram(b) if !b.is_empty()));
     // The poll latency histogram: answered polls counted under error="false".
     let answered = scrape
         .samples

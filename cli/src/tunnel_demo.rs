@@ -310,6 +310,7 @@ impl Demo {
                 request_id,
                 resp_type,
                 resp_code,
+                ..
             } => {
                 self.summary.completed += 1;
                 self.line(

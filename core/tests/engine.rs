@@ -1153,6 +1153,11 @@ fn command_for_an_unserved_channel_gets_a_client_internal_failure() {
         b["resp_json"]["error"]["data"]["tunnel_failure"]["source"],
         "client_internal"
     );
+    assert!(h.events().contains(&Event::UnsupportedChannel {
+        request_id: "a".into(),
+        channel: "nowhere".into(),
+        command_type: "jsonrpc",
+    }));
 }
 
 #[test]
@@ -1803,4 +1808,23 @@ fn the_connection_ttl_ends_a_stream_with_a_timeout_failure() {
     // The forward that never got a head is not bounded by the TTL.
     h.advance(Duration::from_secs(30));
     assert!(h.cancels().0.is_empty(), "{no_head:?} was cancelled");
+}
+
+/// `Event::Completed` says how long the command took from its poll response's arrival to its
+/// terminal POST's answer (the Go client's `poll_to_response` latency).
+#[test]
+fn completion_reports_the_time_since_the_poll_response_arrived() {
+    let mut h = Harness::new(config());
+    h.poll_with(json!([cmd_json("a", json!(1), "tools/list")]));
+    let fwd = h.take_forwards().remove(0);
+    h.now += Duration::from_millis(250);
+    h.reply_json(fwd.cmd, 200, r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#);
+    let (post, _, _) = h.take_posts().remove(0);
+    h.now += Duration::from_millis(50);
+    h.post_status(post, 200);
+    let since = h.events().into_iter().find_map(|e| match e {
+        Event::Completed { since_receipt, .. } => Some(since_receipt),
+        _ => None,
+    });
+    assert_eq!(since, Some(Duration::from_millis(300)));
 }

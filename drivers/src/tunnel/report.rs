@@ -9,6 +9,7 @@ use mcpwire_core::http::ResponseHead;
 use mcpwire_core::tunnel::engine::{Event, PostAnswer, Stage};
 use mcpwire_core::tunnel::harpoon::server::{CallResult, ResetReason};
 use mcpwire_core::tunnel::harpoon::HarpoonEvent;
+use mcpwire_core::tunnel::wire::RespType;
 use mcpwire_core::tunnel::{self, CommandId, Forwarded, TunnelFailure};
 
 use super::log::{Level, Logger};
@@ -333,7 +334,23 @@ impl Report {
                 request_id,
                 resp_type,
                 resp_code,
+                since_receipt,
             } => {
+                if let Some(info) = self.info.get(&request_id) {
+                    let kind = match resp_type {
+                        RespType::NotifyAck => "notification",
+                        RespType::SessionTerminationResponse => "session_termination",
+                        _ => "call",
+                    };
+                    let method = if kind == "call" || kind == "notification" {
+                        info.method.as_str()
+                    } else {
+                        ""
+                    };
+                    let channel = info.channel.clone();
+                    self.metrics
+                        .command_latency(kind, method, &channel, resp_code, since_receipt);
+                }
                 let outcome = if resp_code < 400 {
                     "completed"
                 } else {
@@ -357,6 +374,22 @@ impl Report {
                     "delivery_failed",
                     Level::Warn,
                     &[("status", &status)],
+                );
+            }
+            Event::UnsupportedChannel {
+                request_id,
+                channel,
+                command_type,
+            } => {
+                self.metrics.unsupported_channel(&channel, command_type);
+                self.log.log(
+                    Level::Warn,
+                    "command for a channel this client does not serve: answered with a failure",
+                    &[
+                        ("request_id", &request_id),
+                        ("channel", &channel),
+                        ("command_type", &command_type),
+                    ],
                 );
             }
             Event::ConnectionTtlReached { request_id } => {
@@ -409,7 +442,6 @@ mod tests {
     use crate::tunnel::log::tests::Sink;
     use mcpwire_core::http::Headers;
     use mcpwire_core::tunnel::failure::FailureSource;
-    use mcpwire_core::tunnel::wire::RespType;
     use mcpwire_core::tunnel::DiscardReason;
 
     fn answered(status: u16) -> Result<ResponseHead, (bool, String)> {
@@ -421,6 +453,44 @@ mod tests {
 
     /// The next POST of a command counts as a delivery retry only after an attempt the core
     /// calls failed ([`PostAnswer::Failed`], or no answer at all): not after a `2xx` or a `404`.
+    #[test]
+    fn unsupported_channels_are_counted_with_the_go_clients_labels_and_bounded() {
+        let log = Logger::new(Level::Debug, false, Vec::new(), Box::new(Sink::default()));
+        let mut r = Report::new(Arc::new(log));
+        r.metrics.tunnel_id = "tunnel_x".to_owned();
+        let unsupported = |channel: String| {
+            tunnel::Event::Engine(Event::UnsupportedChannel {
+                request_id: "r".to_owned(),
+                channel,
+                command_type: "jsonrpc",
+            })
+        };
+        r.tunnel_event(unsupported("nowhere".to_owned()));
+        r.tunnel_event(unsupported("nowhere".to_owned()));
+        let text = r.metrics.prometheus();
+        assert!(
+            text.contains(
+                "command_unsupported_channel_total{tunnel_id=\"tunnel_x\",channel=\"nowhere\",command_type=\"jsonrpc\"} 2\n"
+            ),
+            "{text}"
+        );
+        // The control plane names the channels: past the bound they fold into one series.
+        for i in 0..100 {
+            r.tunnel_event(unsupported(format!("c{i}")));
+        }
+        let channels: std::collections::BTreeSet<&str> = r
+            .metrics
+            .unsupported_channels
+            .keys()
+            .map(|(c, _)| c.as_str())
+            .collect();
+        assert_eq!(
+            channels.len(),
+            crate::tunnel::status::MAX_CHANNEL_SERIES + 1
+        );
+        assert!(channels.contains("__other__"));
+    }
+
     #[test]
     fn poll_errors_are_counted_by_the_go_clients_error_kind() {
         let log = Logger::new(Level::Debug, false, Vec::new(), Box::new(Sink::default()));
@@ -504,6 +574,7 @@ mod tests {
             request_id: "r1".into(),
             resp_type: RespType::JsonrpcResponse,
             resp_code: 502,
+            since_receipt: std::time::Duration::from_millis(12),
         }));
         let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
         // Each line without its timestamp.

@@ -50,7 +50,41 @@ pub struct Metrics {
     pub worker_capacity: usize,
     /// Why `/readyz` stays 503 whatever the engine says (a failed start-up probe).
     pub startup_problem: Option<String>,
+    /// The tunnel id, for the Go client's `tunnel_id` labels.
+    pub tunnel_id: String,
+    /// Commands for unserved channels, by channel and command type (at most
+    /// [`MAX_CHANNEL_SERIES`] channels; the rest under `__other__`).
+    pub unsupported_channels: BTreeMap<(String, &'static str), u64>,
+    /// `command_end_to_end_latency_milliseconds` (`latency_type="poll_to_response"`), by
+    /// request kind, method, channel and the status posted (at most [`MAX_LATENCY_SERIES`]
+    /// label sets; past them the method is `__other__`).
+    pub command_latency: BTreeMap<LatencyKey, Histogram>,
 }
+
+/// The labels of a `command_end_to_end_latency_milliseconds` series.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LatencyKey {
+    /// `call`, `notification` or `session_termination`.
+    pub request_kind: &'static str,
+    /// The JSON-RPC method (empty for a session termination).
+    pub request_method: String,
+    /// The channel.
+    pub channel: String,
+    /// The `resp_code` posted.
+    pub status: u16,
+}
+
+/// The most label sets `command_end_to_end_latency_milliseconds` keeps (methods come from the
+/// commands).
+pub const MAX_LATENCY_SERIES: usize = 256;
+
+/// The upper bounds of `command_end_to_end_latency_milliseconds`'s buckets: the
+/// OpenTelemetry SDK's defaults, as the Go client exports them.
+pub const COMMAND_LATENCY_BUCKETS_MS: [f64; 15] = POLL_LATENCY_BUCKETS_S;
+
+/// The most channels `command_unsupported_channel_total` names (the control plane chooses
+/// them; past this, `__other__`).
+pub const MAX_CHANNEL_SERIES: usize = 32;
 
 /// The upper bounds of `commands_poll_latency_seconds`'s buckets: the OpenTelemetry SDK's
 /// default boundaries, which the Go client's histogram uses as they are (in seconds).
@@ -152,6 +186,53 @@ impl Metrics {
     /// Counts one finished command.
     pub fn count(&mut self, outcome: &'static str) {
         *self.commands.entry(outcome).or_default() += 1;
+    }
+
+    /// Records a command's latency from its poll's arrival to its terminal POST's answer.
+    pub fn command_latency(
+        &mut self,
+        request_kind: &'static str,
+        method: &str,
+        channel: &str,
+        status: u16,
+        took: std::time::Duration,
+    ) {
+        let mut key = LatencyKey {
+            request_kind,
+            request_method: method.to_owned(),
+            channel: channel.to_owned(),
+            status,
+        };
+        if !self.command_latency.contains_key(&key)
+            && self.command_latency.len() >= MAX_LATENCY_SERIES
+        {
+            "__other__".clone_into(&mut key.request_method);
+        }
+        // Whole milliseconds, as the Go client records them.
+        #[allow(clippy::cast_precision_loss)]
+        let ms = took.as_millis() as f64;
+        self.command_latency
+            .entry(key)
+            .or_default()
+            .observe(&COMMAND_LATENCY_BUCKETS_MS, ms);
+    }
+
+    /// Counts one command for a channel this client does not serve.
+    pub fn unsupported_channel(&mut self, channel: &str, command_type: &'static str) {
+        let named: std::collections::BTreeSet<&str> = self
+            .unsupported_channels
+            .keys()
+            .map(|(c, _)| c.as_str())
+            .collect();
+        let name = if named.contains(channel) || named.len() < MAX_CHANNEL_SERIES {
+            channel
+        } else {
+            "__other__"
+        };
+        *self
+            .unsupported_channels
+            .entry((name.to_owned(), command_type))
+            .or_default() += 1;
     }
 
     /// Counts one poll that took `took`, `failed` unless a 2xx answered it.
@@ -342,6 +423,47 @@ impl Metrics {
                 self.commands_invalid.to_string(),
             )],
         );
+        let tunnel = escape_label(&self.tunnel_id);
+        let unsupported: Vec<(String, String)> = self
+            .unsupported_channels
+            .iter()
+            .map(|((channel, kind), n)| {
+                (
+                    format!(
+                        "{{tunnel_id=\"{tunnel}\",channel=\"{}\",command_type=\"{kind}\"}}",
+                        escape_label(channel)
+                    ),
+                    n.to_string(),
+                )
+            })
+            .collect();
+        let mut latency_series = Vec::new();
+        for (k, h) in &self.command_latency {
+            let labels = format!(
+                "request_kind=\"{}\",request_method=\"{}\",channel=\"{}\",tunnel_id=\"{tunnel}\",tunnel_service_status=\"{}\",latency_type=\"poll_to_response\"",
+                k.request_kind,
+                escape_label(&k.request_method),
+                escape_label(&k.channel),
+                k.status
+            );
+            h.lines(&labels, &COMMAND_LATENCY_BUCKETS_MS, &mut latency_series);
+        }
+        if !latency_series.is_empty() {
+            metric(
+                "command_end_to_end_latency_milliseconds",
+                "histogram",
+                "Milliseconds from the poll response that carried a command to its terminal response's delivery (the Go client's name; latency_type poll_to_response).",
+                &latency_series,
+            );
+        }
+        if !unsupported.is_empty() {
+            metric(
+                "command_unsupported_channel_total",
+                "counter",
+                "Polled commands answered with a failure because their channel is not served (the Go client's name).",
+                &unsupported,
+            );
+        }
         metric(
             "commands_queue_capacity",
             "gauge",

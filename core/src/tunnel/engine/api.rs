@@ -224,6 +224,9 @@ pub enum Event {
         resp_type: RespType,
         /// The terminal `resp_code`.
         resp_code: u16,
+        /// From the arrival of the poll response that carried it to its terminal POST's answer
+        /// (the Go client's `poll_to_response` latency).
+        since_receipt: Duration,
     },
     /// A response POST answered `404`: the command is already fulfilled or no longer pending.
     AlreadyFulfilled {
@@ -256,6 +259,16 @@ pub enum Event {
         tool: String,
         /// What is wrong with its annotations (never an argument value).
         reason: String,
+    },
+    /// A command named a channel this client does not serve: it was answered with a
+    /// `client_internal` failure without contacting an MCP server.
+    UnsupportedChannel {
+        /// The opaque request id.
+        request_id: String,
+        /// The channel it named (at most 64 characters, as the wire allows).
+        channel: String,
+        /// `jsonrpc`, `session_termination` or `unknown` (the Go client's label values).
+        command_type: &'static str,
     },
     /// A forward's response took longer than the connection TTL after its head arrived: the
     /// forward was cancelled and a `timeout` failure posted as the terminal response.

@@ -149,6 +149,8 @@ struct Command {
     shard_token: Option<String>,
     channel: String,
     deadline: Option<Instant>,
+    /// When the poll response that carried it arrived (its deadline's anchor).
+    received_at: Instant,
     expect: Expect,
     /// Present while queued for a forward: what to send.
     to_forward: Option<Forward>,
@@ -664,10 +666,23 @@ impl Engine {
             cmd.channel,
             deadline,
             expect,
+            received_at,
         );
         c.tools_list = tools_list;
         let unserved = !self.config.channels.contains(&c.channel);
         if malformed.is_some() || unserved {
+            if unserved && malformed.is_none() {
+                let command_type = match &kind {
+                    ForwardKind::JsonRpc { .. } => "jsonrpc",
+                    ForwardKind::SessionTermination => "session_termination",
+                };
+                self.outputs
+                    .push_back(Output::Event(Event::UnsupportedChannel {
+                        request_id: c.request_id.clone(),
+                        channel: c.channel.clone(),
+                        command_type,
+                    }));
+            }
             // Answer it by its kind without contacting MCP: the caller is not left waiting.
             c.to_forward = None;
             self.commands.insert(id, c);
@@ -1283,7 +1298,7 @@ impl Engine {
         };
         let status = head.status;
         match PostAnswer::of(status) {
-            PostAnswer::Accepted => self.post_delivered(cmd, &post),
+            PostAnswer::Accepted => self.post_delivered(now, cmd, &post),
             PostAnswer::AlreadyFulfilled => self.end_command(
                 cmd,
                 Some(Event::AlreadyFulfilled {
@@ -1339,12 +1354,18 @@ impl Engine {
             .unwrap_or_default()
     }
 
-    fn post_delivered(&mut self, cmd: CommandId, post: &PendingPost) {
+    fn post_delivered(&mut self, now: Instant, cmd: CommandId, post: &PendingPost) {
         if post.kind == PostKind::Terminal {
+            let since_receipt = self
+                .commands
+                .get(&cmd)
+                .map(|c| now.saturating_duration_since(c.received_at))
+                .unwrap_or_default();
             let event = Event::Completed {
                 request_id: self.request_id(cmd),
                 resp_type: post.resp_type,
                 resp_code: post.resp_code,
+                since_receipt,
             };
             self.end_command(cmd, Some(event));
         }
@@ -1500,6 +1521,7 @@ impl Command {
         channel: String,
         deadline: Option<Instant>,
         expect: Expect,
+        received_at: Instant,
     ) -> Self {
         Command {
             request_id,
@@ -1507,6 +1529,7 @@ impl Command {
             channel,
             deadline,
             expect,
+            received_at,
             to_forward: None,
             forward: None,
             posts: VecDeque::new(),

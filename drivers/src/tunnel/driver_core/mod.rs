@@ -259,6 +259,7 @@ impl Prepared {
             rt,
         };
         d.report.metrics.startup_problem = self.startup_problem;
+        d.report.metrics.tunnel_id = d.tunnel.config().tunnel_id.clone();
         d.report.metrics.queue_capacity = d.tunnel.config().max_in_flight;
         d.report.metrics.worker_capacity = d.tunnel.config().max_concurrent_forwards;
         // The tunnel's first outputs start the stdio children.
