@@ -1691,3 +1691,106 @@ fn the_startup_wait_holds_the_first_poll_until_the_mcp_server_answers() {
         assert!(out.contains("mcp startup probe failed"), "{driver}: {out}");
     }
 }
+
+/// `--health.unix-socket`: the health listener on a Unix socket (the listen address ignored), a
+/// stale socket replaced, a file that is not a socket refused by name, the URL file in the Go
+/// client's `http+unix://<base64url path>` form that `tunnel health` reads, the socket removed
+/// at exit.
+#[cfg(unix)]
+#[test]
+fn the_health_listener_serves_on_a_unix_socket() {
+    use std::io::Write as _;
+    let cp = plane();
+    let server = reference_server();
+    let dir = scratch("health-unix");
+    let socket = dir.join("run").join("health.sock");
+    std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
+    // A stale socket: bound, then its listener dropped (the file stays).
+    drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    assert!(socket.exists());
+    let url_file = dir.join("health.url");
+    let socket_s = socket.display().to_string();
+    let mcp = server.url();
+    let mut run = tunnel_run(
+        "blocking",
+        &cp.base_url(),
+        &url_file,
+        &["--mcp.server-url", &mcp, "--health.unix-socket", &socket_s],
+        &[("CONTROL_PLANE_API_KEY", KEY)],
+    );
+    let url = run.health_url(&url_file);
+    assert!(url.starts_with("http+unix://"), "{url}");
+    assert_serves_the_reference_tools(&cp, "main");
+    // A raw request on the socket.
+    let mut conn = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+    conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    // `tunnel health` reads the URL file's http+unix:// form.
+    let probe = wait_for("a passing probe over the socket", || {
+        let out = Command::new(env!("CARGO_BIN_EXE_mcpwire"))
+            .args(["tunnel", "health", "--url-file", url_file.to_str().unwrap()])
+            .args(["--require-control-plane-poll"])
+            .env_clear()
+            .output()
+            .unwrap();
+        (out.status.code() == Some(0)).then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    });
+    assert!(
+        probe.contains("Healthz: PASS | 200 http+unix://"),
+        "{probe}"
+    );
+    assert!(probe.contains("Result: OK"), "{probe}");
+    // A second client on the same socket is refused: something accepts there.
+    let second = Command::new(env!("CARGO_BIN_EXE_mcpwire"))
+        .args([
+            "tunnel",
+            "run",
+            "--control-plane.tunnel-id",
+            GO_TUNNEL,
+            "--mcp.server-url",
+            &mcp,
+            "--health.unix-socket",
+            &socket_s,
+        ])
+        .env_clear()
+        .env("CONTROL_PLANE_API_KEY", KEY)
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&second.stderr).contains(&format!(
+            "invalid --health.unix-socket {socket_s:?}: it is already accepting connections"
+        )),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    run.stop();
+    assert!(!socket.exists(), "the socket is removed at exit");
+    // A path that is not a socket is refused by name.
+    let file = dir.join("not-a-socket");
+    std::fs::write(&file, "x").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpwire"))
+        .args([
+            "tunnel",
+            "run",
+            "--control-plane.tunnel-id",
+            GO_TUNNEL,
+            "--mcp.server-url",
+            &mcp,
+            "--health.unix-socket",
+            file.to_str().unwrap(),
+        ])
+        .env_clear()
+        .env("CONTROL_PLANE_API_KEY", KEY)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("it exists and is not a unix socket"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1818,7 +1818,11 @@ fn completion_reports_the_time_since_the_poll_response_arrived() {
     h.poll_with(json!([cmd_json("a", json!(1), "tools/list")]));
     let fwd = h.take_forwards().remove(0);
     h.now += Duration::from_millis(250);
-    h.reply_json(fwd.cmd, 200, r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#);
+    h.reply_json(
+        fwd.cmd,
+        200,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#,
+    );
     let (post, _, _) = h.take_posts().remove(0);
     h.now += Duration::from_millis(50);
     h.post_status(post, 200);

@@ -210,6 +210,15 @@ pub struct RunArgs {
         value_name = "PATH"
     )]
     pub health_url_file: Option<String>,
+    /// Serve the health listener on this Unix socket instead of --health.listen-addr (a stale
+    /// socket is replaced; removed at exit; the URL file then says http+unix://...)
+    /// [env: HEALTH_UNIX_SOCKET]
+    #[arg(
+        long = "health.unix-socket",
+        alias = "health-unix-socket",
+        value_name = "PATH"
+    )]
+    pub health_unix_socket: Option<String>,
     /// Write this process's id to this file at start-up (removed at a clean exit)
     /// [env: PID_FILE]
     #[arg(long = "pid.file", value_name = "PATH")]
@@ -335,6 +344,8 @@ pub struct RunConfig {
     pub driver: Driver,
     /// Where to write the health listener's base URL.
     pub health_url_file: Option<String>,
+    /// The health listener's Unix socket (`--health.unix-socket`), which replaces `health_addr`.
+    pub health_unix_socket: Option<String>,
     /// Where to write the process id.
     pub pid_file: Option<String>,
     /// Where to append log lines (standard error when `None`).
@@ -1462,6 +1473,12 @@ pub fn resolve_layers(
             "health.url-file",
             args.health_url_file.as_ref(),
             "HEALTH_URL_FILE",
+            src,
+        ))?,
+        health_unix_socket: path_setting(pick(
+            "health.unix-socket",
+            args.health_unix_socket.as_ref(),
+            "HEALTH_UNIX_SOCKET",
             src,
         ))?,
         pid_file: path_setting(pick("pid.file", args.pid_file.as_ref(), "PID_FILE", src))?,

@@ -228,6 +228,24 @@ fn cloudflared(config: &RunConfig, path: Option<&str>) -> Check {
 }
 
 fn health_listener(config: &RunConfig) -> Check {
+    if let Some(path) = &config.health_unix_socket {
+        #[cfg(unix)]
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return check(
+                "health_listener",
+                Verdict::Fail,
+                format!(
+                    "unix socket {path} is already accepting connections: stop the client \
+                     listening there, or change --health.unix-socket"
+                ),
+            );
+        }
+        return check(
+            "health_listener",
+            Verdict::Ok,
+            format!("unix socket {path} (a stale socket there is replaced at start)"),
+        );
+    }
     let addr = config.health_addr;
     match TcpListener::bind(addr) {
         Ok(l) => {

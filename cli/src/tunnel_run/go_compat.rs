@@ -21,11 +21,6 @@ pub const NOT_IMPLEMENTED: &[(&str, &str, &str)] = &[
         "logging whole HTTP requests and answers (mcpwire never logs bodies or header values)",
     ),
     (
-        "health.unix-socket",
-        "HEALTH_UNIX_SOCKET",
-        "the health listener on a Unix socket",
-    ),
-    (
         "harpoon.http-proxy",
         "HARPOON_HTTP_PROXY",
         "an HTTP proxy for Harpoon",
@@ -64,7 +59,7 @@ pub const NOT_IMPLEMENTED: &[(&str, &str, &str)] = &[
 
 /// The Go client's dashed spellings of flags mcpwire does not implement (the implemented ones
 /// are aliases of their flags).
-const NOT_IMPLEMENTED_ALIASES: &[(&str, &str)] = &[("health-unix-socket", "health.unix-socket")];
+const NOT_IMPLEMENTED_ALIASES: &[(&str, &str)] = &[];
 
 /// Which of [`NOT_IMPLEMENTED`]'s flags were given (hidden from `--help`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -246,8 +241,8 @@ mod tests {
              (logging whole HTTP requests and answers (mcpwire never logs bodies or header \
              values)); remove it to run without it"
         );
-        let cli = Cli::try_parse_from(["x", "--health-unix-socket=/s"]).unwrap();
-        assert_eq!(cli.go.given, ["health.unix-socket"]);
+        let cli = Cli::try_parse_from(["x", "--proxy.check-interval=5s"]).unwrap();
+        assert_eq!(cli.go.given, ["proxy.check-interval"]);
         assert_eq!(cli.keep, None);
     }
 

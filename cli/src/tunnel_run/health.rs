@@ -2,7 +2,7 @@
 //! snapshot the tunnel driver publishes after every step.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
@@ -14,17 +14,72 @@ pub fn serve(listener: TcpListener, status: Arc<Status>) {
     let _ = thread::Builder::new().name("health".into()).spawn(move || {
         for conn in listener.incoming() {
             let Ok(conn) = conn else { continue };
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+            let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
             answer(conn, &status);
         }
     });
 }
 
+/// Serves the endpoints on a Unix socket's `listener` from a background thread.
+#[cfg(unix)]
+pub fn serve_unix(listener: std::os::unix::net::UnixListener, status: Arc<Status>) {
+    let _ = thread::Builder::new().name("health".into()).spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+            let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
+            answer(conn, &status);
+        }
+    });
+}
+
+/// Makes `path` ready for a Unix socket listener, as the Go client does: its directory is
+/// created; a stale socket (nothing accepts on it) is removed; a file that is not a socket, or
+/// a socket something still accepts on, is an error.
+#[cfg(unix)]
+pub fn prepare_unix_socket(path: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::fs::FileTypeExt;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create its directory: {e}"))?;
+    }
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("cannot inspect it: {e}")),
+    };
+    if !meta.file_type().is_socket() {
+        return Err("it exists and is not a unix socket".to_owned());
+    }
+    match std::os::unix::net::UnixStream::connect(path) {
+        Ok(_) => Err("it is already accepting connections (another client runs?)".to_owned()),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound
+            ) =>
+        {
+            std::fs::remove_file(path).map_err(|e| format!("cannot remove the stale socket: {e}"))
+        }
+        Err(e) => Err(format!("cannot probe it: {e}")),
+    }
+}
+
+/// The health URL of a Unix socket listener: `http+unix://` and the path in unpadded base64url
+/// (the Go client's form, which its `health` probe and ours read).
+#[must_use]
+pub fn unix_url(path: &str) -> String {
+    use base64::Engine as _;
+    format!(
+        "http+unix://{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(path.as_bytes())
+    )
+}
+
 /// The longest request head read.
 const MAX_HEAD: usize = 8192;
 
-fn answer(mut conn: TcpStream, status: &Status) {
-    let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
-    let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
+fn answer(mut conn: impl Read + Write, status: &Status) {
     let mut head = Vec::new();
     let mut buf = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_HEAD {

@@ -77,25 +77,18 @@ pub fn run(args: &RunArgs) -> ExitCode {
             }
         },
     };
-    let listener = match TcpListener::bind(config.health_addr) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!(
-                "mcpwire: invalid --health.listen-addr {}: cannot listen there: {e}",
-                config.health_addr
-            );
+    let status = Status::new();
+    let (addr, url, _socket) = match listen(&config, &status) {
+        Ok(bound) => bound,
+        Err(message) => {
+            eprintln!("mcpwire: {message}");
             return ExitCode::from(2);
         }
     };
-    let addr = listener
-        .local_addr()
-        .map_or_else(|_| config.health_addr.to_string(), |a| a.to_string());
-    let status = Status::new();
-    health::serve(listener, Arc::clone(&status));
     log.log(Level::Info, "health listener", &[("addr", &addr)]);
     let _url_file = match &config.health_url_file {
         None => None,
-        Some(path) => match RemoveOnDrop::write(path, &format!("http://{addr}\n")) {
+        Some(path) => match RemoveOnDrop::write(path, &format!("{url}\n")) {
             Ok(f) => Some(f),
             Err(e) => {
                 eprintln!("mcpwire: invalid --health.url-file {path:?}: cannot write it: {e}");
@@ -124,6 +117,45 @@ pub fn run(args: &RunArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Starts the health listener: on `--health.unix-socket` when given (as the Go client, the
+/// listen address is then ignored), else on `--health.listen-addr`. Its address for the log,
+/// its base URL for the URL file, and the socket to remove at exit.
+fn listen(
+    config: &config::RunConfig,
+    status: &Arc<Status>,
+) -> Result<(String, String, Option<RemoveOnDrop>), String> {
+    if let Some(path) = &config.health_unix_socket {
+        #[cfg(unix)]
+        {
+            let invalid = |why: String| format!("invalid --health.unix-socket {path:?}: {why}");
+            health::prepare_unix_socket(std::path::Path::new(path)).map_err(invalid)?;
+            let listener = std::os::unix::net::UnixListener::bind(path)
+                .map_err(|e| invalid(format!("cannot listen there: {e}")))?;
+            health::serve_unix(listener, Arc::clone(status));
+            return Ok((
+                path.clone(),
+                health::unix_url(path),
+                Some(RemoveOnDrop(path.clone())),
+            ));
+        }
+        #[cfg(not(unix))]
+        return Err(format!(
+            "invalid --health.unix-socket {path:?}: Unix sockets need a Unix system"
+        ));
+    }
+    let listener = TcpListener::bind(config.health_addr).map_err(|e| {
+        format!(
+            "invalid --health.listen-addr {}: cannot listen there: {e}",
+            config.health_addr
+        )
+    })?;
+    let addr = listener
+        .local_addr()
+        .map_or_else(|_| config.health_addr.to_string(), |a| a.to_string());
+    health::serve(listener, Arc::clone(status));
+    Ok((addr.clone(), format!("http://{addr}"), None))
 }
 
 /// The Go client's start-up metadata fetch (`GET /v1/tunnels/{id}`), beside the first polls

@@ -75,11 +75,15 @@ pub fn base_url(
             base = b.to_owned();
         }
     }
+    if base.starts_with("http+unix://") {
+        unix_socket_of(&base)?;
+        return Ok(base);
+    }
     if !(base.starts_with("http://") || base.starts_with("https://"))
         || base.len() <= "http://".len()
     {
         return Err(format!(
-            "{base:?} is not an http:// URL of a health listener"
+            "{base:?} is not an http:// (or http+unix://) URL of a health listener"
         ));
     }
     Ok(base)
@@ -99,7 +103,60 @@ pub fn metric_value(text: &str, name: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// The socket path and request path of an `http+unix://<base64url path>/...` URL.
+fn unix_socket_of(url: &str) -> Result<(String, String), String> {
+    use base64::Engine as _;
+    let rest = url.strip_prefix("http+unix://").unwrap_or(url);
+    let (encoded, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(encoded)
+        .map_err(|_| format!("{url:?} does not name a socket (base64url after http+unix://)"))?;
+    let socket = String::from_utf8(bytes)
+        .map_err(|_| format!("{url:?} does not name a socket path in UTF-8"))?;
+    Ok((
+        socket,
+        if path.is_empty() {
+            "/".to_owned()
+        } else {
+            path.to_owned()
+        },
+    ))
+}
+
+/// `GET path` over the Unix socket, HTTP/1.1 with `Connection: close`.
+#[cfg(unix)]
+fn get_unix(socket: &str, path: &str) -> Result<(u16, String), String> {
+    use std::io::{Read, Write};
+    let mut conn = std::os::unix::net::UnixStream::connect(socket)
+        .map_err(|e| format!("cannot connect to {socket}: {e}"))?;
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
+    conn.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut raw = Vec::new();
+    conn.take(4 * 1024 * 1024)
+        .read_to_end(&mut raw)
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse::<u16>().ok())
+        .ok_or_else(|| "the answer is not HTTP".to_owned())?;
+    Ok((status, body.to_owned()))
+}
+
 fn get(agent: &ureq::Agent, url: &str) -> Result<(u16, String), String> {
+    if url.starts_with("http+unix://") {
+        let (socket, path) = unix_socket_of(url)?;
+        #[cfg(unix)]
+        return get_unix(&socket, &path);
+        #[cfg(not(unix))]
+        return Err(format!("{socket}{path}: Unix sockets need a Unix system"));
+    }
     let mut response = agent.get(url).call().map_err(|e| e.to_string())?;
     let status = response.status().as_u16();
     let body = response
