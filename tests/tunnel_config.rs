@@ -1794,3 +1794,55 @@ fn the_health_listener_serves_on_a_unix_socket() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// SIGUSR1 turns debug logging on in a running client, SIGUSR2 back to `--log.level`.
+#[cfg(unix)]
+#[test]
+fn the_log_level_changes_at_run_time_with_sigusr1_and_sigusr2() {
+    let cp = plane();
+    let server = reference_server();
+    let dir = scratch("log-level");
+    let url_file = dir.join("health.url");
+    let mcp = server.url();
+    let mut run = tunnel_run(
+        "smol",
+        &cp.base_url(),
+        &url_file,
+        &[
+            "--mcp.server-url",
+            &mcp,
+            "--control-plane.poll-timeout",
+            "200ms",
+        ],
+        &[("CONTROL_PLANE_API_KEY", KEY)],
+    );
+    run.health_url(&url_file);
+    let signal = |name: &str| {
+        let ok = Command::new("kill")
+            .args([&format!("-{name}"), &run.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    };
+    assert!(!run.output().contains(" DEBUG "));
+    signal("USR1");
+    wait_for("the level change to debug", || {
+        run.output()
+            .contains("runtime log level updated previous_level=info new_level=debug by=SIGUSR1")
+            .then_some(())
+    });
+    // Debug lines follow (each poll logs one).
+    wait_for("a debug line", || {
+        let out = run.output();
+        let after = out.split("new_level=debug").nth(1)?.to_owned();
+        after.contains(" DEBUG ").then_some(())
+    });
+    signal("USR2");
+    wait_for("the level back to info", || {
+        run.output()
+            .contains("runtime log level updated previous_level=debug new_level=info by=SIGUSR2")
+            .then_some(())
+    });
+    run.stop();
+}

@@ -98,13 +98,14 @@ pub fn run(args: &RunArgs) -> ExitCode {
     };
     let tunnel = config.tunnel;
     fetch_metadata(&tunnel, &log);
+    let configured = config.log_level;
+    let signal_log = Arc::clone(&log);
+    let on_start = move |stopper| signals::watch(stopper, signal_log, configured);
     let result = match config.driver {
         Driver::Blocking => {
-            mcpwire::tunnel::blocking::run(tunnel, Arc::clone(&log), status, signals::watch)
+            mcpwire::tunnel::blocking::run(tunnel, Arc::clone(&log), status, on_start)
         }
-        Driver::Smol => {
-            mcpwire::tunnel::smol::run(tunnel, Arc::clone(&log), status, signals::watch)
-        }
+        Driver::Smol => mcpwire::tunnel::smol::run(tunnel, Arc::clone(&log), status, on_start),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

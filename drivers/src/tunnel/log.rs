@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 use std::io::Write;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Mutex, PoisonError, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -29,6 +30,15 @@ impl Level {
         }
     }
 
+    fn from_u8(n: u8) -> Level {
+        match n {
+            0 => Level::Debug,
+            1 => Level::Info,
+            2 => Level::Warn,
+            _ => Level::Error,
+        }
+    }
+
     /// Parses `debug`, `info`, `warn` (or `warning`) and `error`, in any case.
     pub fn parse(s: &str) -> Option<Level> {
         match s.to_ascii_lowercase().as_str() {
@@ -43,7 +53,8 @@ impl Level {
 
 /// Where and how log lines go.
 pub struct Logger {
-    level: Level,
+    /// The [`Level`] as a number, changeable while the logger is shared.
+    level: AtomicU8,
     json: bool,
     secrets: RwLock<Vec<String>>,
     out: Mutex<Box<dyn Write + Send>>,
@@ -52,7 +63,7 @@ pub struct Logger {
 impl std::fmt::Debug for Logger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Logger")
-            .field("level", &self.level)
+            .field("level", &self.level())
             .field("json", &self.json)
             .field("secrets", &self.secrets_read().len())
             .finish_non_exhaustive()
@@ -70,7 +81,7 @@ impl Logger {
             .filter(|s| s.len() >= MIN_SECRET_LEN)
             .collect();
         Logger {
-            level,
+            level: AtomicU8::new(level as u8),
             json,
             secrets: RwLock::new(secrets),
             out: Mutex::new(out),
@@ -96,9 +107,20 @@ impl Logger {
         self.secrets.read().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The lowest level written.
+    pub fn level(&self) -> Level {
+        Level::from_u8(self.level.load(Ordering::Relaxed))
+    }
+
+    /// Changes the lowest level written, from now on (a running tunnel's log level); returns
+    /// the previous one.
+    pub fn set_level(&self, level: Level) -> Level {
+        Level::from_u8(self.level.swap(level as u8, Ordering::Relaxed))
+    }
+
     /// Whether lines at `level` are written.
     pub fn enabled(&self, level: Level) -> bool {
-        level >= self.level
+        level >= self.level()
     }
 
     /// Writes one line: the message and its fields, redacted.
@@ -223,6 +245,26 @@ pub(crate) mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    #[test]
+    fn the_level_changes_while_the_logger_is_shared() {
+        let sink = Sink::default();
+        let log = Arc::new(Logger::new(
+            Level::Info,
+            false,
+            Vec::new(),
+            Box::new(sink.clone()),
+        ));
+        log.log(Level::Debug, "hidden", &[]);
+        let shared = Arc::clone(&log);
+        assert_eq!(shared.set_level(Level::Debug), Level::Info);
+        log.log(Level::Debug, "shown", &[]);
+        assert_eq!(log.set_level(Level::Error), Level::Debug);
+        log.log(Level::Warn, "hidden too", &[]);
+        assert_eq!(log.level(), Level::Error);
+        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        assert!(!text.contains("hidden") && text.contains("shown"), "{text}");
     }
 
     #[test]
