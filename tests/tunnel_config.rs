@@ -1151,6 +1151,36 @@ fn through_a_forward_proxy_on(driver: &str) {
     thread::sleep(Duration::from_millis(500));
     let now: Vec<String> = proxy.tunnelled().split_off(before);
     assert!(now.is_empty(), "{now:?}\n{out}");
+
+    // 3. A server entry's own http-proxy=: that server's forwards take it, the control plane
+    // (no proxy of its own) goes straight.
+    let cp = plane();
+    let before = proxy.tunnelled().len();
+    let url_file = dir.join("health3.url");
+    let entry = format!(
+        "channel=main,url={},http-proxy=env:ENTRY_PROXY",
+        server.url()
+    );
+    let mut run = tunnel_run(
+        driver,
+        &cp.base_url(),
+        &url_file,
+        &["--mcp.server-url", &entry],
+        &[
+            ("CONTROL_PLANE_API_KEY", KEY),
+            ("ENTRY_PROXY", &proxy.url()),
+        ],
+    );
+    run.health_url(&url_file);
+    let names = tool_names_of(&cp, "main", Some(&run));
+    assert!(names.iter().any(|n| n == "echo"), "{names:?}");
+    let out = run.stop();
+    let tunnelled: Vec<String> = proxy.tunnelled().into_iter().skip(before).collect();
+    let mcp_port = format!("127.0.0.1:{}", server.local_addr().port());
+    let cp_port = format!("127.0.0.1:{}", cp.local_addr().port());
+    assert!(tunnelled.contains(&mcp_port), "{tunnelled:?}\n{out}");
+    assert!(!tunnelled.contains(&cp_port), "{tunnelled:?}\n{out}");
+    assert!(!out.contains(PROXY_PASSWORD), "{out}");
 }
 
 #[test]

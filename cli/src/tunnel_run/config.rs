@@ -659,28 +659,54 @@ fn http_url(origin: &str, url: &str) -> Result<String, ConfigError> {
     }
 }
 
-/// Parses one `--mcp.server-url` entry: a URL, or `channel=NAME,url=URL` in either order.
-fn server_entry(origin: &str, entry: &str) -> Result<Target, ConfigError> {
+/// The keys of a qualified `--mcp.server-url` entry (the Go client's).
+const SERVER_ENTRY_KEYS: [&str; 6] = [
+    "channel",
+    "url",
+    "http-proxy",
+    "unix-socket",
+    "client-cert",
+    "client-key",
+];
+
+/// Parses one `--mcp.server-url` entry: a URL, or `key=value` pairs (`channel`, `url`, and
+/// `http-proxy`, this server's own proxy: a URL or `env:VAR`). Also the entry's proxy, raw.
+fn server_entry(origin: &str, entry: &str) -> Result<(Target, Option<String>), ConfigError> {
     let entry = entry.trim();
-    let qualified = entry.starts_with("channel=") || entry.starts_with("url=");
+    let qualified = SERVER_ENTRY_KEYS
+        .iter()
+        .any(|k| entry.starts_with(&format!("{k}=")));
     if !qualified {
-        return Ok(Target {
+        let target = Target {
             channel: DEFAULT_CHANNEL.to_owned(),
             kind: TargetKind::Http {
                 url: http_url(origin, entry)?,
             },
-        });
+        };
+        return Ok((target, None));
     }
-    let (mut channel, mut url) = (None, None);
+    let (mut channel, mut url, mut proxy) = (None, None, None);
     for part in entry.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         match part.split_once('=') {
             Some(("channel", v)) if !v.is_empty() => channel = Some(v.trim().to_owned()),
             Some(("url", v)) if !v.is_empty() => url = Some(v.trim().to_owned()),
+            Some(("http-proxy", v)) if !v.is_empty() => proxy = Some(v.trim().to_owned()),
+            Some((key @ ("unix-socket" | "client-cert" | "client-key"), _)) => {
+                return Err(bad(
+                    origin,
+                    entry,
+                    &format!(
+                        "{key}= in a server entry is a Go tunnel-client option mcpwire does not \
+                         implement yet (the route-wide --mcp.client-cert/--mcp.client-key apply \
+                         to every channel)"
+                    ),
+                ))
+            }
             _ => {
                 return Err(bad(
                     origin,
                     entry,
-                    "expected a URL or channel=NAME,url=URL (keys channel and url only)",
+                    "expected a URL or key=value pairs (channel, url, http-proxy)",
                 ))
             }
         }
@@ -688,12 +714,13 @@ fn server_entry(origin: &str, entry: &str) -> Result<Target, ConfigError> {
     let url = url.ok_or_else(|| bad(origin, entry, "the entry has no url=URL"))?;
     let channel = channel.unwrap_or_else(|| DEFAULT_CHANNEL.to_owned());
     check_channel(origin, &channel)?;
-    Ok(Target {
+    let target = Target {
         channel,
         kind: TargetKind::Http {
             url: http_url(origin, &url)?,
         },
-    })
+    };
+    Ok((target, proxy))
 }
 
 /// Parses one `--mcp.command` entry: a command, `channel=NAME,command=CMD`, or
@@ -1289,9 +1316,20 @@ pub fn resolve_layers(
     let mut targets: Vec<Target> = Vec::new();
     let (urls, url_origin) = entries("mcp.server-url", &args.server_urls, "MCP_SERVER_URL", src);
     let (cmds, cmd_origin) = entries("mcp.command", &args.commands, "MCP_COMMAND", src);
+    let mut entry_proxies: Vec<(String, Raw)> = Vec::new();
     let parsed = urls
         .iter()
-        .map(|e| server_entry(&url_origin, e))
+        .map(|e| {
+            server_entry(&url_origin, e).map(|(target, proxy)| {
+                if let (Some(value), TargetKind::Http { url }) = (proxy, &target.kind) {
+                    let origin = format!("{url_origin} http-proxy= (channel {})", target.channel);
+                    entry_proxies.push((url.clone(), Raw { value, origin }));
+                }
+                target
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
         .chain(cmds.iter().map(|e| command_entry(&cmd_origin, e)));
     for target in parsed {
         let target = target?;
@@ -1402,7 +1440,7 @@ pub fn resolve_layers(
         ..StdioConfig::default()
     };
     let cloudflared = cloudflared(args, src, read_file)?;
-    let proxies = proxy_settings(args, src)?;
+    let proxies = proxy_settings(args, src, entry_proxies)?;
     let (mcp_extra_headers, mcp_header_secrets) = mcp_headers(
         &args.mcp_extra_headers,
         ("mcp.extra-headers", "MCP_EXTRA_HEADERS"),
@@ -1450,6 +1488,9 @@ pub fn resolve_layers(
     secrets.extend(discovery_header_secrets);
     secrets.extend(proxies.control_plane.passwords());
     secrets.extend(proxies.mcp.passwords());
+    for p in proxies.servers.values() {
+        secrets.extend(ProxyRoute::Explicit(p.clone()).passwords());
+    }
     Ok(RunConfig {
         tunnel: TunnelConfig {
             engine,
@@ -1529,7 +1570,11 @@ fn referenced_file(
 /// `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` (loopback never proxied from the environment), as
 /// the Go client decides. A bad value names its origin, never the value (it may hold a
 /// password).
-fn proxy_settings(args: &RunArgs, src: &Sources<'_>) -> Result<TunnelProxies, ConfigError> {
+fn proxy_settings(
+    args: &RunArgs,
+    src: &Sources<'_>,
+    entry_proxies: Vec<(String, Raw)>,
+) -> Result<TunnelProxies, ConfigError> {
     let explicit = |raw: Option<Raw>| -> Result<Option<ProxyUrl>, ConfigError> {
         let Some(raw) = raw else { return Ok(None) };
         let v = raw.value.trim();
@@ -1577,6 +1622,15 @@ fn proxy_settings(args: &RunArgs, src: &Sources<'_>) -> Result<TunnelProxies, Co
             "MCP_HTTP_PROXY",
             src,
         ))?),
+        servers: {
+            let mut servers = std::collections::BTreeMap::new();
+            for (url, raw) in entry_proxies {
+                if let Some(p) = explicit(Some(raw))? {
+                    servers.insert(url, p);
+                }
+            }
+            servers
+        },
     })
 }
 
@@ -2187,14 +2241,45 @@ mod tests {
     }
 
     #[test]
+    fn a_server_entry_takes_its_own_proxy() {
+        let mut a = base();
+        a.server_urls = vec![
+            "channel=main,url=http://10.0.0.1/mcp,http-proxy=env:SERVER_PROXY".into(),
+            "channel=other,url=http://10.0.0.2/mcp".into(),
+        ];
+        a.mcp_http_proxy = Some("http://route-proxy:3128".into());
+        let c = run(a, &[("SERVER_PROXY", "http://u:entry-pw@entry-proxy:8080")]).unwrap();
+        let p = &c.tunnel.proxies;
+        assert_eq!(
+            p.for_mcp("http://10.0.0.1/mcp").map(|p| p.to_string()),
+            Some("http://entry-proxy:8080".to_owned())
+        );
+        assert_eq!(
+            p.for_mcp("http://10.0.0.2/mcp").map(|p| p.to_string()),
+            Some("http://route-proxy:3128".to_owned())
+        );
+        // The entry's proxy password is a secret to the log redactor.
+        assert!(c.secrets.0.iter().any(|s| s.contains("entry-pw")));
+        let mut a = base();
+        a.server_urls = vec!["url=http://10.0.0.1/mcp,client-cert=/c.pem".into()];
+        let e = run(a, &[]).unwrap_err().0;
+        assert!(
+            e.contains("client-cert= in a server entry is a Go tunnel-client option"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn a_proxy_password_in_a_server_entry_is_never_repeated() {
         let mut a = base();
-        a.server_urls =
-            vec!["url=http://10.0.0.1/mcp,http-proxy=http://bob:hunter2pw@proxy:3128".into()];
+        a.server_urls = vec![
+            "url=http://10.0.0.1/mcp,http-proxy=http://bob:hunter2pw@proxy:3128,unix-socket=/s"
+                .into(),
+        ];
         let e = run(a, &[]).unwrap_err().0;
         assert!(!e.contains("hunter2pw") && !e.contains("bob:"), "{e}");
         assert!(e.contains("http://***@proxy:3128"), "{e}");
-        let yaml = "control_plane:\n  tunnel_id: tunnel_file\n  api_key: sk-x\nmcp:\n  server_urls:\n    - url: http://10.0.0.1/mcp\n      http_proxy: http://bob:hunter2pw@proxy:3128\n";
+        let yaml = "control_plane:\n  tunnel_id: tunnel_file\n  api_key: sk-x\nmcp:\n  server_urls:\n    - url: http://10.0.0.1/mcp\n      http_proxy: ftp://bob:hunter2pw@proxy:3128\n";
         let e = run_file(RunArgs::default(), &[], yaml).unwrap_err().0;
         assert!(!e.contains("hunter2pw"), "{e}");
         assert_eq!(

@@ -96,6 +96,17 @@ pub struct TunnelProxies {
     pub control_plane: ProxyRoute,
     /// Forwards to MCP servers, Harpoon's calls and its OAuth discovery.
     pub mcp: ProxyRoute,
+    /// A server's own proxy (`http-proxy=` in its `--mcp.server-url` entry), by its URL: its
+    /// forwards take it instead of `mcp`.
+    pub servers: std::collections::BTreeMap<String, mcpwire_core::net_policy::proxy::ProxyUrl>,
+}
+
+impl TunnelProxies {
+    /// The proxy of a request to an MCP server (or Harpoon's) at `url`: the server's own, else
+    /// the MCP route's.
+    pub fn for_mcp(&self, url: &str) -> Option<&mcpwire_core::net_policy::proxy::ProxyUrl> {
+        self.servers.get(url).or_else(|| self.mcp.for_url(url))
+    }
 }
 
 /// What OAuth discovery of Harpoon targets reads and keeps.

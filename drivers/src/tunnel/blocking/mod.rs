@@ -116,7 +116,7 @@ pub fn run(
         let agent = http::mcp_agent(mcp_tls.clone());
         loop {
             if let Some(request) = probe.poll_request(Instant::now()) {
-                let proxy = config.proxies.mcp.for_url(&request.url);
+                let proxy = config.proxies.for_mcp(&request.url);
                 let sent = http::send_via(
                     &agent,
                     proxy,
@@ -291,7 +291,7 @@ impl Runtime for Threads {
         deadline: Option<Instant>,
     ) -> Result<(), NotStarted> {
         let tx = self.tx.clone();
-        let proxy = self.proxies.mcp.for_url(&request.url).cloned();
+        let proxy = self.proxies.for_mcp(&request.url).cloned();
         let work = Box::new(move |agent: &ureq::Agent, ctl: &JobCtl| {
             forward_job(agent, proxy.as_ref(), ctl, &tx, cmd, &request, deadline);
         });

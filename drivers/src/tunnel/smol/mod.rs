@@ -133,7 +133,7 @@ async fn run_async(
     if let Some(mut probe) = startup::begin(&config, &log, &status, Instant::now()) {
         loop {
             if let Some(request) = probe.poll_request(Instant::now()) {
-                let proxy = config.proxies.mcp.for_url(&request.url);
+                let proxy = config.proxies.for_mcp(&request.url);
                 let sent = http::send_within_via(
                     &mcp_tls,
                     proxy,
@@ -288,7 +288,7 @@ impl Runtime for Tasks {
     ) -> Result<(), NotStarted> {
         let tx = self.tx.clone();
         let (pool, tls) = (Arc::clone(&self.mcp_pool), Arc::clone(&self.mcp_tls));
-        let proxy = self.proxies.mcp.for_url(&request.url).cloned();
+        let proxy = self.proxies.for_mcp(&request.url).cloned();
         let task = smol::spawn(async move {
             if deadline.is_some_and(|d| d <= Instant::now()) {
                 return; // already expired: the engine drops it on its own
