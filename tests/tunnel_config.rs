@@ -1534,6 +1534,29 @@ fn metrics_parse_as_prometheus_text_with_the_go_clients_names() {
         })
         .unwrap_or_else(|| panic!("no command_end_to_end_latency_milliseconds in\n{text}"));
     assert!(matches!(&e2e.value, prometheus_parse::Value::Histogram(b) if !b.is_empty()));
+    // The same from the command's created_at (the dev control plane stamps it), and its age.
+    assert!(
+        scrape.samples.iter().any(|s| {
+            s.metric == "command_end_to_end_latency_milliseconds"
+                && s.labels.get("request_method") == Some("tools/list")
+                && s.labels.get("latency_type") == Some("enqueue_to_response")
+        }),
+        "{text}"
+    );
+    let age = scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == "commands_age_seconds")
+        .unwrap_or_else(|| panic!("no commands_age_seconds in\n{text}"));
+    let prometheus_parse::Value::Histogram(buckets) = &age.value else {
+        panic!("commands_age_seconds is not a histogram: {text}");
+    };
+    assert!(
+        buckets
+            .iter()
+            .any(|b| b.less_than.is_infinite() && b.count >= 1.0),
+        "{text}"
+    );
     // The poll latency histogram: answered polls counted under error="false".
     let answered = scrape
         .samples

@@ -1832,3 +1832,55 @@ fn completion_reports_the_time_since_the_poll_response_arrived() {
     });
     assert_eq!(since, Some(Duration::from_millis(300)));
 }
+
+/// `created_at` (RFC 3339, UTC) gives the command's age at admission (`Event::CommandAge`, the
+/// Go client's `commands_age_seconds`) and its enqueue-to-response latency
+/// (`Completed::since_created`); one that does not parse gives neither, and never a deadline.
+#[test]
+fn created_at_gives_the_age_and_the_enqueue_latency_and_nothing_else() {
+    let mut h = Harness::new(config());
+    let mut c = cmd_json("a", json!(1), "tools/list");
+    c["created_at"] = json!("2027-01-15T07:59:57Z");
+    let mut bad = cmd_json("b", json!(2), "tools/list");
+    bad["created_at"] = json!("yesterday");
+    h.poll_with(json!([c, bad]));
+    let ages: Vec<(String, Duration)> = h
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::CommandAge { request_id, age } => Some((request_id, age)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ages, [("a".to_owned(), Duration::from_secs(3))]);
+    for fwd in h.take_forwards() {
+        h.reply_json(
+            fwd.cmd,
+            200,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#,
+        );
+    }
+    for (post, _, _) in h.take_posts() {
+        h.post_status(post, 200);
+    }
+    let mut since: Vec<(String, Option<Duration>)> = h
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Completed {
+                request_id,
+                since_created,
+                ..
+            } => Some((request_id, since_created)),
+            _ => None,
+        })
+        .collect();
+    since.sort();
+    assert_eq!(
+        since,
+        [
+            ("a".to_owned(), Some(Duration::from_secs(3))),
+            ("b".to_owned(), None)
+        ]
+    );
+}

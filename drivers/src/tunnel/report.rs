@@ -335,6 +335,7 @@ impl Report {
                 resp_type,
                 resp_code,
                 since_receipt,
+                since_created,
             } => {
                 if let Some(info) = self.info.get(&request_id) {
                     let kind = match resp_type {
@@ -348,8 +349,25 @@ impl Report {
                         ""
                     };
                     let channel = info.channel.clone();
-                    self.metrics
-                        .command_latency(kind, method, &channel, resp_code, since_receipt);
+                    let method = method.to_owned();
+                    self.metrics.command_latency(
+                        kind,
+                        &method,
+                        &channel,
+                        resp_code,
+                        "poll_to_response",
+                        since_receipt,
+                    );
+                    if let Some(since_created) = since_created {
+                        self.metrics.command_latency(
+                            kind,
+                            &method,
+                            &channel,
+                            resp_code,
+                            "enqueue_to_response",
+                            since_created,
+                        );
+                    }
                 }
                 let outcome = if resp_code < 400 {
                     "completed"
@@ -376,6 +394,7 @@ impl Report {
                     &[("status", &status)],
                 );
             }
+            Event::CommandAge { age, .. } => self.metrics.command_age(age),
             Event::UnsupportedChannel {
                 request_id,
                 channel,
@@ -575,6 +594,7 @@ mod tests {
             resp_type: RespType::JsonrpcResponse,
             resp_code: 502,
             since_receipt: std::time::Duration::from_millis(12),
+            since_created: None,
         }));
         let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
         // Each line without its timestamp.

@@ -59,6 +59,8 @@ pub struct Metrics {
     /// request kind, method, channel and the status posted (at most [`MAX_LATENCY_SERIES`]
     /// label sets; past them the method is `__other__`).
     pub command_latency: BTreeMap<LatencyKey, Histogram>,
+    /// `commands_age_seconds`: from a command's `created_at` to its admission.
+    pub commands_age: Histogram,
 }
 
 /// The labels of a `command_end_to_end_latency_milliseconds` series.
@@ -72,6 +74,8 @@ pub struct LatencyKey {
     pub channel: String,
     /// The `resp_code` posted.
     pub status: u16,
+    /// `poll_to_response` or `enqueue_to_response`.
+    pub latency_type: &'static str,
 }
 
 /// The most label sets `command_end_to_end_latency_milliseconds` keeps (methods come from the
@@ -154,8 +158,13 @@ impl Histogram {
             format!("_bucket{{{labels}{sep}le=\"+Inf\"}}"),
             self.count.to_string(),
         ));
-        out.push((format!("_sum{{{labels}}}"), self.sum.to_string()));
-        out.push((format!("_count{{{labels}}}"), self.count.to_string()));
+        let braced = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{labels}}}")
+        };
+        out.push((format!("_sum{braced}"), self.sum.to_string()));
+        out.push((format!("_count{braced}"), self.count.to_string()));
     }
 }
 
@@ -195,6 +204,7 @@ impl Metrics {
         method: &str,
         channel: &str,
         status: u16,
+        latency_type: &'static str,
         took: std::time::Duration,
     ) {
         let mut key = LatencyKey {
@@ -202,6 +212,7 @@ impl Metrics {
             request_method: method.to_owned(),
             channel: channel.to_owned(),
             status,
+            latency_type,
         };
         if !self.command_latency.contains_key(&key)
             && self.command_latency.len() >= MAX_LATENCY_SERIES
@@ -215,6 +226,12 @@ impl Metrics {
             .entry(key)
             .or_default()
             .observe(&COMMAND_LATENCY_BUCKETS_MS, ms);
+    }
+
+    /// Records how long a command waited in the control plane's queue.
+    pub fn command_age(&mut self, age: std::time::Duration) {
+        self.commands_age
+            .observe(&POLL_LATENCY_BUCKETS_S, age.as_secs_f64());
     }
 
     /// Counts one command for a channel this client does not serve.
@@ -440,11 +457,12 @@ impl Metrics {
         let mut latency_series = Vec::new();
         for (k, h) in &self.command_latency {
             let labels = format!(
-                "request_kind=\"{}\",request_method=\"{}\",channel=\"{}\",tunnel_id=\"{tunnel}\",tunnel_service_status=\"{}\",latency_type=\"poll_to_response\"",
+                "request_kind=\"{}\",request_method=\"{}\",channel=\"{}\",tunnel_id=\"{tunnel}\",tunnel_service_status=\"{}\",latency_type=\"{}\"",
                 k.request_kind,
                 escape_label(&k.request_method),
                 escape_label(&k.channel),
-                k.status
+                k.status,
+                k.latency_type
             );
             h.lines(&labels, &COMMAND_LATENCY_BUCKETS_MS, &mut latency_series);
         }
@@ -452,10 +470,19 @@ impl Metrics {
             metric(
                 "command_end_to_end_latency_milliseconds",
                 "histogram",
-                "Milliseconds from the poll response that carried a command to its terminal response's delivery (the Go client's name; latency_type poll_to_response).",
+                "Milliseconds to a command's terminal response's delivery, from the poll response that carried it (poll_to_response) or from its created_at (enqueue_to_response) (the Go client's name).",
                 &latency_series,
             );
         }
+        let mut age_lines = Vec::new();
+        self.commands_age
+            .lines("", &POLL_LATENCY_BUCKETS_S, &mut age_lines);
+        metric(
+            "commands_age_seconds",
+            "histogram",
+            "Seconds between a command's enqueue (its created_at) and its admission by the poller (the Go client's name and buckets).",
+            &age_lines,
+        );
         if !unsupported.is_empty() {
             metric(
                 "command_unsupported_channel_total",

@@ -227,6 +227,10 @@ pub enum Event {
         /// From the arrival of the poll response that carried it to its terminal POST's answer
         /// (the Go client's `poll_to_response` latency).
         since_receipt: Duration,
+        /// From its `created_at` to its terminal POST's answer, by the wall clock (the Go
+        /// client's `enqueue_to_response` latency); `None` when `created_at` is absent, not an
+        /// RFC 3339 UTC time, or ahead of the clock.
+        since_created: Option<Duration>,
     },
     /// A response POST answered `404`: the command is already fulfilled or no longer pending.
     AlreadyFulfilled {
@@ -259,6 +263,14 @@ pub enum Event {
         tool: String,
         /// What is wrong with its annotations (never an argument value).
         reason: String,
+    },
+    /// A command was admitted `age` after the control plane enqueued it (its `created_at`, by
+    /// the wall clock at the poll's answer): the Go client's `commands_age_seconds`.
+    CommandAge {
+        /// The opaque request id.
+        request_id: String,
+        /// How long it waited in the control plane's queue.
+        age: Duration,
     },
     /// A command named a channel this client does not serve: it was answered with a
     /// `client_internal` failure without contacting an MCP server.

@@ -151,6 +151,9 @@ struct Command {
     deadline: Option<Instant>,
     /// When the poll response that carried it arrived (its deadline's anchor).
     received_at: Instant,
+    /// Its `created_at`, when it is an RFC 3339 UTC time (for latency reports only: never its
+    /// deadline).
+    created_at: Option<SystemTime>,
     expect: Expect,
     /// Present while queued for a forward: what to send.
     to_forward: Option<Forward>,
@@ -448,7 +451,7 @@ impl Engine {
                 Ok(items) => {
                     self.poll_succeeded(received_at, items.len());
                     for item in items {
-                        self.admit(now, received_at, item);
+                        self.admit(now, received_at, wall, item);
                     }
                 }
                 Err(e) => {
@@ -556,6 +559,7 @@ impl Engine {
         &mut self,
         now: Instant,
         received_at: Instant,
+        wall: SystemTime,
         item: Result<PolledCommand, DecodeError>,
     ) {
         let (cmd, malformed) = match item {
@@ -669,6 +673,13 @@ impl Engine {
             received_at,
         );
         c.tools_list = tools_list;
+        c.created_at = cmd.created_at.as_deref().and_then(created_at);
+        if let Some(age) = c.created_at.and_then(|t| wall.duration_since(t).ok()) {
+            self.outputs.push_back(Output::Event(Event::CommandAge {
+                request_id: c.request_id.clone(),
+                age,
+            }));
+        }
         let unserved = !self.config.channels.contains(&c.channel);
         if malformed.is_some() || unserved {
             if unserved && malformed.is_none() {
@@ -1298,7 +1309,7 @@ impl Engine {
         };
         let status = head.status;
         match PostAnswer::of(status) {
-            PostAnswer::Accepted => self.post_delivered(now, cmd, &post),
+            PostAnswer::Accepted => self.post_delivered(now, wall, cmd, &post),
             PostAnswer::AlreadyFulfilled => self.end_command(
                 cmd,
                 Some(Event::AlreadyFulfilled {
@@ -1354,18 +1365,27 @@ impl Engine {
             .unwrap_or_default()
     }
 
-    fn post_delivered(&mut self, now: Instant, cmd: CommandId, post: &PendingPost) {
+    fn post_delivered(
+        &mut self,
+        now: Instant,
+        wall: SystemTime,
+        cmd: CommandId,
+        post: &PendingPost,
+    ) {
         if post.kind == PostKind::Terminal {
-            let since_receipt = self
-                .commands
-                .get(&cmd)
+            let c = self.commands.get(&cmd);
+            let since_receipt = c
                 .map(|c| now.saturating_duration_since(c.received_at))
                 .unwrap_or_default();
+            let since_created = c
+                .and_then(|c| c.created_at)
+                .and_then(|t| wall.duration_since(t).ok());
             let event = Event::Completed {
                 request_id: self.request_id(cmd),
                 resp_type: post.resp_type,
                 resp_code: post.resp_code,
                 since_receipt,
+                since_created,
             };
             self.end_command(cmd, Some(event));
         }
@@ -1530,6 +1550,7 @@ impl Command {
             deadline,
             expect,
             received_at,
+            created_at: None,
             to_forward: None,
             forward: None,
             posts: VecDeque::new(),
@@ -1539,6 +1560,12 @@ impl Command {
             tools_list: None,
         }
     }
+}
+
+/// A command's `created_at` (RFC 3339 in UTC, `Z`, as the contract's examples): the enqueue
+/// instant, for latency reports. Another form is not read (no age is reported).
+fn created_at(text: &str) -> Option<SystemTime> {
+    crate::time::from_std(humantime::parse_rfc3339(text.trim()).ok()?)
 }
 
 fn json_content_type() -> BTreeMap<String, Vec<String>> {
