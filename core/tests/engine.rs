@@ -1805,9 +1805,32 @@ fn the_connection_ttl_ends_a_stream_with_a_timeout_failure() {
     assert_eq!(failure["source"], "timeout");
     assert_eq!(failure["upstream_response_received"], true);
     assert!(failure.get("upstream_status").is_none());
+    // A response that streamed for the whole TTL does not count against readiness.
+    assert_eq!(h.engine.health().readiness, Readiness::Ready);
     // The forward that never got a head is not bounded by the TTL.
     h.advance(Duration::from_secs(30));
     assert!(h.cancels().0.is_empty(), "{no_head:?} was cancelled");
+    // A TTL too large for the clock is no bound, never a panic.
+    let mut c = config();
+    c.connection_max_ttl = Some(Duration::MAX);
+    let mut h = Harness::new(c);
+    h.poll_with(json!([cmd_json("huge", json!(1), "tools/call")]));
+    let f = h.take_forwards().remove(0);
+    let mut headers = Headers::new();
+    headers.append("Content-Type", "text/event-stream").unwrap();
+    h.engine
+        .handle_forward_head(
+            h.now,
+            f.cmd,
+            ResponseHead {
+                status: 200,
+                headers,
+            },
+        )
+        .unwrap();
+    h.drain();
+    // (Before, `now + Duration::MAX` panicked here.) The forward runs on.
+    assert_eq!(h.engine.health().forwards_in_flight, 1);
 }
 
 /// `Event::Completed` says how long the command took from its poll response's arrival to its

@@ -149,3 +149,33 @@ fn late_or_unasked_reports_change_nothing() {
     p.handle_failed(t0, AttemptFailure::Other, "late");
     assert!(matches!(p.outcome(), Some(ProbeOutcome::Ready { .. })));
 }
+
+#[test]
+fn reasons_never_show_the_urls_credentials_or_query_and_attempts_end_with_the_wait() {
+    let t0 = Instant::now();
+    let url = "https://user:pw-secret@mcp.example/mcp?token=t-secret";
+    let mut p = StartupProbe::new(url, &[], Duration::from_millis(500), t0);
+    assert_eq!(p.shown_url(), "https://mcp.example/mcp");
+    // An attempt may take the 2 s only while the wait lasts.
+    assert_eq!(p.attempt_timeout(t0), Duration::from_millis(500));
+    assert_eq!(
+        p.attempt_timeout(t0 + Duration::from_millis(400)),
+        Duration::from_millis(100)
+    );
+    p.poll_request(t0).unwrap();
+    p.handle_response(t0, 404);
+    let reason = p.not_ready_reason().unwrap();
+    assert!(!reason.contains("secret"), "{reason}");
+    assert!(
+        reason.contains("https://mcp.example/mcp answered 404"),
+        "{reason}"
+    );
+    let mut long = StartupProbe::new(url, &[], Duration::from_secs(60), t0);
+    assert_eq!(
+        long.attempt_timeout(t0),
+        mcpwire_core::tunnel::startup_probe::ATTEMPT_TIMEOUT
+    );
+    // A wait too large for the clock is capped, never a panic.
+    let _ = StartupProbe::new(url, &[], Duration::MAX, t0);
+    long.poll_request(t0).unwrap();
+}

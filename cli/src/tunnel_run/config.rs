@@ -268,7 +268,7 @@ pub struct RunArgs {
     /// it [env: HARPOON_MAX_RESPONSE_BYTES] [default: 102400]
     #[arg(long = "harpoon.max-response-bytes", value_name = "BYTES")]
     pub harpoon_max_response_bytes: Option<String>,
-    /// The most redirects a call_target follows, 0 to 20; a call's max_redirects defaults to it
+    /// The most redirects a call_target follows, 1 to 20; a call's max_redirects defaults to it
     /// and may not exceed it [env: HARPOON_MAX_REDIRECTS] [default: 5]
     #[arg(
         long = "harpoon.max-redirects",
@@ -1478,9 +1478,9 @@ pub fn resolve_layers(
         .as_ref()
         .map(|r| (r.origin.clone(), r.value.clone()));
     let connection_max_ttl = duration(ttl_raw, Duration::from_secs(600))?;
-    if connection_max_ttl.is_zero() {
+    if connection_max_ttl.is_zero() || connection_max_ttl > Duration::from_secs(24 * 3600) {
         let (origin, value) = ttl_origin.unwrap_or_default();
-        return Err(bad(&origin, &value, "must be positive"));
+        return Err(bad(&origin, &value, "must be positive, at most 24h"));
     }
     engine.connection_max_ttl = Some(connection_max_ttl);
     let mut secrets = secrets;
@@ -2108,7 +2108,7 @@ mod tests {
         let e = run(base(), &[("MCP_CONNECTION_MAX_TTL", "0")])
             .unwrap_err()
             .0;
-        assert!(e.ends_with("must be positive"), "{e}");
+        assert!(e.ends_with("must be positive, at most 24h"), "{e}");
     }
 
     #[test]

@@ -123,7 +123,8 @@ fn unix_socket_of(url: &str) -> Result<(String, String), String> {
     ))
 }
 
-/// `GET path` over the Unix socket, HTTP/1.1 with `Connection: close`.
+/// `GET path` over the Unix socket, as HTTP/1.0 (so that no server answers in chunks; the
+/// answer ends when the connection closes).
 #[cfg(unix)]
 fn get_unix(socket: &str, path: &str) -> Result<(u16, String), String> {
     use std::io::{Read, Write};
@@ -131,10 +132,8 @@ fn get_unix(socket: &str, path: &str) -> Result<(u16, String), String> {
         .map_err(|e| format!("cannot connect to {socket}: {e}"))?;
     let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
     let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
-    conn.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .map_err(|e| e.to_string())?;
+    conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .map_err(|e| e.to_string())?;
     let mut raw = Vec::new();
     conn.take(4 * 1024 * 1024)
         .read_to_end(&mut raw)

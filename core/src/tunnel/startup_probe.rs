@@ -43,6 +43,9 @@ pub const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 /// The longest pause between attempts.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
+/// The longest wait a probe takes (a larger one is this).
+pub const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
+
 /// The probe's body: a JSON-RPC `ping`, which every era of MCP defines.
 pub const PROBE_BODY: &[u8] = br#"{"jsonrpc":"2.0","id":"mcpwire-startup-probe","method":"ping"}"#;
 
@@ -92,6 +95,8 @@ enum State {
 #[derive(Clone, Debug)]
 pub struct StartupProbe {
     request: Request,
+    /// The URL as messages show it (no credentials, query or fragment).
+    shown: String,
     wait_until: Instant,
     wait: Duration,
     backoff: Duration,
@@ -102,8 +107,8 @@ pub struct StartupProbe {
 
 impl StartupProbe {
     /// A probe of the server at `url`, with `extra_headers` (the operator's
-    /// `--mcp.extra-headers`) on its requests, waiting at most `wait` from `now`. The first
-    /// attempt is due at once.
+    /// `--mcp.extra-headers`) on its requests, waiting at most `wait` from `now` (at most
+    /// [`MAX_WAIT`]). The first attempt is due at once.
     pub fn new(
         url: &str,
         extra_headers: &[(String, crate::tunnel::engine::Secret)],
@@ -114,14 +119,16 @@ impl StartupProbe {
         let _ = headers.append("Accept", ACCEPT);
         let _ = headers.append("Content-Type", CONTENT_TYPE);
         crate::tunnel::forward_headers::add_extra_headers(&mut headers, extra_headers);
+        let wait = wait.min(MAX_WAIT);
         StartupProbe {
+            shown: shown_url(url),
             request: Request {
                 method: Method::Post,
                 url: url.to_owned(),
                 headers,
                 body: PROBE_BODY.to_vec(),
             },
-            wait_until: now + wait,
+            wait_until: now.checked_add(wait).unwrap_or(now),
             wait,
             backoff: FIRST_BACKOFF,
             attempts: 0,
@@ -167,7 +174,7 @@ impl StartupProbe {
         match status {
             404 => self.fail(format!(
                 "mcp probe failed: {} answered 404: the URL names no MCP endpoint",
-                self.request.url
+                self.shown
             )),
             500.. => self.retry(now, format!("the server answered HTTP {status}")),
             _ => {
@@ -226,6 +233,20 @@ impl StartupProbe {
         self.attempts
     }
 
+    /// How long the attempt sent at `now` may take: [`ATTEMPT_TIMEOUT`], or less when the wait
+    /// ends sooner (at least a millisecond).
+    pub fn attempt_timeout(&self, now: Instant) -> Duration {
+        self.wait_until
+            .saturating_duration_since(now)
+            .min(ATTEMPT_TIMEOUT)
+            .max(Duration::from_millis(1))
+    }
+
+    /// The server's URL as messages show it (no credentials, query or fragment).
+    pub fn shown_url(&self) -> &str {
+        &self.shown
+    }
+
     fn retry(&mut self, now: Instant, cause: String) {
         self.last_cause = Some(cause);
         let at = now + self.backoff;
@@ -245,7 +266,7 @@ impl StartupProbe {
         let wait = duration_words(self.wait);
         self.fail(format!(
             "mcp startup wait failed: no answer from {} within {wait}: {cause}",
-            self.request.url
+            self.shown
         ));
     }
 
@@ -254,6 +275,20 @@ impl StartupProbe {
             reason,
             attempts: self.attempts,
         });
+    }
+}
+
+/// `url` without its credentials, query and fragment (which may hold secrets).
+fn shown_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.set_query(None);
+            u.set_fragment(None);
+            u.to_string()
+        }
+        Err(_) => "the MCP server".to_owned(),
     }
 }
 

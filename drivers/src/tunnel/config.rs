@@ -107,6 +107,15 @@ impl TunnelProxies {
     pub fn for_mcp(&self, url: &str) -> Option<&mcpwire_core::net_policy::proxy::ProxyUrl> {
         self.servers.get(url).or_else(|| self.mcp.for_url(url))
     }
+
+    /// The route of everything done on behalf of the server at `url` (its OAuth discovery,
+    /// whatever the documents' hosts): the server's own proxy, else the MCP route.
+    pub fn route_of(&self, url: &str) -> ProxyRoute {
+        match self.servers.get(url) {
+            Some(p) => ProxyRoute::Explicit(p.clone()),
+            None => self.mcp.clone(),
+        }
+    }
 }
 
 /// What OAuth discovery of Harpoon targets reads and keeps.

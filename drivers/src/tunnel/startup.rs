@@ -43,7 +43,7 @@ pub(crate) fn begin(
         }
     };
     let probe = StartupProbe::new(url, &config.discovery_headers(), wait, now);
-    let shown = url.split('?').next().unwrap_or(url);
+    let shown = probe.shown_url().to_owned();
     let wait_ms = wait.as_millis();
     log.log(
         Level::Info,

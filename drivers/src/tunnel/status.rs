@@ -53,10 +53,10 @@ pub struct Metrics {
     /// The tunnel id, for the Go client's `tunnel_id` labels.
     pub tunnel_id: String,
     /// Commands for unserved channels, by channel and command type (at most
-    /// [`MAX_CHANNEL_SERIES`] channels; the rest under `__other__`).
+    /// `MAX_CHANNEL_SERIES` channels; the rest under `__other__`).
     pub unsupported_channels: BTreeMap<(String, &'static str), u64>,
     /// `command_end_to_end_latency_milliseconds` (`latency_type="poll_to_response"`), by
-    /// request kind, method, channel and the status posted (at most [`MAX_LATENCY_SERIES`]
+    /// request kind, method, channel and the status posted (at most `MAX_LATENCY_SERIES`
     /// label sets; past them the method is `__other__`).
     pub command_latency: BTreeMap<LatencyKey, Histogram>,
     /// `commands_age_seconds`: from a command's `created_at` to its admission.

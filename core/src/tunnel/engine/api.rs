@@ -277,7 +277,7 @@ pub enum Event {
     UnsupportedChannel {
         /// The opaque request id.
         request_id: String,
-        /// The channel it named (at most 64 characters, as the wire allows).
+        /// The channel it named (its first 64 characters).
         channel: String,
         /// `jsonrpc`, `session_termination` or `unknown` (the Go client's label values).
         command_type: &'static str,

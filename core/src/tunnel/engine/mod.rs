@@ -690,7 +690,7 @@ impl Engine {
                 self.outputs
                     .push_back(Output::Event(Event::UnsupportedChannel {
                         request_id: c.request_id.clone(),
-                        channel: c.channel.clone(),
+                        channel: c.channel.chars().take(64).collect(),
                         command_type,
                     }));
             }
@@ -803,7 +803,8 @@ impl Engine {
             Body::Buffered(Vec::new())
         };
         if head.status < 400 && matches!(c.expect, Expect::Reply(_)) {
-            state.ttl_at = ttl.map(|t| now + t);
+            // A TTL too large for the clock is no bound (as a `response_timeout` is).
+            state.ttl_at = ttl.and_then(|t| now.checked_add(t));
         }
         state.head = Some(head);
         self.drive(now);
@@ -1522,6 +1523,13 @@ impl Engine {
             self.outputs
                 .push_back(Output::Event(Event::ConnectionTtlReached { request_id }));
             self.outputs.push_back(Output::CancelForward { cmd });
+            // A response that streamed for the whole TTL is not a failing server: the forward
+            // ends here without counting against readiness.
+            if let Some(c) = self.commands.get_mut(&cmd) {
+                if c.forward.take().is_some() {
+                    self.forwards_in_flight = self.forwards_in_flight.saturating_sub(1);
+                }
+            }
             self.fail_command(cmd, TunnelFailure::timed_out_after_response());
         }
     }

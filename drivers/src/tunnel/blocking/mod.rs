@@ -94,35 +94,15 @@ pub fn run(
     let cp_tls = crate::net::tls::ureq_config(&roots, config.tls.control_plane_identity.as_ref());
     let mcp_tls = crate::net::tls::ureq_config(&roots, config.tls.mcp_identity.as_ref());
     let mut config = config;
-    if let Some((wanted, mut d)) = harpoon_discovery::begin(&config, &log) {
-        while let Some(fetch) = d.next_fetch() {
-            match harpoon_discovery::fetch_blocking(
-                &mcp_tls,
-                &config.proxies.mcp,
-                &fetch,
-                wanted.policy,
-            ) {
-                Ok((head, body)) => d.handle_response(&head, &body),
-                Err(cause) => d.handle_failed(&cause),
-            }
-        }
-        let found = harpoon_discovery::found(&wanted, &d);
-        harpoon_discovery::register(&mut config, &d, found, &log);
-    }
-    let max_in_flight = config.engine.max_in_flight;
-    let max_forwards = config.engine.max_concurrent_forwards;
-    let mut prepared = Prepared::new(&config, now)?;
+    // The start-up wait comes first, as in the Go client: discovery then finds the server up.
+    let mut startup_problem = None;
     if let Some(mut probe) = startup::begin(&config, &log, &status, Instant::now()) {
         let agent = http::mcp_agent(mcp_tls.clone());
         loop {
             if let Some(request) = probe.poll_request(Instant::now()) {
                 let proxy = config.proxies.for_mcp(&request.url);
-                let sent = http::send_via(
-                    &agent,
-                    proxy,
-                    &request,
-                    Some(startup_probe::ATTEMPT_TIMEOUT),
-                );
+                let limit = probe.attempt_timeout(Instant::now());
+                let sent = http::send_via(&agent, proxy, &request, Some(limit));
                 match sent {
                     Ok(response) => {
                         probe.handle_response(Instant::now(), response.status().as_u16())
@@ -153,8 +133,27 @@ pub fn run(
                 Err(RecvTimeoutError::Disconnected) => return Ok(()),
             }
         }
-        prepared = prepared.with_startup_problem(startup::end(&log, &probe));
+        startup_problem = startup::end(&log, &probe);
     }
+    if let Some((wanted, mut d)) = harpoon_discovery::begin(&config, &log) {
+        let discovery_route = config.proxies.route_of(&wanted.server_url);
+        while let Some(fetch) = d.next_fetch() {
+            match harpoon_discovery::fetch_blocking(
+                &mcp_tls,
+                &discovery_route,
+                &fetch,
+                wanted.policy,
+            ) {
+                Ok((head, body)) => d.handle_response(&head, &body),
+                Err(cause) => d.handle_failed(&cause),
+            }
+        }
+        let found = harpoon_discovery::found(&wanted, &d);
+        harpoon_discovery::register(&mut config, &d, found, &log);
+    }
+    let max_in_flight = config.engine.max_in_flight;
+    let max_forwards = config.engine.max_concurrent_forwards;
+    let prepared = Prepared::new(&config, now)?.with_startup_problem(startup_problem);
     let companion = match &config.cloudflared {
         None => None,
         Some(cfg) => {

@@ -111,36 +111,14 @@ async fn run_async(
     let mcp_tls = crate::net::tls::client_config(&roots, config.tls.mcp_identity.as_ref())
         .map_err(|reason| Error::Tls { reason })?;
     let mut config = config;
-    if let Some((wanted, mut d)) = harpoon_discovery::begin(&config, &log) {
-        while let Some(fetch) = d.next_fetch() {
-            match harpoon_discovery::fetch_smol(
-                &mcp_tls,
-                &config.proxies.mcp,
-                &fetch,
-                wanted.policy,
-            )
-            .await
-            {
-                Ok((head, body)) => d.handle_response(&head, &body),
-                Err(cause) => d.handle_failed(&cause),
-            }
-        }
-        // Host names are resolved with the system's (blocking) resolver.
-        let (found, d) = smol::unblock(move || (harpoon_discovery::found(&wanted, &d), d)).await;
-        harpoon_discovery::register(&mut config, &d, found, &log);
-    }
-    let mut prepared = Prepared::new(&config, now)?;
+    // The start-up wait comes first, as in the Go client: discovery then finds the server up.
+    let mut startup_problem = None;
     if let Some(mut probe) = startup::begin(&config, &log, &status, Instant::now()) {
         loop {
             if let Some(request) = probe.poll_request(Instant::now()) {
                 let proxy = config.proxies.for_mcp(&request.url);
-                let sent = http::send_within_via(
-                    &mcp_tls,
-                    proxy,
-                    &request,
-                    startup_probe::ATTEMPT_TIMEOUT,
-                )
-                .await;
+                let limit = probe.attempt_timeout(Instant::now());
+                let sent = http::send_within_via(&mcp_tls, proxy, &request, limit).await;
                 match sent {
                     Ok(exchange) => probe.handle_response(Instant::now(), exchange.head.status),
                     Err(e) => {
@@ -168,8 +146,23 @@ async fn run_async(
                 _ => probe.handle_timeout(Instant::now()),
             }
         }
-        prepared = prepared.with_startup_problem(startup::end(&log, &probe));
+        startup_problem = startup::end(&log, &probe);
     }
+    if let Some((wanted, mut d)) = harpoon_discovery::begin(&config, &log) {
+        let discovery_route = config.proxies.route_of(&wanted.server_url);
+        while let Some(fetch) = d.next_fetch() {
+            match harpoon_discovery::fetch_smol(&mcp_tls, &discovery_route, &fetch, wanted.policy)
+                .await
+            {
+                Ok((head, body)) => d.handle_response(&head, &body),
+                Err(cause) => d.handle_failed(&cause),
+            }
+        }
+        // Host names are resolved with the system's (blocking) resolver.
+        let (found, d) = smol::unblock(move || (harpoon_discovery::found(&wanted, &d), d)).await;
+        harpoon_discovery::register(&mut config, &d, found, &log);
+    }
+    let prepared = Prepared::new(&config, now)?.with_startup_problem(startup_problem);
     let companion = match &config.cloudflared {
         None => None,
         Some(cfg) => {
