@@ -277,6 +277,13 @@ mod tests {
             panic!("not a regex");
         };
         assert!(!re.is_match("WEATHER"));
+        // Case folding and classes are ASCII (regex-lite): the documented limit.
+        let Ok(Query::Regex(re)) = parse("regex:café") else {
+            panic!("not a regex");
+        };
+        assert!(re.is_match("CAFé"));
+        assert!(!re.is_match("CAFÉ"));
+        assert!(parse(r"regex:\p{Greek}").is_err());
     }
 
     #[test]
