@@ -1769,6 +1769,16 @@ fn the_health_listener_serves_on_a_unix_socket() {
     let url_file = dir.join("health.url");
     let socket_s = socket.display().to_string();
     let mcp = server.url();
+    // `tunnel run` that should stop at once with the health listener on `path`.
+    let run_on_socket = |path: &str| {
+        Command::new(env!("CARGO_BIN_EXE_mcpwire"))
+            .args(["tunnel", "run", "--control-plane.tunnel-id", GO_TUNNEL])
+            .args(["--mcp.server-url", &mcp, "--health.unix-socket", path])
+            .env_clear()
+            .env("CONTROL_PLANE_API_KEY", KEY)
+            .output()
+            .unwrap()
+    };
     let mut run = tunnel_run(
         "blocking",
         &cp.base_url(),
@@ -1802,21 +1812,7 @@ fn the_health_listener_serves_on_a_unix_socket() {
     );
     assert!(probe.contains("Result: OK"), "{probe}");
     // A second client on the same socket is refused: something accepts there.
-    let second = Command::new(env!("CARGO_BIN_EXE_mcpwire"))
-        .args([
-            "tunnel",
-            "run",
-            "--control-plane.tunnel-id",
-            GO_TUNNEL,
-            "--mcp.server-url",
-            &mcp,
-            "--health.unix-socket",
-            &socket_s,
-        ])
-        .env_clear()
-        .env("CONTROL_PLANE_API_KEY", KEY)
-        .output()
-        .unwrap();
+    let second = run_on_socket(&socket_s);
     assert_eq!(second.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&second.stderr).contains(&format!(
@@ -1830,21 +1826,7 @@ fn the_health_listener_serves_on_a_unix_socket() {
     // A path that is not a socket is refused by name.
     let file = dir.join("not-a-socket");
     std::fs::write(&file, "x").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_mcpwire"))
-        .args([
-            "tunnel",
-            "run",
-            "--control-plane.tunnel-id",
-            GO_TUNNEL,
-            "--mcp.server-url",
-            &mcp,
-            "--health.unix-socket",
-            file.to_str().unwrap(),
-        ])
-        .env_clear()
-        .env("CONTROL_PLANE_API_KEY", KEY)
-        .output()
-        .unwrap();
+    let out = run_on_socket(file.to_str().unwrap());
     assert_eq!(out.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("it exists and is not a unix socket"),

@@ -195,6 +195,16 @@ impl Harness {
         self.drain();
     }
 
+    /// The forward's response head: `status` with `Content-Type: content_type`.
+    fn head(&mut self, cmd: CommandId, status: u16, content_type: &str) {
+        let mut headers = Headers::new();
+        headers.append("Content-Type", content_type).unwrap();
+        self.engine
+            .handle_forward_head(self.now, cmd, ResponseHead { status, headers })
+            .unwrap();
+        self.drain();
+    }
+
     fn post_status(&mut self, id: PostId, status: u16) {
         self.post_status_with(id, status, Headers::new());
     }
@@ -1771,19 +1781,7 @@ fn the_connection_ttl_ends_a_stream_with_a_timeout_failure() {
     ]));
     let fwds = h.take_forwards();
     let (long, no_head) = (fwds[0].cmd, fwds[1].cmd);
-    let mut headers = Headers::new();
-    headers.append("Content-Type", "text/event-stream").unwrap();
-    h.engine
-        .handle_forward_head(
-            h.now,
-            long,
-            ResponseHead {
-                status: 200,
-                headers,
-            },
-        )
-        .unwrap();
-    h.drain();
+    h.head(long, 200, "text/event-stream");
     let t = h.engine.poll_timeout().unwrap();
     assert_eq!(t.reason, TimeoutReason::ConnectionTtl { cmd: long });
     assert_eq!(t.at, h.now + Duration::from_secs(5));
@@ -1816,19 +1814,7 @@ fn the_connection_ttl_ends_a_stream_with_a_timeout_failure() {
     let mut h = Harness::new(c);
     h.poll_with(json!([cmd_json("huge", json!(1), "tools/call")]));
     let f = h.take_forwards().remove(0);
-    let mut headers = Headers::new();
-    headers.append("Content-Type", "text/event-stream").unwrap();
-    h.engine
-        .handle_forward_head(
-            h.now,
-            f.cmd,
-            ResponseHead {
-                status: 200,
-                headers,
-            },
-        )
-        .unwrap();
-    h.drain();
+    h.head(f.cmd, 200, "text/event-stream");
     // (Before, `now + Duration::MAX` panicked here.) The forward runs on.
     assert_eq!(h.engine.health().forwards_in_flight, 1);
 }

@@ -9,29 +9,56 @@ use std::time::Duration;
 
 use mcpwire::tunnel::Status;
 
-/// Serves the endpoints on `listener` from a background thread.
-pub fn serve(listener: TcpListener, status: Arc<Status>) {
+/// A connection the health listener answers: a TCP or a Unix stream.
+trait Conn: Read + Write {
+    /// Bounds each read and write (a slow client cannot hold the listener).
+    fn bound(&self, limit: Duration);
+}
+
+impl Conn for std::net::TcpStream {
+    fn bound(&self, limit: Duration) {
+        let _ = self.set_read_timeout(Some(limit));
+        let _ = self.set_write_timeout(Some(limit));
+    }
+}
+
+#[cfg(unix)]
+impl Conn for std::os::unix::net::UnixStream {
+    fn bound(&self, limit: Duration) {
+        let _ = self.set_read_timeout(Some(limit));
+        let _ = self.set_write_timeout(Some(limit));
+    }
+}
+
+/// Answers each connection of `incoming` in turn, from a background thread.
+fn serve_all<C: Conn>(
+    incoming: impl Iterator<Item = std::io::Result<C>> + Send + 'static,
+    status: Arc<Status>,
+) {
     let _ = thread::Builder::new().name("health".into()).spawn(move || {
-        for conn in listener.incoming() {
+        for conn in incoming {
             let Ok(conn) = conn else { continue };
-            let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
-            let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
+            conn.bound(Duration::from_secs(2));
             answer(conn, &status);
         }
     });
 }
 
+/// Serves the endpoints on `listener` from a background thread.
+pub fn serve(listener: TcpListener, status: Arc<Status>) {
+    serve_all(
+        std::iter::from_fn(move || Some(listener.accept().map(|(conn, _)| conn))),
+        status,
+    );
+}
+
 /// Serves the endpoints on a Unix socket's `listener` from a background thread.
 #[cfg(unix)]
 pub fn serve_unix(listener: std::os::unix::net::UnixListener, status: Arc<Status>) {
-    let _ = thread::Builder::new().name("health".into()).spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(conn) = conn else { continue };
-            let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
-            let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
-            answer(conn, &status);
-        }
-    });
+    serve_all(
+        std::iter::from_fn(move || Some(listener.accept().map(|(conn, _)| conn))),
+        status,
+    );
 }
 
 /// Makes `path` ready for a Unix socket listener, as the Go client does: its directory is
