@@ -669,9 +669,21 @@ const SERVER_ENTRY_KEYS: [&str; 6] = [
     "client-key",
 ];
 
-/// Parses one `--mcp.server-url` entry: a URL, or `key=value` pairs (`channel`, `url`, and
-/// `http-proxy`, this server's own proxy: a URL or `env:VAR`). Also the entry's proxy, raw.
-fn server_entry(origin: &str, entry: &str) -> Result<(Target, Option<String>), ConfigError> {
+/// What one `--mcp.server-url` entry says about reaching its server, raw
+/// (a value, `env:VAR` or, for paths, `file:PATH`).
+#[derive(Debug, Default)]
+struct ServerEntry {
+    /// `http-proxy=`: this server's own proxy.
+    proxy: Option<String>,
+    /// `unix-socket=`: the server listens on this Unix socket.
+    unix_socket: Option<String>,
+    /// `client-cert=`/`client-key=`: this server's own client certificate and key.
+    identity: Option<(String, String)>,
+}
+
+/// Parses one `--mcp.server-url` entry: a URL, or `key=value` pairs (`channel`, `url`,
+/// `http-proxy`, `unix-socket`, `client-cert` and `client-key`, as in the Go client).
+fn server_entry(origin: &str, entry: &str) -> Result<(Target, ServerEntry), ConfigError> {
     let entry = entry.trim();
     let qualified = SERVER_ENTRY_KEYS
         .iter()
@@ -683,44 +695,59 @@ fn server_entry(origin: &str, entry: &str) -> Result<(Target, Option<String>), C
                 url: http_url(origin, entry)?,
             },
         };
-        return Ok((target, None));
+        return Ok((target, ServerEntry::default()));
     }
-    let (mut channel, mut url, mut proxy) = (None, None, None);
+    let (mut channel, mut url) = (None, None);
+    let mut found = ServerEntry::default();
+    let (mut cert, mut key) = (None, None);
     for part in entry.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        match part.split_once('=') {
-            Some(("channel", v)) if !v.is_empty() => channel = Some(v.trim().to_owned()),
-            Some(("url", v)) if !v.is_empty() => url = Some(v.trim().to_owned()),
-            Some(("http-proxy", v)) if !v.is_empty() => proxy = Some(v.trim().to_owned()),
-            Some((key @ ("unix-socket" | "client-cert" | "client-key"), _)) => {
-                return Err(bad(
-                    origin,
-                    entry,
-                    &format!(
-                        "{key}= in a server entry is a Go tunnel-client option mcpwire does not \
-                         implement yet (the route-wide --mcp.client-cert/--mcp.client-key apply \
-                         to every channel)"
-                    ),
-                ))
-            }
+        let slot = match part.split_once('=') {
+            Some(("channel", v)) if !v.trim().is_empty() => &mut channel,
+            Some(("url", v)) if !v.trim().is_empty() => &mut url,
+            Some(("http-proxy", v)) if !v.trim().is_empty() => &mut found.proxy,
+            Some(("unix-socket", v)) if !v.trim().is_empty() => &mut found.unix_socket,
+            Some(("client-cert", v)) if !v.trim().is_empty() => &mut cert,
+            Some(("client-key", v)) if !v.trim().is_empty() => &mut key,
             _ => {
                 return Err(bad(
                     origin,
                     entry,
-                    "expected a URL or key=value pairs (channel, url, http-proxy)",
+                    "expected a URL or key=value pairs (channel, url, http-proxy, unix-socket, \
+                     client-cert, client-key)",
                 ))
             }
-        }
+        };
+        *slot = part.split_once('=').map(|(_, v)| v.trim().to_owned());
     }
     let url = url.ok_or_else(|| bad(origin, entry, "the entry has no url=URL"))?;
     let channel = channel.unwrap_or_else(|| DEFAULT_CHANNEL.to_owned());
     check_channel(origin, &channel)?;
+    // The Go client's rules: a socket is never reached through a proxy, and a certificate
+    // goes with its key.
+    if found.unix_socket.is_some() && found.proxy.is_some() {
+        return Err(bad(
+            origin,
+            entry,
+            "unix-socket= cannot be combined with http-proxy= (a Unix socket is never proxied)",
+        ));
+    }
+    found.identity = match (cert, key) {
+        (Some(c), Some(k)) => Some((c, k)),
+        (None, None) => None,
+        (Some(_), None) => return Err(bad(origin, entry, "client-cert= needs client-key=")),
+        (None, Some(_)) => return Err(bad(origin, entry, "client-key= needs client-cert=")),
+    };
+    #[cfg(not(unix))]
+    if found.unix_socket.is_some() {
+        return Err(bad(origin, entry, "Unix sockets need a Unix system"));
+    }
     let target = Target {
         channel,
         kind: TargetKind::Http {
             url: http_url(origin, &url)?,
         },
     };
-    Ok((target, proxy))
+    Ok((target, found))
 }
 
 /// Parses one `--mcp.command` entry: a command, `channel=NAME,command=CMD`, or
@@ -1184,7 +1211,7 @@ pub fn resolve_layers(
         None => DEFAULT_BASE_URL.to_owned(),
         Some(raw) => http_url(&raw.origin, raw.value.trim())?,
     };
-    let tls = tls_settings(args, src, read_file)?;
+    let mut tls = tls_settings(args, src, read_file)?;
     // The Go client's rule: with a control-plane client certificate, its default control plane
     // is the mTLS host (any other base URL is used as given).
     if tls.control_plane_identity.is_some() && base_url.trim_end_matches('/') == DEFAULT_BASE_URL {
@@ -1317,13 +1344,37 @@ pub fn resolve_layers(
     let (urls, url_origin) = entries("mcp.server-url", &args.server_urls, "MCP_SERVER_URL", src);
     let (cmds, cmd_origin) = entries("mcp.command", &args.commands, "MCP_COMMAND", src);
     let mut entry_proxies: Vec<(String, Raw)> = Vec::new();
+    let mut entry_sockets: Vec<(String, Raw)> = Vec::new();
+    let mut entry_identities: Vec<(String, Raw, Raw)> = Vec::new();
     let parsed = urls
         .iter()
         .map(|e| {
-            server_entry(&url_origin, e).map(|(target, proxy)| {
-                if let (Some(value), TargetKind::Http { url }) = (proxy, &target.kind) {
-                    let origin = format!("{url_origin} http-proxy= (channel {})", target.channel);
-                    entry_proxies.push((url.clone(), Raw { value, origin }));
+            server_entry(&url_origin, e).map(|(target, found)| {
+                if let TargetKind::Http { url } = &target.kind {
+                    let origin = |key: &str| {
+                        format!("{url_origin} {key}= (channel {})", target.channel)
+                    };
+                    if let Some(value) = found.proxy {
+                        let origin = origin("http-proxy");
+                        entry_proxies.push((url.clone(), Raw { value, origin }));
+                    }
+                    if let Some(value) = found.unix_socket {
+                        let origin = origin("unix-socket");
+                        entry_sockets.push((url.clone(), Raw { value, origin }));
+                    }
+                    if let Some((cert, key)) = found.identity {
+                        entry_identities.push((
+                            url.clone(),
+                            Raw {
+                                value: cert,
+                                origin: origin("client-cert"),
+                            },
+                            Raw {
+                                value: key,
+                                origin: origin("client-key"),
+                            },
+                        ));
+                    }
                 }
                 target
             })
@@ -1441,6 +1492,18 @@ pub fn resolve_layers(
     };
     let cloudflared = cloudflared(args, src, read_file)?;
     let proxies = proxy_settings(args, src, entry_proxies)?;
+    for (url, cert, key) in &entry_identities {
+        let identity = load_identity(cert, key, src.env, read_file)?;
+        tls.mcp_servers.insert(url.clone(), identity);
+    }
+    let mut unix_sockets = std::collections::BTreeMap::new();
+    for (url, raw) in &entry_sockets {
+        let path = referenced_path(raw, src.env)?;
+        if path.contains(char::is_control) {
+            return Err(bad(&raw.origin, &path, "expected a file path"));
+        }
+        unix_sockets.insert(url.clone(), std::path::PathBuf::from(path));
+    }
     let (mcp_extra_headers, mcp_header_secrets) = mcp_headers(
         &args.mcp_extra_headers,
         ("mcp.extra-headers", "MCP_EXTRA_HEADERS"),
@@ -1505,6 +1568,7 @@ pub fn resolve_layers(
             mcp_extra_headers,
             mcp_discovery_extra_headers,
             startup_wait,
+            unix_sockets,
         },
         health_addr,
         log_level,
@@ -1540,6 +1604,14 @@ fn referenced_file(
     env: &dyn Fn(&str) -> Option<String>,
     read_file: &dyn Fn(&str) -> std::io::Result<String>,
 ) -> Result<(String, String), ConfigError> {
+    let path = referenced_path(raw, env)?;
+    let text = read_file(&path)
+        .map_err(|e| ConfigError(format!("invalid {}: cannot read {path:?}: {e}", raw.origin)))?;
+    Ok((path, text))
+}
+
+/// The path `raw` names: as given, after `file:`, or in the variable `env:VAR` names.
+fn referenced_path(raw: &Raw, env: &dyn Fn(&str) -> Option<String>) -> Result<String, ConfigError> {
     let v = raw.value.trim();
     let path = if let Some(var) = strip_ref(v, "env:") {
         env(var.trim())
@@ -1561,9 +1633,25 @@ fn referenced_file(
             raw.origin
         )));
     }
-    let text = read_file(&path)
-        .map_err(|e| ConfigError(format!("invalid {}: cannot read {path:?}: {e}", raw.origin)))?;
-    Ok((path, text))
+    Ok(path)
+}
+
+/// The client certificate and key that `cert` and `key` name (paths, `file:` or `env:`).
+fn load_identity(
+    cert: &Raw,
+    key: &Raw,
+    env: &dyn Fn(&str) -> Option<String>,
+    read_file: &dyn Fn(&str) -> std::io::Result<String>,
+) -> Result<Identity, ConfigError> {
+    let (cert_path, cert_pem) = referenced_file(cert, env, read_file)?;
+    let (key_path, key_pem) = referenced_file(key, env, read_file)?;
+    Identity::from_pem(
+        cert_pem.as_bytes(),
+        &format!("{} ({cert_path})", cert.origin),
+        key_pem.as_bytes(),
+        &format!("{} ({key_path})", key.origin),
+    )
+    .map_err(|e| ConfigError(e.to_string()))
 }
 
 /// Each route's proxy: its own explicit proxy, else `--http-proxy`, else the environment's
@@ -1665,18 +1753,7 @@ fn tls_settings(
                 "invalid {}: the client key needs its certificate (--{cert_flag})",
                 k.origin
             ))),
-            (Some(c), Some(k)) => {
-                let (cert_path, cert_pem) = referenced_file(&c, src.env, read_file)?;
-                let (key_path, key_pem) = referenced_file(&k, src.env, read_file)?;
-                Identity::from_pem(
-                    cert_pem.as_bytes(),
-                    &format!("{} ({cert_path})", c.origin),
-                    key_pem.as_bytes(),
-                    &format!("{} ({key_path})", k.origin),
-                )
-                .map(Some)
-                .map_err(|e| ConfigError(e.to_string()))
-            }
+            (Some(c), Some(k)) => load_identity(&c, &k, src.env, read_file).map(Some),
         }
     };
     tls.control_plane_identity = identity(
@@ -2260,13 +2337,80 @@ mod tests {
         );
         // The entry's proxy password is a secret to the log redactor.
         assert!(c.secrets.0.iter().any(|s| s.contains("entry-pw")));
-        let mut a = base();
-        a.server_urls = vec!["url=http://10.0.0.1/mcp,client-cert=/c.pem".into()];
-        let e = run(a, &[]).unwrap_err().0;
+    }
+
+    #[test]
+    fn a_server_entry_takes_its_own_unix_socket_and_client_certificate() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["client".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let (cert_pem, key_pem) = (cert.pem(), key.serialize_pem());
+        let files = move |p: &str| match p {
+            "/tls/c.pem" => Ok(cert_pem.clone()),
+            "/tls/k.pem" => Ok(key_pem.clone()),
+            _ => Err(std::io::Error::other("no such file")),
+        };
+        let env = |k: &str| (k == "SOCK").then(|| "/run/mcp/b.sock".to_owned());
+        let resolve_urls = |urls: &[&str]| {
+            let mut a = base();
+            a.server_urls = urls.iter().map(|u| (*u).to_owned()).collect();
+            resolve(&a, &env, &files)
+        };
+        let c = resolve_urls(&[
+            "url=http://a.local/mcp,unix-socket=/run/mcp/a.sock",
+            "channel=b,url=https://b.local/mcp,unix-socket=env:SOCK,client-cert=/tls/c.pem,client-key=file:/tls/k.pem",
+            "channel=c,url=https://c.local/mcp,client-cert=/tls/c.pem,client-key=/tls/k.pem",
+            "channel=d,url=https://d.local/mcp",
+        ])
+        .unwrap();
+        let sockets: Vec<(&str, &str)> = c
+            .tunnel
+            .unix_sockets
+            .iter()
+            .map(|(u, p)| (u.as_str(), p.to_str().unwrap()))
+            .collect();
+        assert_eq!(
+            sockets,
+            [
+                ("http://a.local/mcp", "/run/mcp/a.sock"),
+                ("https://b.local/mcp", "/run/mcp/b.sock")
+            ]
+        );
+        let own: Vec<&str> = c.tunnel.tls.mcp_servers.keys().map(String::as_str).collect();
+        assert_eq!(own, ["https://b.local/mcp", "https://c.local/mcp"]);
+        assert!(c.tunnel.tls.mcp_identity.is_none());
+        // The Go client's refusals, each naming the entry's problem.
+        for (entry, why) in [
+            (
+                "url=http://a.local/mcp,unix-socket=/s,http-proxy=http://p:3128",
+                "unix-socket= cannot be combined with http-proxy=",
+            ),
+            (
+                "url=http://a.local/mcp,client-cert=/tls/c.pem",
+                "client-cert= needs client-key=",
+            ),
+            (
+                "url=http://a.local/mcp,client-key=/tls/k.pem",
+                "client-key= needs client-cert=",
+            ),
+            ("url=http://a.local/mcp,socket=/s", "expected a URL or key=value pairs"),
+        ] {
+            let e = resolve_urls(&[entry]).unwrap_err().0;
+            assert!(e.contains(why), "{entry}: {e}");
+        }
+        let e = resolve_urls(&["url=http://a.local/mcp,unix-socket=env:NOPE"])
+            .unwrap_err()
+            .0;
         assert!(
-            e.contains("client-cert= in a server entry is a Go tunnel-client option"),
+            e.contains("unix-socket= (channel main)") && e.contains("\"NOPE\" is not set"),
             "{e}"
         );
+        let e = resolve_urls(&["url=http://a.local/mcp,client-cert=/tls/k.pem,client-key=/tls/k.pem"])
+            .unwrap_err()
+            .0;
+        assert!(e.contains("client-cert= (channel main)"), "{e}");
     }
 
     #[test]

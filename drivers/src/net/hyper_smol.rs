@@ -128,6 +128,26 @@ pub fn tls_config() -> Result<Arc<ClientConfig>, String> {
 trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
 
+/// How a new connection is made: straight to the origin's host, through an HTTP proxy's
+/// CONNECT tunnel, or to a Unix socket (the URL then only names the `Host` and the path; TLS
+/// for `https` still verifies the URL's host name).
+#[derive(Clone, Copy, Debug)]
+pub enum Route<'a> {
+    /// To the host the URL names (resolved now).
+    Direct,
+    /// Through this proxy.
+    Proxy(&'a ProxyUrl),
+    /// To this Unix socket.
+    Unix(&'a std::path::Path),
+}
+
+impl<'a> Route<'a> {
+    /// Through `proxy` when given, else direct.
+    pub fn of(proxy: Option<&'a ProxyUrl>) -> Route<'a> {
+        proxy.map_or(Route::Direct, Route::Proxy)
+    }
+}
+
 /// The request side of an HTTP/1.1 connection.
 type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
 
@@ -279,9 +299,19 @@ pub async fn send_within_via(
     request: &Request,
     connect_timeout: Duration,
 ) -> Result<Exchange, HttpError> {
+    send_within_on(tls, Route::of(proxy), request, connect_timeout).await
+}
+
+/// [`send_within`] on `route`.
+pub async fn send_within_on(
+    tls: &Arc<ClientConfig>,
+    route: Route<'_>,
+    request: &Request,
+    connect_timeout: Duration,
+) -> Result<Exchange, HttpError> {
     let (uri, origin) = target(request)?;
     let hyper_request = build(request, &uri, &origin.host)?;
-    let mut conn = open_to(tls, &origin, None, proxy, connect_timeout).await?;
+    let mut conn = open_to(tls, &origin, None, route, connect_timeout).await?;
     let response = conn
         .sender
         .send_request(hyper_request)
@@ -311,6 +341,18 @@ pub async fn send_pooled_via(
     request: &Request,
     connect_timeout: Duration,
 ) -> Result<Exchange, HttpError> {
+    send_pooled_on(pool, tls, Route::of(proxy), request, connect_timeout).await
+}
+
+/// [`send_pooled`], a new connection made on `route`. A pool serves one route (a Unix
+/// socket's pool is its own), so a pooled connection is always the right kind.
+pub async fn send_pooled_on(
+    pool: &Arc<Pool>,
+    tls: &Arc<ClientConfig>,
+    route: Route<'_>,
+    request: &Request,
+    connect_timeout: Duration,
+) -> Result<Exchange, HttpError> {
     let (uri, origin) = target(request)?;
     let mut hyper_request = build(request, &uri, &origin.host)?;
     while let Some(mut conn) = pool.take(&origin) {
@@ -326,7 +368,7 @@ pub async fn send_pooled_via(
             },
         }
     }
-    let mut conn = open_to(tls, &origin, None, proxy, connect_timeout).await?;
+    let mut conn = open_to(tls, &origin, None, route, connect_timeout).await?;
     let response = conn
         .sender
         .send_request(hyper_request)
@@ -360,7 +402,7 @@ pub async fn send_to_via(
 ) -> Result<Exchange, HttpError> {
     let (uri, origin) = target(request)?;
     let hyper_request = build(request, &uri, &origin.host)?;
-    let mut conn = open_to(tls, &origin, Some(addrs), proxy, connect_timeout).await?;
+    let mut conn = open_to(tls, &origin, Some(addrs), Route::of(proxy), connect_timeout).await?;
     let response = conn
         .sender
         .send_request(hyper_request)
@@ -382,35 +424,38 @@ fn target(request: &Request) -> Result<(hyper::Uri, Origin), HttpError> {
     Ok((uri, Origin { https, host, port }))
 }
 
-/// Connects (within `connect_timeout`) to `addrs` when given, else to the origin's host as
-/// resolved now, or through `proxy`'s CONNECT tunnel; handshakes TLS for `https` (the origin's
-/// host names the TLS server); starts the HTTP/1.1 connection's task.
+/// Connects (within `connect_timeout`) on `route`: to `addrs` when given (a direct route),
+/// else to the origin's host as resolved now, through a proxy's CONNECT tunnel, or to a Unix
+/// socket; handshakes TLS for `https` (the origin's host names the TLS server); starts the
+/// HTTP/1.1 connection's task.
 async fn open_to(
     tls: &Arc<ClientConfig>,
     origin: &Origin,
     addrs: Option<&[SocketAddr]>,
-    proxy: Option<&ProxyUrl>,
+    route: Route<'_>,
     connect_timeout: Duration,
 ) -> Result<Conn, HttpError> {
     let host = origin.host.as_str();
     let connecting = async {
-        match (proxy, addrs) {
-            (Some(p), _) => {
+        let tcp = match (route, addrs) {
+            (Route::Unix(path), _) => return unix_stream(path).await,
+            (Route::Proxy(p), _) => {
                 let mut tcp = connect(p.host(), p.port()).await?;
                 connect_tunnel(&mut tcp, origin, p).await?;
-                Ok(tcp)
+                tcp
             }
-            (None, Some(addrs)) => connect_addrs(addrs.iter().copied()).await,
-            (None, None) => connect(host, origin.port).await,
-        }
+            (Route::Direct, Some(addrs)) => connect_addrs(addrs.iter().copied()).await?,
+            (Route::Direct, None) => connect(host, origin.port).await?,
+        };
+        let _ = tcp.set_nodelay(true);
+        Ok::<Box<dyn Stream>, HttpError>(Box::new(tcp))
     };
-    let tcp = connecting
+    let raw = connecting
         .or(async {
             Timer::after(connect_timeout).await;
             Err(HttpError::Connect(io::ErrorKind::TimedOut))
         })
         .await?;
-    let _ = tcp.set_nodelay(true);
     let stream: Box<dyn Stream> = if origin.https {
         let name = host
             .trim_start_matches('[')
@@ -418,12 +463,12 @@ async fn open_to(
             .to_owned();
         let name = ServerName::try_from(name).map_err(|_| HttpError::Request)?;
         let tls = TlsConnector::from(Arc::clone(tls))
-            .connect(name, tcp)
+            .connect(name, raw)
             .await
             .map_err(|e| HttpError::Tls(e.to_string()))?;
         Box::new(tls)
     } else {
-        Box::new(tcp)
+        raw
     };
     let (sender, conn) = hyper::client::conn::http1::handshake(FuturesIo::new(stream))
         .await
@@ -546,6 +591,21 @@ async fn connect_tunnel(
     } else {
         Err(HttpError::ProxyRefused(status))
     }
+}
+
+/// A connection to the Unix socket at `path`.
+#[cfg(unix)]
+async fn unix_stream(path: &std::path::Path) -> Result<Box<dyn Stream>, HttpError> {
+    smol::net::unix::UnixStream::connect(path)
+        .await
+        .map(|s| Box::new(s) as Box<dyn Stream>)
+        .map_err(|e| HttpError::Connect(e.kind()))
+}
+
+/// Unix sockets need a Unix system.
+#[cfg(not(unix))]
+async fn unix_stream(_: &std::path::Path) -> Result<Box<dyn Stream>, HttpError> {
+    Err(HttpError::Connect(io::ErrorKind::Unsupported))
 }
 
 async fn connect(host: &str, port: u16) -> Result<TcpStream, HttpError> {

@@ -10,6 +10,8 @@ pub(crate) mod threads;
 pub mod tls;
 #[cfg(feature = "blocking")]
 pub(crate) mod ureq;
+#[cfg(all(unix, feature = "blocking"))]
+pub(crate) mod unix_socket;
 
 /// An I/O error in words: the common kinds named, others as the OS says them (a TLS error
 /// inside one says which certificate problem).
@@ -36,4 +38,15 @@ pub(crate) fn host_of(url: &str) -> String {
             Some(format!("{host}:{}", u.port_or_known_default()?))
         })
         .unwrap_or_else(|| "?".to_owned())
+}
+
+/// Whether `a` and `b` have the same origin (scheme, host and port); `false` when either is
+/// not a URL.
+#[cfg(any(feature = "blocking", feature = "smol"))]
+pub(crate) fn same_origin(a: &str, b: &str) -> bool {
+    use mcpwire_core::net_policy::Url;
+    match (Url::parse(a), Url::parse(b)) {
+        (Ok(a), Ok(b)) => a.origin() == b.origin(),
+        _ => false,
+    }
 }

@@ -12,10 +12,24 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 
 /// Makes the agent a worker uses (again after a cancellation shut the previous one down).
-pub type AgentFactory = Arc<dyn Fn() -> ureq::Agent + Send + Sync>;
+pub type AgentFactory<A = ureq::Agent> = Arc<dyn Fn() -> A + Send + Sync>;
 
 /// The work of one job: it gets the worker's agent and its own control block.
-pub type Work = Box<dyn FnOnce(&ureq::Agent, &JobCtl) + Send>;
+pub type Work<A = ureq::Agent> = Box<dyn FnOnce(&A, &JobCtl) + Send>;
+
+/// What a worker holds: one agent, or a set of them (one per kind of destination). A job
+/// runs on the primary one unless it [switches](JobCtl::switch_to); after a cancellation the
+/// worker makes the whole set again.
+pub trait Agents: Send + 'static {
+    /// The agent a job starts on.
+    fn primary(&self) -> &ureq::Agent;
+}
+
+impl Agents for ureq::Agent {
+    fn primary(&self) -> &ureq::Agent {
+        self
+    }
+}
 
 /// The cancellation handle of one job.
 #[derive(Default)]
@@ -75,23 +89,23 @@ impl JobCtl {
     }
 }
 
-struct Job {
+struct Job<A> {
     ctl: Arc<JobCtl>,
-    work: Work,
+    work: Work<A>,
 }
 
 /// At most `threads` worker threads fed by a bounded queue, started as the work needs them: a
 /// job that finds no idle worker starts one (up to the width), so steady sequential work keeps
 /// one worker (and its kept-alive connection) and a burst grows the pool.
-pub struct Pool {
-    tx: SyncSender<Job>,
-    workers: Arc<Workers>,
+pub struct Pool<A: Agents = ureq::Agent> {
+    tx: SyncSender<Job<A>>,
+    workers: Arc<Workers<A>>,
 }
 
 /// What the workers share: the queue's end, how many exist and how many wait for a job.
-struct Workers {
-    rx: Mutex<Receiver<Job>>,
-    agents: AgentFactory,
+struct Workers<A> {
+    rx: Mutex<Receiver<Job<A>>>,
+    agents: AgentFactory<A>,
     name: String,
     width: usize,
     started: AtomicUsize,
@@ -104,11 +118,11 @@ struct Workers {
 #[derive(Debug)]
 pub struct QueueFull;
 
-impl Pool {
+impl<A: Agents> Pool<A> {
     /// A pool of at most `threads` workers (at least one) named `name-N`; at most `queue` jobs
     /// wait. No worker starts before the first job.
-    pub fn new(name: &str, threads: usize, queue: usize, agents: AgentFactory) -> Pool {
-        let (tx, rx) = mpsc::sync_channel::<Job>(queue.max(1));
+    pub fn new(name: &str, threads: usize, queue: usize, agents: AgentFactory<A>) -> Pool<A> {
+        let (tx, rx) = mpsc::sync_channel::<Job<A>>(queue.max(1));
         let workers = Arc::new(Workers {
             rx: Mutex::new(rx),
             agents,
@@ -122,7 +136,7 @@ impl Pool {
     }
 
     /// Queues a job without blocking, starting a worker when none is idle.
-    pub fn submit(&self, ctl: Arc<JobCtl>, work: Work) -> Result<(), QueueFull> {
+    pub fn submit(&self, ctl: Arc<JobCtl>, work: Work<A>) -> Result<(), QueueFull> {
         self.workers.queued.fetch_add(1, Ordering::SeqCst);
         match self.tx.try_send(Job { ctl, work }) {
             Ok(()) => {
@@ -161,7 +175,7 @@ impl Pool {
     }
 }
 
-fn worker(workers: &Workers) {
+fn worker<A: Agents>(workers: &Workers<A>) {
     let mut agent = (workers.agents)();
     loop {
         workers.idle.fetch_add(1, Ordering::SeqCst);
@@ -176,7 +190,7 @@ fn worker(workers: &Workers) {
         let Ok(job) = job else {
             return; // the pool was dropped
         };
-        if !job.ctl.start(&agent) {
+        if !job.ctl.start(agent.primary()) {
             continue;
         }
         (job.work)(&agent, &job.ctl);

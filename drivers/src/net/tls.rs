@@ -152,6 +152,9 @@ pub struct TunnelTls {
     /// Presented to MCP servers (and Harpoon's targets, which share the forward path) when
     /// they ask.
     pub mcp_identity: Option<Identity>,
+    /// A server's own client certificate (`client-cert=`/`client-key=` in its
+    /// `--mcp.server-url` entry), by its URL: presented to it instead of `mcp_identity`.
+    pub mcp_servers: std::collections::BTreeMap<String, Identity>,
 }
 
 impl Default for TunnelTls {
@@ -161,6 +164,7 @@ impl Default for TunnelTls {
             extra_roots: Vec::new(),
             control_plane_identity: None,
             mcp_identity: None,
+            mcp_servers: std::collections::BTreeMap::new(),
         }
     }
 }

@@ -53,6 +53,11 @@ pub fn control_agent(tls: ureq::tls::TlsConfig) -> Agent {
 ///
 /// No proxy of its own, as [`control_agent`].
 pub fn mcp_agent(tls: ureq::tls::TlsConfig) -> Agent {
+    mcp_config(tls).into()
+}
+
+/// [`mcp_agent`]'s configuration.
+pub fn mcp_config(tls: ureq::tls::TlsConfig) -> Config {
     Agent::config_builder()
         .tls_config(tls)
         .proxy(None)
@@ -66,7 +71,6 @@ pub fn mcp_agent(tls: ureq::tls::TlsConfig) -> Agent {
         .max_idle_age(crate::KEEP_ALIVE_REUSE)
         .user_agent(concat!("mcpwire/", env!("CARGO_PKG_VERSION")))
         .build()
-        .into()
 }
 
 /// Where a [`GuardedResolver`] leaves the policy's refusal, for the exchange to report (ureq

@@ -73,9 +73,34 @@ pub struct TunnelConfig {
     /// channel's HTTP server to answer (`mcpwire_core::tunnel::startup_probe`); `/readyz` says
     /// why meanwhile, and stays 503 when the wait fails. `None`: no probe.
     pub startup_wait: Option<std::time::Duration>,
+    /// The HTTP MCP servers reached over a Unix socket (`unix-socket=` in their
+    /// `--mcp.server-url` entry), by URL: their forwards and start-up probe connect to the
+    /// socket, never through a proxy; the URL names the `Host` header, the path and, for
+    /// `https`, the TLS server name. Unix systems only (elsewhere the run fails to start).
+    pub unix_sockets: std::collections::BTreeMap<String, std::path::PathBuf>,
 }
 
 impl TunnelConfig {
+    /// What decides the MCP requests' egress.
+    #[must_use]
+    pub fn mcp_egress(&self) -> McpEgress {
+        McpEgress {
+            proxies: self.proxies.clone(),
+            unix_sockets: self.unix_sockets.clone(),
+        }
+    }
+
+    /// The URLs of the HTTP MCP servers whose entry sets its own transport (a Unix socket or
+    /// a client certificate): each has connections of its own, never shared with another.
+    #[must_use]
+    pub fn own_transports(&self) -> std::collections::BTreeSet<String> {
+        self.unix_sockets
+            .keys()
+            .chain(self.tls.mcp_servers.keys())
+            .cloned()
+            .collect()
+    }
+
     /// The headers of a discovery request to the main MCP server: the discovery headers, then
     /// the extra headers they do not name (the discovery ones win).
     pub fn discovery_headers(&self) -> Vec<(String, mcpwire_core::tunnel::engine::Secret)> {
@@ -86,6 +111,48 @@ impl TunnelConfig {
             }
         }
         all
+    }
+}
+
+/// How a request to an MCP server leaves this process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Egress {
+    /// Straight to the host its URL names.
+    Direct,
+    /// Through this HTTP proxy.
+    Proxy(mcpwire_core::net_policy::proxy::ProxyUrl),
+    /// To this Unix socket.
+    Unix(std::path::PathBuf),
+}
+
+/// What decides each MCP request's [`Egress`]: the servers' Unix sockets and the proxies.
+#[derive(Clone, Debug, Default)]
+pub struct McpEgress {
+    /// The proxies.
+    pub proxies: TunnelProxies,
+    /// The Unix sockets, by server URL ([`TunnelConfig::unix_sockets`]).
+    pub unix_sockets: std::collections::BTreeMap<String, std::path::PathBuf>,
+}
+
+impl McpEgress {
+    /// The egress of a request to `url`: its server's Unix socket (never proxied, as in the
+    /// Go client), else its proxy ([`TunnelProxies::for_mcp`]), else direct.
+    #[must_use]
+    pub fn of(&self, url: &str) -> Egress {
+        if let Some(path) = self.unix_sockets.get(url) {
+            return Egress::Unix(path.clone());
+        }
+        match self.proxies.for_mcp(url) {
+            Some(p) => Egress::Proxy(p.clone()),
+            None => Egress::Direct,
+        }
+    }
+
+    /// Whether the server at `url` gets connections of its own: a Unix socket, or a client
+    /// certificate of its own in `tls`.
+    #[must_use]
+    pub fn is_own(&self, tls: &TunnelTls, url: &str) -> bool {
+        self.unix_sockets.contains_key(url) || tls.mcp_servers.contains_key(url)
     }
 }
 

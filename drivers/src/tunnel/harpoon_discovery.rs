@@ -33,6 +33,15 @@ pub(crate) fn begin(
         );
         return None;
     }
+    if config.unix_sockets.contains_key(&wanted.server_url) {
+        log.log(
+            Level::Warn,
+            "harpoon oauth discovery skipped: the main MCP server is reached over a Unix socket, \
+             which discovery does not use (register the targets with --harpoon.target instead)",
+            &[],
+        );
+        return None;
+    }
     match MetadataDiscovery::new(&wanted.server_url, wanted.policy) {
         Ok(d) => Some((wanted, d.with_server_headers(config.discovery_headers()))),
         Err(e) => {

@@ -36,7 +36,7 @@ use mcpwire_core::tunnel::{AttemptLimit, CommandId, PollId, PostId};
 use self::cloudflared::Companion;
 use self::pool::{JobCtl, Pool};
 use self::stdio::StdioChild;
-use crate::tunnel::config::{TunnelConfig, TunnelProxies};
+use crate::tunnel::config::{Egress, McpEgress, TunnelConfig, TunnelProxies};
 use crate::tunnel::driver_core::cloudflared::CHILD_GRACE;
 use crate::tunnel::driver_core::stdio::StdioSpawn;
 use crate::tunnel::driver_core::{Completion, PollFailure, MAX_POLL_BODY};
@@ -58,7 +58,7 @@ const POST_THREADS: usize = 4;
 struct Threads {
     tx: SyncSender<Completion>,
     poller: Pool,
-    forwards: Pool,
+    forwards: Pool<McpAgents>,
     posts: Pool,
     poll_job: Option<Arc<JobCtl>>,
     forward_jobs: BTreeMap<CommandId, Arc<JobCtl>>,
@@ -67,6 +67,88 @@ struct Threads {
     log: Arc<Logger>,
     /// Which proxy each request takes.
     proxies: TunnelProxies,
+    /// Which way each MCP request leaves (a Unix socket, a proxy, direct).
+    egress: McpEgress,
+}
+
+/// A forward worker's agents: the MCP route's, and one per server with a transport of its own
+/// (a Unix socket, a client certificate), so that no connection is shared between them.
+struct McpAgents {
+    main: ureq::Agent,
+    own: BTreeMap<String, ureq::Agent>,
+}
+
+impl pool::Agents for McpAgents {
+    fn primary(&self) -> &ureq::Agent {
+        &self.main
+    }
+}
+
+impl McpAgents {
+    /// The agent of a request to `url`.
+    fn for_url(&self, url: &str) -> &ureq::Agent {
+        self.own.get(url).unwrap_or(&self.main)
+    }
+}
+
+/// Makes [`McpAgents`]: what a server with a transport of its own is reached with.
+#[derive(Clone)]
+struct McpAgentSpec {
+    main: ureq::tls::TlsConfig,
+    own: BTreeMap<String, (ureq::tls::TlsConfig, Option<std::path::PathBuf>)>,
+}
+
+impl McpAgentSpec {
+    fn new(
+        config: &TunnelConfig,
+        roots: &crate::net::tls::Roots,
+        main: ureq::tls::TlsConfig,
+    ) -> Result<Self, Error> {
+        let mut own = BTreeMap::new();
+        for url in config.own_transports() {
+            let tls = match config.tls.mcp_servers.get(&url) {
+                Some(id) => crate::net::tls::ureq_config(roots, Some(id)),
+                None => main.clone(),
+            };
+            let socket = config.unix_sockets.get(&url).cloned();
+            if socket.is_some() && cfg!(not(unix)) {
+                return Err(Error::Start(std::io::Error::new(
+                    std::io::ErrorKind::Unsupported,
+                    format!("{url}: Unix sockets need a Unix system"),
+                )));
+            }
+            own.insert(url, (tls, socket));
+        }
+        Ok(McpAgentSpec { main, own })
+    }
+
+    fn agents(&self) -> McpAgents {
+        let own = self
+            .own
+            .iter()
+            .map(|(url, (tls, socket))| {
+                let config = http::mcp_config(tls.clone());
+                let agent = match socket {
+                    #[cfg(unix)]
+                    Some(path) => crate::net::unix_socket::agent(config, path.clone()),
+                    _ => config.into(),
+                };
+                (url.clone(), agent)
+            })
+            .collect();
+        McpAgents {
+            main: http::mcp_agent(self.main.clone()),
+            own,
+        }
+    }
+}
+
+/// The proxy of an egress.
+fn proxy_of(way: &Egress) -> Option<&ProxyUrl> {
+    match way {
+        Egress::Proxy(p) => Some(p),
+        Egress::Direct | Egress::Unix(_) => None,
+    }
 }
 
 /// Runs the tunnel in this thread until the [`Stopper`] handed to `on_start` is used, then
@@ -93,16 +175,19 @@ pub fn run(
     crate::tunnel::report::trust(&log, &roots);
     let cp_tls = crate::net::tls::ureq_config(&roots, config.tls.control_plane_identity.as_ref());
     let mcp_tls = crate::net::tls::ureq_config(&roots, config.tls.mcp_identity.as_ref());
+    let spec = McpAgentSpec::new(&config, &roots, mcp_tls.clone())?;
+    let egress = config.mcp_egress();
     let mut config = config;
     // The start-up wait comes first, as in the Go client: discovery then finds the server up.
     let mut startup_problem = None;
     if let Some(mut probe) = startup::begin(&config, &log, &status, Instant::now()) {
-        let agent = http::mcp_agent(mcp_tls.clone());
+        let agents = spec.agents();
         loop {
             if let Some(request) = probe.poll_request(Instant::now()) {
-                let proxy = config.proxies.for_mcp(&request.url);
+                let way = egress.of(&request.url);
                 let limit = probe.attempt_timeout(Instant::now());
-                let sent = http::send_via(&agent, proxy, &request, Some(limit));
+                let agent = agents.for_url(&request.url);
+                let sent = http::send_via(agent, proxy_of(&way), &request, Some(limit));
                 match sent {
                     Ok(response) => {
                         probe.handle_response(Instant::now(), response.status().as_u16())
@@ -137,9 +222,16 @@ pub fn run(
     }
     if let Some((wanted, mut d)) = harpoon_discovery::begin(&config, &log) {
         let discovery_route = config.proxies.route_of(&wanted.server_url);
+        // The main server's own client certificate goes to its origin only (the Go client's
+        // rule); the other documents' hosts get the route's.
+        let server_tls = spec.own.get(&wanted.server_url).map(|(tls, _)| tls);
         while let Some(fetch) = d.next_fetch() {
+            let tls = match server_tls {
+                Some(t) if crate::net::same_origin(&fetch.request.url, &wanted.server_url) => t,
+                _ => &mcp_tls,
+            };
             match harpoon_discovery::fetch_blocking(
-                &mcp_tls,
+                tls,
                 &discovery_route,
                 &fetch,
                 wanted.policy,
@@ -194,7 +286,7 @@ pub fn run(
     };
     let companion_state = companion.as_ref().map(|_| CompanionState::Ready);
     let control = Arc::new(move || http::control_agent(cp_tls.clone()));
-    let mcp = Arc::new(move || http::mcp_agent(mcp_tls.clone()));
+    let mcp = Arc::new(move || spec.agents());
     let threads = Threads {
         tx,
         poller: Pool::new("poll", 1, 2, control.clone()),
@@ -206,6 +298,7 @@ pub fn run(
         companion,
         log: Arc::clone(&log),
         proxies: config.proxies.clone(),
+        egress,
     };
     let mut d = prepared.start(
         threads,
@@ -290,9 +383,13 @@ impl Runtime for Threads {
         deadline: Option<Instant>,
     ) -> Result<(), NotStarted> {
         let tx = self.tx.clone();
-        let proxy = self.proxies.for_mcp(&request.url).cloned();
-        let work = Box::new(move |agent: &ureq::Agent, ctl: &JobCtl| {
-            forward_job(agent, proxy.as_ref(), ctl, &tx, cmd, &request, deadline);
+        let way = self.egress.of(&request.url);
+        let work = Box::new(move |agents: &McpAgents, ctl: &JobCtl| {
+            let agent = agents.for_url(&request.url);
+            // A cancellation closes the agent the job runs on.
+            if ctl.switch_to(agent) {
+                forward_job(agent, proxy_of(&way), ctl, &tx, cmd, &request, deadline);
+            }
         });
         let ctl = JobCtl::new();
         self.forward_jobs.insert(cmd, Arc::clone(&ctl));

@@ -27,7 +27,6 @@ use std::time::{Duration, Instant};
 
 use futures_rustls::rustls::ClientConfig;
 use mcpwire_core::http::Request;
-use mcpwire_core::net_policy::proxy::ProxyUrl;
 use mcpwire_core::tunnel::cloudflare::CompanionState;
 use mcpwire_core::tunnel::startup_probe;
 use mcpwire_core::tunnel::{AttemptLimit, CommandId, PollId, PostId};
@@ -38,7 +37,7 @@ use smol::{Task, Timer};
 
 use self::http::CONNECT_TIMEOUT;
 use self::stdio::StdioChild;
-use crate::tunnel::config::{TunnelConfig, TunnelProxies};
+use crate::tunnel::config::{Egress, McpEgress, TunnelConfig, TunnelProxies};
 use crate::tunnel::driver_core::stdio::StdioSpawn;
 use crate::tunnel::driver_core::{Completion, PollFailure, MAX_POLL_BODY};
 use crate::tunnel::driver_core::{
@@ -50,6 +49,9 @@ use crate::tunnel::startup;
 use crate::tunnel::stop::Stopper;
 use crate::tunnel::Error;
 use crate::tunnel::Status;
+
+/// Idle kept-alive connections to a server with a transport of its own.
+const OWN_IDLE: usize = 4;
 
 /// Response POSTs on the wire at once (the rest wait for a slot).
 const POST_SLOTS: usize = 4;
@@ -69,6 +71,11 @@ struct Tasks {
     mcp_pool: Arc<http::Pool>,
     /// Which proxy each request takes.
     proxies: TunnelProxies,
+    /// Which way each MCP request leaves (a Unix socket, a proxy, direct).
+    egress: McpEgress,
+    /// The MCP servers with a transport of their own (a Unix socket, a client certificate),
+    /// by URL: their connections and TLS settings, apart from `mcp_pool`'s.
+    own: BTreeMap<String, (Arc<http::Pool>, Arc<ClientConfig>)>,
     post_slots: Arc<Semaphore>,
     poll_task: Option<Task<()>>,
     forward_tasks: BTreeMap<CommandId, Task<()>>,
@@ -110,15 +117,26 @@ async fn run_async(
         .map_err(|reason| Error::Tls { reason })?;
     let mcp_tls = crate::net::tls::client_config(&roots, config.tls.mcp_identity.as_ref())
         .map_err(|reason| Error::Tls { reason })?;
+    let egress = config.mcp_egress();
+    let mut own = BTreeMap::new();
+    for url in config.own_transports() {
+        let tls = match config.tls.mcp_servers.get(&url) {
+            Some(id) => crate::net::tls::client_config(&roots, Some(id))
+                .map_err(|reason| Error::Tls { reason })?,
+            None => Arc::clone(&mcp_tls),
+        };
+        own.insert(url, (http::Pool::new(OWN_IDLE), tls));
+    }
     let mut config = config;
     // The start-up wait comes first, as in the Go client: discovery then finds the server up.
     let mut startup_problem = None;
     if let Some(mut probe) = startup::begin(&config, &log, &status, Instant::now()) {
         loop {
             if let Some(request) = probe.poll_request(Instant::now()) {
-                let proxy = config.proxies.for_mcp(&request.url);
+                let way = egress.of(&request.url);
+                let tls = own.get(&request.url).map_or(&mcp_tls, |(_, tls)| tls);
                 let limit = probe.attempt_timeout(Instant::now());
-                let sent = http::send_within_via(&mcp_tls, proxy, &request, limit).await;
+                let sent = http::send_within_on(tls, route(&way), &request, limit).await;
                 match sent {
                     Ok(exchange) => probe.handle_response(Instant::now(), exchange.head.status),
                     Err(e) => {
@@ -150,9 +168,15 @@ async fn run_async(
     }
     if let Some((wanted, mut d)) = harpoon_discovery::begin(&config, &log) {
         let discovery_route = config.proxies.route_of(&wanted.server_url);
+        // The main server's own client certificate goes to its origin only (the Go client's
+        // rule); the other documents' hosts get the route's.
+        let server_tls = own.get(&wanted.server_url).map(|(_, tls)| tls);
         while let Some(fetch) = d.next_fetch() {
-            match harpoon_discovery::fetch_smol(&mcp_tls, &discovery_route, &fetch, wanted.policy)
-                .await
+            let tls = match server_tls {
+                Some(t) if crate::net::same_origin(&fetch.request.url, &wanted.server_url) => t,
+                _ => &mcp_tls,
+            };
+            match harpoon_discovery::fetch_smol(tls, &discovery_route, &fetch, wanted.policy).await
             {
                 Ok((head, body)) => d.handle_response(&head, &body),
                 Err(cause) => d.handle_failed(&cause),
@@ -186,6 +210,8 @@ async fn run_async(
         pool: http::Pool::new(POST_SLOTS + 1),
         mcp_pool: http::Pool::new(max_idle),
         proxies: config.proxies.clone(),
+        egress,
+        own,
         post_slots: Arc::new(Semaphore::new(POST_SLOTS)),
         poll_task: None,
         forward_tasks: BTreeMap::new(),
@@ -280,13 +306,16 @@ impl Runtime for Tasks {
         deadline: Option<Instant>,
     ) -> Result<(), NotStarted> {
         let tx = self.tx.clone();
-        let (pool, tls) = (Arc::clone(&self.mcp_pool), Arc::clone(&self.mcp_tls));
-        let proxy = self.proxies.for_mcp(&request.url).cloned();
+        let (pool, tls) = match self.own.get(&request.url) {
+            Some((pool, tls)) => (Arc::clone(pool), Arc::clone(tls)),
+            None => (Arc::clone(&self.mcp_pool), Arc::clone(&self.mcp_tls)),
+        };
+        let way = self.egress.of(&request.url);
         let task = smol::spawn(async move {
             if deadline.is_some_and(|d| d <= Instant::now()) {
                 return; // already expired: the engine drops it on its own
             }
-            forward_task(&pool, &tls, proxy.as_ref(), &tx, cmd, &request).await;
+            forward_task(&pool, &tls, route(&way), &tx, cmd, &request).await;
         });
         self.forward_tasks.insert(cmd, task);
         Ok(())
@@ -362,15 +391,24 @@ impl Runtime for Tasks {
 }
 
 /// One HTTP forward: send, report the head, stream the body.
+/// The HTTP layer's route of an egress.
+fn route(way: &Egress) -> http::Route<'_> {
+    match way {
+        Egress::Direct => http::Route::Direct,
+        Egress::Proxy(p) => http::Route::Proxy(p),
+        Egress::Unix(path) => http::Route::Unix(path),
+    }
+}
+
 async fn forward_task(
     pool: &Arc<http::Pool>,
     tls: &Arc<ClientConfig>,
-    proxy: Option<&ProxyUrl>,
+    way: http::Route<'_>,
     tx: &Sender<Completion>,
     cmd: CommandId,
     request: &Request,
 ) {
-    let mut ex = match http::send_pooled_via(pool, tls, proxy, request, CONNECT_TIMEOUT).await {
+    let mut ex = match http::send_pooled_on(pool, tls, way, request, CONNECT_TIMEOUT).await {
         Ok(ex) => ex,
         Err(e) => {
             let failure = e.failure();
