@@ -740,16 +740,21 @@ fn https_private_ca_and_mtls_on(driver: &str) {
     let server_leaf = pki.leaf("127.0.0.1", true);
     let cp_client = pki.leaf("tunnel control-plane client", false);
     let mcp_client = pki.leaf("tunnel mcp client", false);
+    let own_client = pki.leaf("tunnel per-entry client", false);
     let cp = plane();
     let server = reference_server();
     let (cp_tls, cp_seen) = terminator(&pki, &server_leaf, true, cp.local_addr());
     let (mcp_tls, mcp_seen) = terminator(&pki, &server_leaf, true, server.local_addr());
+    // A second server whose entry names its own certificate (`client-cert=`/`client-key=`).
+    let (own_tls, own_seen) = terminator(&pki, &server_leaf, true, server.local_addr());
     let dir = scratch(&format!("mtls-{driver}"));
     let ca = write(&dir, "ca.pem", &pki.ca_pem);
     let cp_cert = write(&dir, "cp.pem", &cp_client.cert_pem);
     let cp_key = write(&dir, "cp.key", &cp_client.key_pem);
     let mcp_cert = write(&dir, "mcp.pem", &mcp_client.cert_pem);
     let mcp_key = write(&dir, "mcp.key", &mcp_client.key_pem);
+    let own_cert = write(&dir, "own.pem", &own_client.cert_pem);
+    let own_key = write(&dir, "own.key", &own_client.key_pem);
     let mcp_path = server
         .url()
         .rsplit_once('/')
@@ -758,6 +763,10 @@ fn https_private_ca_and_mtls_on(driver: &str) {
     let url_file = dir.join("health.url");
     let base = format!("https://127.0.0.1:{}", cp_tls.port());
     let mcp_url = format!("https://127.0.0.1:{}/{mcp_path}", mcp_tls.port());
+    let own_entry = format!(
+        "channel=own,url=https://127.0.0.1:{}/{mcp_path},client-cert={own_cert},client-key=file:{own_key}",
+        own_tls.port()
+    );
     let url_file_s = url_file.display().to_string();
     let plain: Vec<&str> = vec![
         "tunnel",
@@ -772,6 +781,8 @@ fn https_private_ca_and_mtls_on(driver: &str) {
         "1s",
         "--mcp.server-url",
         &mcp_url,
+        "--mcp.server-url",
+        &own_entry,
         "--health.listen-addr",
         "127.0.0.1:0",
         "--health.url-file",
@@ -798,8 +809,19 @@ fn https_private_ca_and_mtls_on(driver: &str) {
     );
     run.health_url(&url_file);
     assert_serves_the_reference_tools(&cp, "main");
+    assert_serves_the_reference_tools(&cp, "own");
+    assert_serves_the_reference_tools(&cp, "main");
     let out = run.stop();
-    // Each server saw exactly its own client certificate, on every connection.
+    // Each server saw exactly its own client certificate, on every connection: the entry's
+    // own one for `own`, the route's for `main`.
+    let own_clients = std::mem::take(&mut own_seen.lock().unwrap().clients);
+    assert!(!own_clients.is_empty(), "{out}");
+    assert!(
+        own_clients
+            .iter()
+            .all(|c| c.as_deref() == Some(&own_client.der[..])),
+        "{out}"
+    );
     let cp_clients = std::mem::take(&mut cp_seen.lock().unwrap().clients);
     assert!(!cp_clients.is_empty(), "{out}");
     assert!(
@@ -1747,6 +1769,143 @@ fn the_startup_wait_holds_the_first_poll_until_the_mcp_server_answers() {
         );
         let out = run.stop();
         assert!(out.contains("mcp startup probe failed"), "{driver}: {out}");
+    }
+}
+
+/// A Unix-socket server's stand-in: accepts on `socket` and relays each connection to
+/// `backend` (TCP); counts the connections.
+#[cfg(unix)]
+fn unix_relay(socket: &Path, backend: std::net::SocketAddr) -> Arc<AtomicUsize> {
+    let listener = std::os::unix::net::UnixListener::bind(socket).unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let n = Arc::clone(&accepted);
+    thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            n.fetch_add(1, Ordering::SeqCst);
+            let Ok(up) = std::net::TcpStream::connect(backend) else {
+                continue;
+            };
+            let (mut down_r, mut up_w) = (conn.try_clone().unwrap(), up.try_clone().unwrap());
+            thread::spawn(move || {
+                let _ = std::io::copy(&mut down_r, &mut up_w);
+                let _ = up_w.shutdown(std::net::Shutdown::Write);
+            });
+            let (mut up_r, mut down_w) = (up, conn);
+            thread::spawn(move || {
+                let _ = std::io::copy(&mut up_r, &mut down_w);
+                let _ = down_w.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    accepted
+}
+
+/// `unix-socket=` in a `--mcp.server-url` entry (the Go client's): that server's requests go
+/// to the socket, with the URL's host as `Host`, while another entry's go over TCP; the
+/// start-up wait retries while the socket does not exist yet (the Go client's rule). Both
+/// drivers.
+#[cfg(unix)]
+#[test]
+fn a_server_entry_on_a_unix_socket_is_reached_over_it() {
+    for driver in ["blocking", "smol"] {
+        let cp = plane();
+        let server = reference_server();
+        let dir = scratch(&format!("mcp-unix-{driver}"));
+        let socket = dir.join("mcp.sock");
+        let path = server
+            .url()
+            .rsplit_once('/')
+            .map(|(_, p)| p.to_owned())
+            .unwrap();
+        let entry = format!(
+            "url=http://mcp-over-socket.invalid/{path},unix-socket={}",
+            socket.display()
+        );
+        let direct = format!("channel=direct,url={}", server.url());
+        let url_file = dir.join("health.url");
+        let mut run = tunnel_run(
+            driver,
+            &cp.base_url(),
+            &url_file,
+            &[
+                "--mcp.server-url",
+                &entry,
+                "--mcp.server-url",
+                &direct,
+                "--mcp.startup-wait-timeout",
+                "60s",
+            ],
+            &[("CONTROL_PLANE_API_KEY", KEY)],
+        );
+        run.health_url(&url_file);
+        // No socket yet: the probe retries instead of failing.
+        wait_for("a retried probe", || {
+            run.output()
+                .contains("retrying MCP startup probe")
+                .then_some(())
+        });
+        assert!(cp.plane().polls(GO_TUNNEL).is_empty(), "{driver}");
+        let accepted = unix_relay(&socket, server.local_addr());
+        wait_for("the first poll", || {
+            (!cp.plane().polls(GO_TUNNEL).is_empty()).then_some(())
+        });
+        assert_serves_the_reference_tools(&cp, "main");
+        let through_socket = accepted.load(Ordering::SeqCst);
+        assert!(through_socket > 0, "{driver}: {}", run.output());
+        assert_serves_the_reference_tools(&cp, "direct");
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            through_socket,
+            "{driver}: the direct channel's request went to the socket"
+        );
+        // `doctor` reaches the entry over its socket too.
+        let doctor = Command::new(env!("CARGO_BIN_EXE_mcpwire"))
+            .args([
+                "tunnel",
+                "doctor",
+                "--control-plane.base-url",
+                &cp.base_url(),
+            ])
+            .args([
+                "--control-plane.tunnel-id",
+                GO_TUNNEL,
+                "--mcp.server-url",
+                &entry,
+            ])
+            .env_clear()
+            .env("CONTROL_PLANE_API_KEY", KEY)
+            .output()
+            .unwrap();
+        let report = String::from_utf8_lossy(&doctor.stdout);
+        let line = format!(
+            "CHECK mcp.main         ok    http://mcp-over-socket.invalid/{path} is up over the \
+             Unix socket {}: it answers the start-up probe (HTTP 400); its MCP era is not \
+             checked on this transport\n",
+            socket.display()
+        );
+        assert!(report.contains(&line), "{driver}: {report}");
+        let out = run.stop();
+        // The socket's requests name the URL's host; the direct entry's never went there.
+        let hosts: Vec<String> = server
+            .server()
+            .requests()
+            .iter()
+            .filter_map(|r| {
+                r.headers
+                    .iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case("host"))
+                    .map(|(_, v)| v.clone())
+            })
+            .collect();
+        assert!(
+            hosts.iter().any(|h| h == "mcp-over-socket.invalid"),
+            "{driver}: {hosts:?}\n{out}"
+        );
+        assert!(
+            hosts.iter().any(|h| h.starts_with("127.0.0.1:")),
+            "{driver}: {hosts:?}\n{out}"
+        );
+        assert!(out.contains("mcp startup probe done"), "{driver}: {out}");
     }
 }
 

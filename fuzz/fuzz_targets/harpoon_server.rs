@@ -549,7 +549,12 @@ fn in_range(v: &Value, lo: u64, hi: u64, default: u64) -> Option<u64> {
     }
 }
 
-fn call_args(a: &CallArgs, reg: &Registry, cap: u64) -> (Map<String, Value>, CallSpec) {
+fn call_args(
+    a: &CallArgs,
+    reg: &Registry,
+    cap: u64,
+    redirects_cap: u32,
+) -> (Map<String, Value>, CallSpec) {
     let mut args = Map::new();
     let mut valid = true;
     let label = label_value(&a.label, reg);
@@ -691,11 +696,12 @@ fn call_args(a: &CallArgs, reg: &Registry, cap: u64) -> (Map<String, Value>, Cal
         };
         args.insert("follow_redirects".into(), v);
     }
-    let mut max_redirects = 5;
+    // `--harpoon.max-redirects` is a call's default and its cap (the Go client's rule).
+    let mut max_redirects = redirects_cap;
     if let Some(n) = &a.max_redirects {
         let v = num_value(n);
-        match in_range(&v, 0, 20, 5) {
-            Some(r) => max_redirects = u32::try_from(r).unwrap_or(20),
+        match in_range(&v, 0, u64::from(redirects_cap), u64::from(redirects_cap)) {
+            Some(r) => max_redirects = u32::try_from(r).unwrap_or(redirects_cap),
             None => valid = false,
         }
         args.insert("max_redirects".into(), v);
@@ -1183,6 +1189,8 @@ struct Fuzz {
     reg: Registry,
     now: Instant,
     cap: u64,
+    /// `--harpoon.max-redirects`.
+    redirects_cap: u32,
     cmds: Vec<Cmd>,
     /// The command whose outbound request is outstanding.
     open: Option<usize>,
@@ -1983,7 +1991,7 @@ impl Fuzz {
                 )
             }
             Req::Call(args) => {
-                let (a, spec) = call_args(args, &self.reg, self.cap);
+                let (a, spec) = call_args(args, &self.reg, self.cap, self.redirects_cap);
                 call = Some(spec);
                 ("tools/call", json!({"name": "call_target", "arguments": a}))
             }
@@ -2363,6 +2371,8 @@ fuzz_target!(|input: Input| {
     let mut config = HarpoonConfig::new(reg.clone(), [input.entropy; 64]);
     config.max_response_cap = cap;
     config.connection_max_age = Duration::from_secs(age);
+    let redirects_cap = [5, 0, 2, 20][usize::from((input.age / 4) % 4)];
+    config.max_redirects = redirects_cap;
     config.user_agent = USER_AGENT.to_owned();
     let now = Instant::now();
     let h = Harpoon::new(config, now).expect("Harpoon sets up");
@@ -2372,6 +2382,7 @@ fuzz_target!(|input: Input| {
         reg,
         now,
         cap,
+        redirects_cap,
         cmds: Vec::new(),
         open: None,
         records: 0,

@@ -701,22 +701,21 @@ fn server_entry(origin: &str, entry: &str) -> Result<(Target, ServerEntry), Conf
     let mut found = ServerEntry::default();
     let (mut cert, mut key) = (None, None);
     for part in entry.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let slot = match part.split_once('=') {
-            Some(("channel", v)) if !v.trim().is_empty() => &mut channel,
-            Some(("url", v)) if !v.trim().is_empty() => &mut url,
-            Some(("http-proxy", v)) if !v.trim().is_empty() => &mut found.proxy,
-            Some(("unix-socket", v)) if !v.trim().is_empty() => &mut found.unix_socket,
-            Some(("client-cert", v)) if !v.trim().is_empty() => &mut cert,
-            Some(("client-key", v)) if !v.trim().is_empty() => &mut key,
-            _ => {
-                return Err(bad(
+        let slot =
+            match part.split_once('=') {
+                Some(("channel", v)) if !v.trim().is_empty() => &mut channel,
+                Some(("url", v)) if !v.trim().is_empty() => &mut url,
+                Some(("http-proxy", v)) if !v.trim().is_empty() => &mut found.proxy,
+                Some(("unix-socket", v)) if !v.trim().is_empty() => &mut found.unix_socket,
+                Some(("client-cert", v)) if !v.trim().is_empty() => &mut cert,
+                Some(("client-key", v)) if !v.trim().is_empty() => &mut key,
+                _ => return Err(bad(
                     origin,
                     entry,
                     "expected a URL or key=value pairs (channel, url, http-proxy, unix-socket, \
                      client-cert, client-key)",
-                ))
-            }
-        };
+                )),
+            };
         *slot = part.split_once('=').map(|(_, v)| v.trim().to_owned());
     }
     let url = url.ok_or_else(|| bad(origin, entry, "the entry has no url=URL"))?;
@@ -1351,9 +1350,8 @@ pub fn resolve_layers(
         .map(|e| {
             server_entry(&url_origin, e).map(|(target, found)| {
                 if let TargetKind::Http { url } = &target.kind {
-                    let origin = |key: &str| {
-                        format!("{url_origin} {key}= (channel {})", target.channel)
-                    };
+                    let origin =
+                        |key: &str| format!("{url_origin} {key}= (channel {})", target.channel);
                     if let Some(value) = found.proxy {
                         let origin = origin("http-proxy");
                         entry_proxies.push((url.clone(), Raw { value, origin }));
@@ -2378,7 +2376,13 @@ mod tests {
                 ("https://b.local/mcp", "/run/mcp/b.sock")
             ]
         );
-        let own: Vec<&str> = c.tunnel.tls.mcp_servers.keys().map(String::as_str).collect();
+        let own: Vec<&str> = c
+            .tunnel
+            .tls
+            .mcp_servers
+            .keys()
+            .map(String::as_str)
+            .collect();
         assert_eq!(own, ["https://b.local/mcp", "https://c.local/mcp"]);
         assert!(c.tunnel.tls.mcp_identity.is_none());
         // The Go client's refusals, each naming the entry's problem.
@@ -2395,7 +2399,10 @@ mod tests {
                 "url=http://a.local/mcp,client-key=/tls/k.pem",
                 "client-key= needs client-cert=",
             ),
-            ("url=http://a.local/mcp,socket=/s", "expected a URL or key=value pairs"),
+            (
+                "url=http://a.local/mcp,socket=/s",
+                "expected a URL or key=value pairs",
+            ),
         ] {
             let e = resolve_urls(&[entry]).unwrap_err().0;
             assert!(e.contains(why), "{entry}: {e}");
@@ -2407,9 +2414,10 @@ mod tests {
             e.contains("unix-socket= (channel main)") && e.contains("\"NOPE\" is not set"),
             "{e}"
         );
-        let e = resolve_urls(&["url=http://a.local/mcp,client-cert=/tls/k.pem,client-key=/tls/k.pem"])
-            .unwrap_err()
-            .0;
+        let e =
+            resolve_urls(&["url=http://a.local/mcp,client-cert=/tls/k.pem,client-key=/tls/k.pem"])
+                .unwrap_err()
+                .0;
         assert!(e.contains("client-cert= (channel main)"), "{e}");
     }
 

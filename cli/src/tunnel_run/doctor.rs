@@ -167,6 +167,40 @@ fn mcp_http(channel: &str, url: &str) -> Check {
     }
 }
 
+/// A server the MCP client cannot reach on its own (a Unix socket, a client certificate of
+/// its entry's own): the tunnel's start-up probe, sent the way the tunnel sends its forwards.
+fn mcp_own_transport(tunnel: &TunnelConfig, channel: &str, url: &str) -> Check {
+    let id = format!("mcp.{channel}");
+    let shown = url.split('?').next().unwrap_or(url);
+    let how = match tunnel.unix_sockets.get(url) {
+        Some(path) => format!("over the Unix socket {}", path.display()),
+        None => "with its own client certificate".to_owned(),
+    };
+    match mcpwire::tunnel::blocking::check_mcp_server(tunnel, url) {
+        Ok(status) if status < 500 => check(
+            id,
+            Verdict::Ok,
+            format!(
+                "{shown} is up {how}: it answers the start-up probe (HTTP {status}); its MCP \
+                 era is not checked on this transport"
+            ),
+        ),
+        Ok(status) => check(
+            id,
+            Verdict::Warn,
+            format!("{shown} answers {how} with HTTP {status}: check the server's logs"),
+        ),
+        Err(e) => check(
+            id,
+            Verdict::Fail,
+            format!(
+                "no answer {how}: {e}: check the entry's unix-socket=/client-cert= and that \
+                 the server runs"
+            ),
+        ),
+    }
+}
+
 fn mcp_stdio(channel: &str, argv: &[String], path: Option<&str>) -> Check {
     let id = format!("mcp.{channel}");
     let Some(program) = argv.first() else {
@@ -328,6 +362,9 @@ pub fn checks(
     let path = env("PATH");
     for target in &config.tunnel.targets {
         out.push(match &target.kind {
+            TargetKind::Http { url } if config.tunnel.own_transports().contains(url) => {
+                mcp_own_transport(&config.tunnel, &target.channel, url)
+            }
             TargetKind::Http { url } => mcp_http(&target.channel, url),
             TargetKind::Stdio { argv } => mcp_stdio(&target.channel, argv, path.as_deref()),
         });

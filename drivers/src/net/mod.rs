@@ -8,10 +8,10 @@ pub(crate) mod hyper_smol;
 #[cfg(feature = "blocking")]
 pub(crate) mod threads;
 pub mod tls;
-#[cfg(feature = "blocking")]
-pub(crate) mod ureq;
 #[cfg(all(unix, feature = "blocking"))]
 pub(crate) mod unix_socket;
+#[cfg(feature = "blocking")]
+pub(crate) mod ureq;
 
 /// An I/O error in words: the common kinds named, others as the OS says them (a TLS error
 /// inside one says which certificate problem).

@@ -230,12 +230,7 @@ pub fn run(
                 Some(t) if crate::net::same_origin(&fetch.request.url, &wanted.server_url) => t,
                 _ => &mcp_tls,
             };
-            match harpoon_discovery::fetch_blocking(
-                tls,
-                &discovery_route,
-                &fetch,
-                wanted.policy,
-            ) {
+            match harpoon_discovery::fetch_blocking(tls, &discovery_route, &fetch, wanted.policy) {
                 Ok((head, body)) => d.handle_response(&head, &body),
                 Err(cause) => d.handle_failed(&cause),
             }
@@ -615,6 +610,47 @@ pub fn check_control_plane(config: &TunnelConfig) -> Result<MetadataAnswer, Meta
         name: shown(&json["name"]),
         description: shown(&json["description"]),
     })
+}
+
+/// One start-up probe request (a `ping`) to the HTTP MCP server at `url`, the way the tunnel
+/// reaches it: its Unix socket or proxy, its client certificate, the trust roots, the extra
+/// headers. The HTTP status it answered (`mcpwire tunnel doctor` reports it for servers the
+/// MCP client cannot reach on its own, such as one on a Unix socket).
+///
+/// # Errors
+/// The TLS settings cannot be used, or no answer came (why, with the host).
+pub fn check_mcp_server(config: &TunnelConfig, url: &str) -> Result<u16, MetadataError> {
+    let roots = crate::net::tls::load_roots(&config.tls)?;
+    let main = crate::net::tls::ureq_config(&roots, config.tls.mcp_identity.as_ref());
+    let spec = McpAgentSpec::new(config, &roots, main).map_err(|e| MetadataError::Unreachable {
+        cause: e.to_string(),
+    })?;
+    let agents = spec.agents();
+    let now = Instant::now();
+    let mut probe = startup_probe::StartupProbe::new(
+        url,
+        &config.discovery_headers(),
+        Duration::from_secs(10),
+        now,
+    );
+    let Some(request) = probe.poll_request(now) else {
+        return Err(MetadataError::Unreachable {
+            cause: "the probe has no request to send".to_owned(),
+        });
+    };
+    let way = config.mcp_egress().of(url);
+    let agent = agents.for_url(url);
+    match http::send_via(
+        agent,
+        proxy_of(&way),
+        &request,
+        Some(Duration::from_secs(10)),
+    ) {
+        Ok(response) => Ok(response.status().as_u16()),
+        Err(e) => Err(MetadataError::Unreachable {
+            cause: http::cause(&e, &request.url),
+        }),
+    }
 }
 
 /// How a start-up probe attempt failed, for the probe's retry rule.
