@@ -145,7 +145,8 @@ pub struct RunArgs {
     /// A channel to drain (repeatable) [env: CONTROL_PLANE_POLL_CHANNELS, comma-separated]
     #[arg(long = "control-plane.poll-channel", value_name = "NAME")]
     pub poll_channels: Vec<String>,
-    /// Streamable HTTP MCP server: URL (channel main) or channel=NAME,url=URL (repeatable)
+    /// Streamable HTTP MCP server: URL (channel main) or channel=NAME,url=URL, optionally with
+    /// http-proxy=URL, unix-socket=PATH, client-cert=PATH,client-key=PATH (repeatable)
     /// [env: MCP_SERVER_URL, one entry per line]
     #[arg(
         long = "mcp.server-url",
