@@ -672,7 +672,7 @@ const SERVER_ENTRY_KEYS: [&str; 6] = [
 
 /// What one `--mcp.server-url` entry says about reaching its server, raw
 /// (a value, `env:VAR` or, for paths, `file:PATH`).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 struct ServerEntry {
     /// `http-proxy=`: this server's own proxy.
     proxy: Option<String>,
@@ -680,6 +680,30 @@ struct ServerEntry {
     unix_socket: Option<String>,
     /// `client-cert=`/`client-key=`: this server's own client certificate and key.
     identity: Option<(String, String)>,
+}
+
+/// The tunnel gives a server's own transport (socket, proxy, certificate) to its URL, so two
+/// entries that name one URL must agree on them: otherwise one channel would silently be
+/// reached the other's way.
+fn same_url_same_options(
+    origin: &str,
+    entries: &[(String, String, ServerEntry)],
+) -> Result<(), ConfigError> {
+    for (i, (url, channel, options)) in entries.iter().enumerate() {
+        let clash = entries[..i]
+            .iter()
+            .find(|(u, _, o)| u == url && o != options);
+        if let Some((_, first, _)) = clash {
+            let url = redact_userinfo(url);
+            return Err(ConfigError(format!(
+                "invalid {origin}: channels {first} and {channel} both name {url} but with \
+                 different unix-socket=, client-cert=/client-key= or http-proxy=; give each \
+                 its own URL (e.g. http://{first}.localhost/mcp and \
+                 http://{channel}.localhost/mcp for two Unix sockets)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Parses one `--mcp.server-url` entry: a URL, or `key=value` pairs (`channel`, `url`,
@@ -1346,11 +1370,14 @@ pub fn resolve_layers(
     let mut entry_proxies: Vec<(String, Raw)> = Vec::new();
     let mut entry_sockets: Vec<(String, Raw)> = Vec::new();
     let mut entry_identities: Vec<(String, Raw, Raw)> = Vec::new();
+    // Every HTTP entry's own options, to refuse two entries of one URL that differ in them.
+    let mut entry_options: Vec<(String, String, ServerEntry)> = Vec::new();
     let parsed = urls
         .iter()
         .map(|e| {
             server_entry(&url_origin, e).map(|(target, found)| {
                 if let TargetKind::Http { url } = &target.kind {
+                    entry_options.push((url.clone(), target.channel.clone(), found.clone()));
                     let origin =
                         |key: &str| format!("{url_origin} {key}= (channel {})", target.channel);
                     if let Some(value) = found.proxy {
@@ -1392,6 +1419,7 @@ pub fn resolve_layers(
         }
         targets.push(target);
     }
+    same_url_same_options(&url_origin, &entry_options)?;
 
     let main_url = targets.iter().find_map(|t| match &t.kind {
         TargetKind::Http { url } if t.channel == DEFAULT_CHANNEL => Some(url.as_str()),
@@ -2420,6 +2448,33 @@ mod tests {
                 .unwrap_err()
                 .0;
         assert!(e.contains("client-cert= (channel main)"), "{e}");
+        // The tunnel keys a server's own transport by URL: one URL, two ways to reach it is
+        // refused rather than one channel silently taking the other's socket.
+        let e = resolve_urls(&[
+            "url=http://localhost/mcp,unix-socket=/run/a.sock",
+            "channel=b,url=http://localhost/mcp,unix-socket=/run/b.sock",
+        ])
+        .unwrap_err()
+        .0;
+        assert!(
+            e.contains("channels main and b both name http://localhost/mcp")
+                && e.contains("http://b.localhost/mcp"),
+            "{e}"
+        );
+        let e = resolve_urls(&[
+            "url=https://c.local/mcp,client-cert=/tls/c.pem,client-key=/tls/k.pem",
+            "channel=b,url=https://c.local/mcp",
+        ])
+        .unwrap_err()
+        .0;
+        assert!(e.contains("channels main and b both name"), "{e}");
+        // The same options twice share the server's transport.
+        let c = resolve_urls(&[
+            "url=http://localhost/mcp,unix-socket=/run/a.sock",
+            "channel=b,url=http://localhost/mcp,unix-socket=/run/a.sock",
+        ])
+        .unwrap();
+        assert_eq!(c.tunnel.unix_sockets.len(), 1);
     }
 
     #[test]

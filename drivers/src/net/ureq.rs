@@ -214,7 +214,10 @@ fn io_stage(e: &io::Error) -> TransportStage {
         io::ErrorKind::ConnectionRefused
         | io::ErrorKind::HostUnreachable
         | io::ErrorKind::NetworkUnreachable
-        | io::ErrorKind::AddrNotAvailable => TransportStage::Connect,
+        | io::ErrorKind::AddrNotAvailable
+        // A Unix socket that is not there, or that this user may not open.
+        | io::ErrorKind::NotFound
+        | io::ErrorKind::PermissionDenied => TransportStage::Connect,
         _ => TransportStage::Exchange,
     }
 }

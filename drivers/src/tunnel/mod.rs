@@ -43,6 +43,7 @@
 //!     mcp_extra_headers: Vec::new(),
 //!     mcp_discovery_extra_headers: Vec::new(),
 //!     startup_wait: None,
+//!     unix_sockets: Default::default(),
 //! };
 //! let log = Arc::new(Logger::stderr(Level::Info, false, vec!["sk-...".to_owned()]));
 //! // Runs until the stopper (kept by `on_start`, e.g. for a signal handler) is used.
