@@ -59,30 +59,6 @@ struct Run {
     out: Arc<Mutex<String>>,
 }
 
-/// The child's standard output and error, as they arrive, in one text.
-fn capture(child: &mut Child) -> Arc<Mutex<String>> {
-    let out: Arc<Mutex<String>> = Arc::default();
-    let streams: [Box<dyn Read + Send>; 2] = [
-        Box::new(child.stdout.take().unwrap()),
-        Box::new(child.stderr.take().unwrap()),
-    ];
-    for mut s in streams {
-        let o = Arc::clone(&out);
-        thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = s.read(&mut buf) {
-                if n == 0 {
-                    return;
-                }
-                o.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-    }
-    out
-}
-
 impl Run {
     fn start(args: &[&str], env: &[(&str, &str)]) -> Run {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpwire"));

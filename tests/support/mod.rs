@@ -175,7 +175,7 @@ impl Tunnel {
         let listener = TcpListener::bind(config.health_addr).unwrap();
         let health = listener.local_addr().unwrap();
         let status = Status::new();
-        health::serve(listener, Arc::clone(&status));
+        health::serve(listener, health::Served::new(Arc::clone(&status), None));
         let (tx, rx) = mpsc::channel();
         let on_start = move |stopper: Stopper| {
             tx.send(stopper)
@@ -435,6 +435,30 @@ pub fn mcp_request(cp: &ControlPlaneHandle, body: &str, extra: &[(&str, &str)]) 
         .collect();
     refs.extend_from_slice(extra);
     http("POST", &cp.mcp_url(TUNNEL), &refs, Some(body))
+}
+
+/// The child's standard output and error, as they arrive, in one text.
+pub fn capture(child: &mut std::process::Child) -> Arc<Mutex<String>> {
+    let out: Arc<Mutex<String>> = Arc::default();
+    let streams: [Box<dyn std::io::Read + Send>; 2] = [
+        Box::new(child.stdout.take().unwrap()),
+        Box::new(child.stderr.take().unwrap()),
+    ];
+    for mut s in streams {
+        let o = Arc::clone(&out);
+        thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = s.read(&mut buf) {
+                if n == 0 {
+                    return;
+                }
+                o.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+    }
+    out
 }
 
 // ---------------------------------------------------------------------------------------------

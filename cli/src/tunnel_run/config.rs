@@ -220,6 +220,25 @@ pub struct RunArgs {
         value_name = "PATH"
     )]
     pub health_unix_socket: Option<String>,
+    /// Turn off the admin UI (the operator's page at / on the health listener)
+    /// [env: ADMIN_UI_DISABLE]
+    #[arg(long = "admin-ui.disable", value_name = "BOOL",
+          num_args = 0..=1, default_missing_value = "true")]
+    pub admin_ui_disable: Option<String>,
+    /// Serve the admin UI to other hosts too (by default only to loopback peers, with a
+    /// loopback Host) [env: ALLOW_REMOTE_UI]
+    #[arg(long = "admin-ui.allow-remote", alias = "allow-remote-ui", value_name = "BOOL",
+          num_args = 0..=1, default_missing_value = "true")]
+    pub admin_ui_allow_remote: Option<String>,
+    /// Log lines the admin UI keeps for its log panel and diagnostic bundle (at most 100000)
+    /// [env: ADMIN_UI_LOG_BUFFER_EVENTS] [default: 2000]
+    #[arg(long = "admin-ui.log-buffer-events", value_name = "N")]
+    pub admin_ui_log_buffer_events: Option<String>,
+    /// Show Harpoon targets' URLs in the admin UI (hidden by default: labels, descriptions
+    /// and tags only) [env: ADMIN_UI_SHOW_HARPOON_URLS]
+    #[arg(long = "admin-ui.show-harpoon-urls", value_name = "BOOL",
+          num_args = 0..=1, default_missing_value = "true")]
+    pub admin_ui_show_harpoon_urls: Option<String>,
     /// Write this process's id to this file at start-up (removed at a clean exit)
     /// [env: PID_FILE]
     #[arg(long = "pid.file", value_name = "PATH")]
@@ -359,6 +378,19 @@ pub struct RunConfig {
     pub secrets: Secrets,
     /// Where the API key came from (a flag, a variable or the config file's key), never the key.
     pub api_key_origin: String,
+    /// The admin UI's settings (`None`: turned off).
+    pub admin_ui: Option<AdminUiSettings>,
+}
+
+/// How the admin UI is served.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdminUiSettings {
+    /// Other hosts may reach it (`--admin-ui.allow-remote`).
+    pub allow_remote: bool,
+    /// Log lines kept (`--admin-ui.log-buffer-events`).
+    pub log_lines: usize,
+    /// Harpoon targets' URLs are shown.
+    pub show_harpoon_urls: bool,
 }
 
 /// Secret values (header values, proxy passwords) for the log redactor; `Debug` shows only how
@@ -1336,6 +1368,7 @@ pub fn resolve_layers(
             })?
         }
     };
+    let admin_ui = admin_ui_settings(args, src)?;
     let log_level = match pick("log.level", args.log_level.as_ref(), "LOG_LEVEL", src) {
         None => Level::Info,
         Some(raw) => Level::parse(raw.value.trim()).ok_or_else(|| {
@@ -1621,7 +1654,48 @@ pub fn resolve_layers(
             .unwrap_or_default(),
         warnings,
         secrets: Secrets(secrets),
+        admin_ui,
     })
+}
+
+/// The admin UI's settings, or `None` when `--admin-ui.disable` turns it off.
+fn admin_ui_settings(
+    args: &RunArgs,
+    src: &Sources<'_>,
+) -> Result<Option<AdminUiSettings>, ConfigError> {
+    let disabled = boolean(pick(
+        "admin-ui.disable",
+        args.admin_ui_disable.as_ref(),
+        "ADMIN_UI_DISABLE",
+        src,
+    ))?;
+    let allow_remote = boolean(pick(
+        "admin-ui.allow-remote",
+        args.admin_ui_allow_remote.as_ref(),
+        "ALLOW_REMOTE_UI",
+        src,
+    ))?;
+    let log_lines = number(
+        pick(
+            "admin-ui.log-buffer-events",
+            args.admin_ui_log_buffer_events.as_ref(),
+            "ADMIN_UI_LOG_BUFFER_EVENTS",
+            src,
+        ),
+        mcpwire::tunnel::activity::LOG_LINES_KEPT,
+        100_000,
+    )?;
+    let show_harpoon_urls = boolean(pick(
+        "admin-ui.show-harpoon-urls",
+        args.admin_ui_show_harpoon_urls.as_ref(),
+        "ADMIN_UI_SHOW_HARPOON_URLS",
+        src,
+    ))?;
+    Ok((!disabled).then_some(AdminUiSettings {
+        allow_remote,
+        log_lines,
+        show_harpoon_urls,
+    }))
 }
 
 /// A file named by a path, `env:VAR` (the variable holds the path) or `file:PATH` (the Go

@@ -36,19 +36,9 @@ pub const NOT_IMPLEMENTED: &[(&str, &str, &str)] = &[
         "keeping Harpoon payloads for the admin UI",
     ),
     (
-        "allow-remote-ui",
-        "ALLOW_REMOTE_UI",
-        "the admin UI from other hosts",
-    ),
-    (
         "open-web-ui",
         "OPEN_WEB_UI",
         "opening the admin UI in a browser",
-    ),
-    (
-        "admin-ui.log-buffer-events",
-        "ADMIN_UI_LOG_BUFFER_EVENTS",
-        "the admin UI's log buffer",
     ),
     (
         "proxy.check-interval",

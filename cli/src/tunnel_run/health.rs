@@ -1,24 +1,41 @@
 //! `/healthz`, `/readyz` and `/metrics` on a small HTTP listener, served from the [`Status`]
-//! snapshot the tunnel driver publishes after every step.
+//! snapshot the tunnel driver publishes after every step, and the admin UI at `/`
+//! ([`AdminUi`]). Each connection is answered on a thread of its own (bounded), so a live view
+//! of the admin UI never holds up a probe.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
 use mcpwire::tunnel::Status;
 
+use super::admin_ui::http::{BadRequest, Request, Response};
+use super::admin_ui::{AdminUi, Answer};
+
 /// A connection the health listener answers: a TCP or a Unix stream.
-trait Conn: Read + Write {
-    /// Bounds each read and write (a slow client cannot hold the listener).
+pub trait Conn: Read + Write + Send + 'static {
+    /// Bounds each read and write (a slow client cannot hold a handler).
     fn bound(&self, limit: Duration);
+    /// Whether the peer is on this host (loopback, or any Unix-socket peer).
+    fn is_local(&self) -> bool;
 }
 
 impl Conn for std::net::TcpStream {
     fn bound(&self, limit: Duration) {
         let _ = self.set_read_timeout(Some(limit));
         let _ = self.set_write_timeout(Some(limit));
+    }
+
+    fn is_local(&self) -> bool {
+        self.peer_addr().is_ok_and(|a| match a.ip() {
+            std::net::IpAddr::V4(ip) => ip.is_loopback(),
+            std::net::IpAddr::V6(ip) => {
+                ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+            }
+        })
     }
 }
 
@@ -28,36 +45,106 @@ impl Conn for std::os::unix::net::UnixStream {
         let _ = self.set_read_timeout(Some(limit));
         let _ = self.set_write_timeout(Some(limit));
     }
+
+    fn is_local(&self) -> bool {
+        true
+    }
 }
 
-/// Answers each connection of `incoming` in turn, from a background thread.
+/// What the listener serves: the tunnel's status, and its admin UI unless turned off.
+#[derive(Clone)]
+pub struct Served {
+    /// The snapshot behind `/healthz`, `/readyz` and `/metrics`.
+    pub status: Arc<Status>,
+    /// The operator's page at `/` (`None`: `--admin-ui.disable`).
+    pub admin: Option<Arc<AdminUi>>,
+    /// Connections being answered, against [`MAX_CONNECTIONS`].
+    active: Arc<AtomicUsize>,
+    /// Event streams open, against [`MAX_STREAMS`].
+    streams: Arc<AtomicUsize>,
+}
+
+impl Served {
+    /// What to serve.
+    pub fn new(status: Arc<Status>, admin: Option<Arc<AdminUi>>) -> Self {
+        Served {
+            status,
+            admin,
+            active: Arc::default(),
+            streams: Arc::default(),
+        }
+    }
+}
+
+/// Connections answered at once; past it, a `503` at once.
+pub const MAX_CONNECTIONS: usize = 32;
+/// Event streams (the admin UI's live views) open at once.
+pub const MAX_STREAMS: usize = 8;
+
+/// Gives a connection's handler back its slot when it ends.
+struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    fn take(counter: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
+        let mut n = counter.load(Ordering::Relaxed);
+        loop {
+            if n >= max {
+                return None;
+            }
+            match counter.compare_exchange(n, n + 1, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => return Some(Slot(Arc::clone(counter))),
+                Err(now) => n = now,
+            }
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Answers each connection of `incoming` on a thread of its own (at most
+/// [`MAX_CONNECTIONS`] at once), accepting from a background thread.
 fn serve_all<C: Conn>(
     incoming: impl Iterator<Item = std::io::Result<C>> + Send + 'static,
-    status: Arc<Status>,
+    served: Served,
 ) {
     let _ = thread::Builder::new().name("health".into()).spawn(move || {
         for conn in incoming {
-            let Ok(conn) = conn else { continue };
+            let Ok(mut conn) = conn else { continue };
             conn.bound(Duration::from_secs(2));
-            answer(conn, &status);
+            let Some(slot) = Slot::take(&served.active, MAX_CONNECTIONS) else {
+                let busy = Response::text(503, "busy: too many connections\n");
+                let _ = busy.write(&mut conn, false);
+                continue;
+            };
+            let served = served.clone();
+            let _ = thread::Builder::new()
+                .name("health-conn".into())
+                .spawn(move || {
+                    let _slot = slot;
+                    answer(conn, &served);
+                });
         }
     });
 }
 
 /// Serves the endpoints on `listener` from a background thread.
-pub fn serve(listener: TcpListener, status: Arc<Status>) {
+pub fn serve(listener: TcpListener, served: Served) {
     serve_all(
         std::iter::from_fn(move || Some(listener.accept().map(|(conn, _)| conn))),
-        status,
+        served,
     );
 }
 
 /// Serves the endpoints on a Unix socket's `listener` from a background thread.
 #[cfg(unix)]
-pub fn serve_unix(listener: std::os::unix::net::UnixListener, status: Arc<Status>) {
+pub fn serve_unix(listener: std::os::unix::net::UnixListener, served: Served) {
     serve_all(
         std::iter::from_fn(move || Some(listener.accept().map(|(conn, _)| conn))),
-        status,
+        served,
     );
 }
 
@@ -103,45 +190,59 @@ pub fn unix_url(path: &str) -> String {
     )
 }
 
-/// The longest request head read.
-const MAX_HEAD: usize = 8192;
-
-fn answer(mut conn: impl Read + Write, status: &Status) {
-    let mut head = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_HEAD {
-        match conn.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => head.extend_from_slice(buf.get(..n).unwrap_or_default()),
+/// Answers one request on `conn`: the health endpoints, else the admin UI's paths.
+fn answer<C: Conn>(mut conn: C, served: &Served) {
+    let req = match Request::read(&mut conn) {
+        Ok(r) => r,
+        Err(BadRequest::Incomplete) => return,
+        Err(BadRequest::TooLarge) => {
+            let _ = Response::text(413, "request too large\n").write(&mut conn, false);
+            return;
         }
-    }
-    let text = String::from_utf8_lossy(&head);
-    let mut parts = text.split_whitespace();
-    let method = parts.next().unwrap_or("");
-    let path = parts.next().unwrap_or("").split('?').next().unwrap_or("");
-    let m = status.get();
-    let (code, ctype, body) = match (method, path) {
-        ("GET" | "HEAD", "/healthz") => (200, "text/plain", "ok\n".to_owned()),
-        ("GET" | "HEAD", "/readyz") => match &m.not_ready {
-            None => (200, "text/plain", "ready\n".to_owned()),
-            Some(why) => (503, "text/plain", format!("not ready: {why}\n")),
+        Err(BadRequest::Malformed) => {
+            let _ = Response::text(400, "bad request\n").write(&mut conn, false);
+            return;
+        }
+    };
+    let head_only = req.method == "HEAD";
+    let health = |code: u16, ctype: &str, body: String| {
+        let mut r = Response::text(code, &body);
+        // The probes' answers keep their plain form (no page policy needed).
+        r.headers = vec![("Content-Type", ctype.to_owned())];
+        r
+    };
+    let response = match (req.method.as_str(), req.path.as_str()) {
+        ("GET" | "HEAD", "/healthz") => health(200, "text/plain", "ok\n".to_owned()),
+        ("GET" | "HEAD", "/readyz") => match served.status.get().not_ready {
+            None => health(200, "text/plain", "ready\n".to_owned()),
+            Some(why) => health(503, "text/plain", format!("not ready: {why}\n")),
         },
-        ("GET" | "HEAD", "/metrics") => (200, "text/plain; version=0.0.4", m.prometheus()),
-        ("GET" | "HEAD", _) => (404, "text/plain", "not found\n".to_owned()),
-        _ => (405, "text/plain", "method not allowed\n".to_owned()),
+        ("GET" | "HEAD", "/metrics") => health(
+            200,
+            "text/plain; version=0.0.4",
+            served.status.get().prometheus(),
+        ),
+        (_, "/healthz" | "/readyz" | "/metrics") => {
+            health(405, "text/plain", "method not allowed\n".to_owned())
+        }
+        (_, path) => match &served.admin {
+            Some(admin) if AdminUi::owns(path) => match admin.handle(&req, conn.is_local()) {
+                Answer::Full(r) => r,
+                Answer::Events(stream, after) => {
+                    let Some(_slot) = Slot::take(&served.streams, MAX_STREAMS) else {
+                        let busy = Response::text(503, "busy: too many live views open\n");
+                        let _ = busy.write(&mut conn, false);
+                        return;
+                    };
+                    admin.stream(stream, after, &mut conn, &|| false);
+                    return;
+                }
+            },
+            _ if matches!(req.method.as_str(), "GET" | "HEAD") => {
+                health(404, "text/plain", "not found\n".to_owned())
+            }
+            _ => health(405, "text/plain", "method not allowed\n".to_owned()),
+        },
     };
-    let reason = match code {
-        200 => "OK",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        _ => "Service Unavailable",
-    };
-    let mut response = format!(
-        "HTTP/1.1 {code} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    if method != "HEAD" {
-        response.push_str(&body);
-    }
-    let _ = conn.write_all(response.as_bytes());
+    let _ = response.write(&mut conn, head_only);
 }

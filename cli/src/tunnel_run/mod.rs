@@ -6,6 +6,7 @@
 //! with `--driver` (the `mcpwire` crate's `tunnel::blocking` or `tunnel::smol`) runs the
 //! tunnel, writing redacted one-line logs; [`signals`] stops it on SIGINT/SIGTERM.
 
+pub mod admin_ui;
 pub mod config;
 pub mod config_file;
 pub mod doctor;
@@ -56,6 +57,10 @@ pub fn run(args: &RunArgs) -> ExitCode {
             }
         },
     };
+    let log = match &config.admin_ui {
+        Some(ui) => log.keeping_recent(ui.log_lines),
+        None => log,
+    };
     let log = Arc::new(log);
     if let Some(source) = &config.config_source {
         log.log(
@@ -78,7 +83,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
         },
     };
     let status = Status::new();
-    let (addr, url, _socket) = match listen(&config, &status) {
+    let (addr, url, _socket) = match listen(&config, &status, &log) {
         Ok(bound) => bound,
         Err(message) => {
             eprintln!("mcpwire: {message}");
@@ -126,7 +131,15 @@ pub fn run(args: &RunArgs) -> ExitCode {
 fn listen(
     config: &config::RunConfig,
     status: &Arc<Status>,
+    log: &Arc<Logger>,
 ) -> Result<(String, String, Option<RemoveOnDrop>), String> {
+    let served = |addr: &str| {
+        let admin = config.admin_ui.as_ref().map(|ui| {
+            let fixed = admin_ui::overview::Fixed::of(config, addr, ui.show_harpoon_urls);
+            admin_ui::AdminUi::new(ui.allow_remote, Arc::clone(status), Arc::clone(log), fixed)
+        });
+        health::Served::new(Arc::clone(status), admin)
+    };
     if let Some(path) = &config.health_unix_socket {
         #[cfg(unix)]
         {
@@ -134,7 +147,7 @@ fn listen(
             health::prepare_unix_socket(std::path::Path::new(path)).map_err(invalid)?;
             let listener = std::os::unix::net::UnixListener::bind(path)
                 .map_err(|e| invalid(format!("cannot listen there: {e}")))?;
-            health::serve_unix(listener, Arc::clone(status));
+            health::serve_unix(listener, served(path));
             return Ok((
                 path.clone(),
                 health::unix_url(path),
@@ -155,7 +168,14 @@ fn listen(
     let addr = listener
         .local_addr()
         .map_or_else(|_| config.health_addr.to_string(), |a| a.to_string());
-    health::serve(listener, Arc::clone(status));
+    health::serve(listener, served(&addr));
+    if config.admin_ui.is_some() {
+        log.log(
+            Level::Info,
+            "admin UI",
+            &[("url", &format!("http://{addr}/"))],
+        );
+    }
     Ok((addr.clone(), format!("http://{addr}"), None))
 }
 

@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Mutex, PoisonError, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::activity::{Feed, LogRecord};
+
 /// A log level, lowest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
@@ -58,6 +60,8 @@ pub struct Logger {
     json: bool,
     secrets: RwLock<Vec<String>>,
     out: Mutex<Box<dyn Write + Send>>,
+    /// The newest lines, for an operator's page (when asked for).
+    recent: Option<Feed<LogRecord>>,
 }
 
 impl std::fmt::Debug for Logger {
@@ -85,7 +89,21 @@ impl Logger {
             json,
             secrets: RwLock::new(secrets),
             out: Mutex::new(out),
+            recent: None,
         }
+    }
+
+    /// Keeps the newest `capacity` lines (redacted, as written) in a [`Feed`] besides writing
+    /// them.
+    #[must_use]
+    pub fn keeping_recent(mut self, capacity: usize) -> Self {
+        self.recent = Some(Feed::new(capacity));
+        self
+    }
+
+    /// The newest lines, when [`keeping_recent`](Self::keeping_recent) asked for them.
+    pub fn recent(&self) -> Option<&Feed<LogRecord>> {
+        self.recent.as_ref()
     }
 
     /// A logger writing to standard error.
@@ -128,26 +146,30 @@ impl Logger {
         if !self.enabled(level) {
             return;
         }
-        let ts = rfc3339(SystemTime::now());
+        let now = SystemTime::now();
+        let ts = rfc3339(now);
+        let msg = self.redact(msg);
+        let fields: Vec<(&str, String)> = fields
+            .iter()
+            .map(|(k, v)| (*k, self.redact(&v.to_string())))
+            .collect();
         let mut line = String::new();
         if self.json {
             let mut obj = serde_json::Map::new();
             obj.insert("ts".into(), ts.into());
             obj.insert("level".into(), level.as_str().into());
-            obj.insert("msg".into(), self.redact(msg).into());
-            for (k, v) in fields {
-                obj.insert((*k).to_owned(), self.redact(&v.to_string()).into());
+            obj.insert("msg".into(), msg.as_str().into());
+            for (k, v) in &fields {
+                obj.insert((*k).to_owned(), v.as_str().into());
             }
             line.push_str(&serde_json::Value::Object(obj).to_string());
         } else {
             let _ = write!(
                 line,
-                "{ts} {:<5} {}",
+                "{ts} {:<5} {msg}",
                 level.as_str().to_ascii_uppercase(),
-                self.redact(msg)
             );
-            for (k, v) in fields {
-                let v = self.redact(&v.to_string());
+            for (k, v) in &fields {
                 if v.is_empty() || v.contains([' ', '"', '=', '\t']) {
                     let _ = write!(line, " {k}={v:?}");
                 } else {
@@ -159,6 +181,18 @@ impl Logger {
         let mut out = self.out.lock().unwrap_or_else(PoisonError::into_inner);
         let _ = out.write_all(line.as_bytes());
         let _ = out.flush();
+        drop(out);
+        if let Some(recent) = &self.recent {
+            let at_unix_ms = now
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+            recent.push(LogRecord {
+                at_unix_ms,
+                level,
+                msg,
+                fields: fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+            });
+        }
     }
 
     /// `text` with every configured secret and every bearer token replaced by `[redacted]`.

@@ -52,6 +52,7 @@
 //! # Ok::<(), mcpwire::tunnel::Error>(())
 //! ```
 
+pub mod activity;
 pub mod config;
 #[cfg(any(feature = "blocking", feature = "smol"))]
 pub(crate) mod driver_core;
@@ -61,7 +62,7 @@ pub mod log;
 #[cfg(any(feature = "blocking", feature = "smol"))]
 mod report;
 mod startup;
-mod status;
+pub mod status;
 mod stop;
 
 #[cfg(feature = "blocking")]

@@ -12,15 +12,18 @@ use mcpwire_core::tunnel::harpoon::HarpoonEvent;
 use mcpwire_core::tunnel::wire::RespType;
 use mcpwire_core::tunnel::{self, CommandId, Forwarded, TunnelFailure};
 
+use super::activity::{unix_ms_now, Activity, CommandRecord, HarpoonCallRecord};
 use super::log::{Level, Logger};
 use super::status::{HarpoonKey, Metrics};
 
 /// What the log line of a command's outcome says about it.
 struct CmdInfo {
+    cmd: CommandId,
     channel: String,
     method: String,
     started: Instant,
-    failure: Option<&'static str>,
+    failure: Option<TunnelFailure>,
+    post_retries: u32,
 }
 
 /// The driver-independent bookkeeping of a running tunnel: counters and per-command context.
@@ -56,7 +59,11 @@ pub struct Report {
     /// The counters and gauges published to the health listener.
     pub metrics: Metrics,
     info: BTreeMap<String, CmdInfo>,
+    /// The request id of each command with a forward, for what comes by [`CommandId`].
+    ids: BTreeMap<CommandId, String>,
     post_failed: BTreeSet<CommandId>,
+    /// Where finished commands and Harpoon calls go for an operator's page.
+    pub activity: Arc<Activity>,
     /// Why the last poll got no answer (the driver's words, and whether it timed out), until
     /// its event is logged.
     poll_cause: Option<(String, bool)>,
@@ -69,7 +76,9 @@ impl Report {
             log,
             metrics: Metrics::default(),
             info: BTreeMap::new(),
+            ids: BTreeMap::new(),
             post_failed: BTreeSet::new(),
+            activity: Arc::default(),
             poll_cause: None,
         }
     }
@@ -80,11 +89,11 @@ impl Report {
         match e {
             tunnel::Event::Engine(e) => self.event(e),
             tunnel::Event::ForwardStarted {
+                cmd,
                 request_id,
                 channel,
                 what,
-                ..
-            } => self.forward_started(request_id, channel, what),
+            } => self.forward_started(cmd, request_id, channel, what),
             tunnel::Event::ForwardRefused {
                 request_id,
                 failure,
@@ -133,6 +142,14 @@ impl Report {
                     CallResult::Answered => Level::Info,
                     _ => Level::Warn,
                 };
+                self.activity.harpoon_calls.push(HarpoonCallRecord {
+                    at_unix_ms: unix_ms_now(),
+                    label: call.label.clone(),
+                    status: call.status,
+                    outcome: call.result.as_str(),
+                    duration_ms: u64::try_from(call.latency.as_millis()).unwrap_or(u64::MAX),
+                    response_bytes: call.response_bytes,
+                });
                 let status = call
                     .status
                     .map_or_else(|| "-".to_owned(), |s| s.to_string());
@@ -177,26 +194,46 @@ impl Report {
     }
 
     /// A forward starts: remember its channel, method and start for its outcome line.
-    fn forward_started(&mut self, request_id: String, channel: String, what: Forwarded) {
+    fn forward_started(
+        &mut self,
+        cmd: CommandId,
+        request_id: String,
+        channel: String,
+        what: Forwarded,
+    ) {
         let method = match what {
             Forwarded::JsonRpc { method } => method.unwrap_or_else(|| "-".into()),
             Forwarded::SessionTermination => "session_termination".into(),
         };
+        self.ids.insert(cmd, request_id.clone());
         self.info.insert(
             request_id,
             CmdInfo {
+                cmd,
                 channel,
                 method,
                 started: Instant::now(),
                 failure: None,
+                post_retries: 0,
             },
         );
+    }
+
+    /// A forward failed (the tunnel answers the command with `failure`): kept for its
+    /// outcome.
+    pub fn forward_failed(&mut self, cmd: CommandId, failure: &TunnelFailure) {
+        if let Some(id) = self.ids.get(&cmd).cloned() {
+            self.note_failure(&id, *failure);
+        }
     }
 
     /// A response POST starts; counts it as a retry when the command's last attempt failed.
     pub fn post_started(&mut self, cmd: CommandId) {
         if self.post_failed.remove(&cmd) {
             self.metrics.delivery_retries += 1;
+            if let Some(info) = self.ids.get(&cmd).and_then(|id| self.info.get_mut(id)) {
+                info.post_retries += 1;
+            }
         }
     }
 
@@ -224,7 +261,7 @@ impl Report {
     /// Remembers why a command failed, for its outcome line.
     fn note_failure(&mut self, request_id: &str, failure: TunnelFailure) {
         if let Some(info) = self.info.get_mut(request_id) {
-            info.failure = Some(failure.source().as_str());
+            info.failure = Some(failure);
         }
     }
 
@@ -232,11 +269,16 @@ impl Report {
         &mut self,
         request_id: &str,
         outcome: &'static str,
+        resp_code: Option<u16>,
         level: Level,
         detail: &[(&str, &dyn std::fmt::Display)],
     ) {
         self.metrics.count(outcome);
         let info = self.info.remove(request_id);
+        if let Some(i) = &info {
+            self.ids.remove(&i.cmd);
+            self.post_failed.remove(&i.cmd);
+        }
         let (channel, method, ms) = match &info {
             Some(i) => (
                 i.channel.as_str(),
@@ -245,7 +287,22 @@ impl Report {
             ),
             None => ("-", "-", 0),
         };
-        let failure = info.as_ref().and_then(|i| i.failure).unwrap_or("-");
+        let failure_of = info.as_ref().and_then(|i| i.failure.as_ref());
+        let failure = failure_of.map_or("-", |f| f.source().as_str());
+        self.activity.commands.push(CommandRecord {
+            at_unix_ms: unix_ms_now(),
+            request_id: request_id.to_owned(),
+            channel: channel.to_owned(),
+            method: method.to_owned(),
+            outcome,
+            resp_code,
+            failure_source: failure_of.map(|f| f.source().as_str()),
+            failure_kind: failure_of
+                .and_then(TunnelFailure::transport_error_kind)
+                .map(|k| k.as_str()),
+            duration_ms: u64::try_from(ms).unwrap_or(u64::MAX),
+            post_retries: info.as_ref().map_or(0, |i| i.post_retries),
+        });
         let mut fields: Vec<(&str, &dyn std::fmt::Display)> = vec![
             ("request_id", &request_id),
             ("channel", &channel),
@@ -265,6 +322,7 @@ impl Report {
         match e {
             Event::Polled { commands } => {
                 self.metrics.polled_now();
+                self.metrics.poll_backoff_ms = None;
                 self.metrics.commands_polled += commands as u64;
                 self.log
                     .log(Level::Debug, "polled", &[("commands", &commands)]);
@@ -285,6 +343,7 @@ impl Report {
                 let status = status.map_or_else(|| "transport".to_owned(), |s| s.to_string());
                 let code = code.unwrap_or_else(|| "-".into());
                 let retry = retry_in.as_millis();
+                self.metrics.poll_backoff_ms = Some(u64::try_from(retry).unwrap_or(u64::MAX));
                 let mut fields: Vec<(&str, &dyn std::fmt::Display)> =
                     vec![("status", &status), ("code", &code)];
                 if let Some(c) = &cause {
@@ -309,6 +368,7 @@ impl Report {
                 self.outcome(
                     &request_id,
                     "skipped",
+                    None,
                     Level::Warn,
                     &[("command_type", &command_type)],
                 );
@@ -328,7 +388,13 @@ impl Report {
                     Stage::DuringForward => "during_forward",
                     Stage::DuringDelivery => "during_delivery",
                 };
-                self.outcome(&request_id, "expired", Level::Info, &[("stage", &stage)]);
+                self.outcome(
+                    &request_id,
+                    "expired",
+                    None,
+                    Level::Info,
+                    &[("stage", &stage)],
+                );
             }
             Event::Completed {
                 request_id,
@@ -378,18 +444,20 @@ impl Report {
                 self.outcome(
                     &request_id,
                     outcome,
+                    Some(resp_code),
                     Level::Info,
                     &[("resp_type", &rt), ("resp_code", &resp_code)],
                 );
             }
             Event::AlreadyFulfilled { request_id } => {
-                self.outcome(&request_id, "already_fulfilled", Level::Info, &[]);
+                self.outcome(&request_id, "already_fulfilled", None, Level::Info, &[]);
             }
             Event::DeliveryFailed { request_id, status } => {
                 let status = status.map_or_else(|| "transport".to_owned(), |s| s.to_string());
                 self.outcome(
                     &request_id,
                     "delivery_failed",
+                    None,
                     Level::Warn,
                     &[("status", &status)],
                 );

@@ -11,6 +11,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use mcpwire_core::tunnel::cloudflare::{combine_readiness, CompanionState};
 use mcpwire_core::tunnel::{Health, NotReady, Readiness};
 
+use super::activity::Activity;
+
 /// What the health endpoints report: counters the driver keeps and the engine's state.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Metrics {
@@ -61,6 +63,11 @@ pub struct Metrics {
     pub command_latency: BTreeMap<LatencyKey, Histogram>,
     /// `commands_age_seconds`: from a command's `created_at` to its admission.
     pub commands_age: Histogram,
+    /// How long the engine waits before the next poll after a failed one (cleared by a
+    /// successful poll), in milliseconds.
+    pub poll_backoff_ms: Option<u64>,
+    /// The cloudflared companion's state, when one runs.
+    pub companion: Option<String>,
 }
 
 /// The labels of a `command_end_to_end_latency_milliseconds` series.
@@ -272,6 +279,15 @@ impl Metrics {
         self.queued = health.queued_forwards;
         self.forwards_in_flight = health.forwards_in_flight;
         self.posts_in_flight = health.posts_in_flight;
+        self.companion = companion.map(|c| {
+            match c {
+                CompanionState::Starting => "starting",
+                CompanionState::Ready => "ready",
+                CompanionState::Unready => "unready",
+                CompanionState::Exited => "exited",
+            }
+            .to_owned()
+        });
         self.not_ready = if stopping {
             Some("shutting down".to_owned())
         } else if let Some(problem) = &self.startup_problem {
@@ -584,9 +600,13 @@ fn not_ready_text(why: &NotReady) -> String {
     }
 }
 
-/// The snapshot shared between the driver and the listener.
+/// The snapshot shared between the driver and the listener, and the feeds of what the tunnel
+/// did lately ([`Activity`]).
 #[derive(Debug, Default)]
-pub struct Status(Mutex<Metrics>);
+pub struct Status {
+    metrics: Mutex<Metrics>,
+    activity: Arc<Activity>,
+}
 
 impl Status {
     /// A fresh, not-ready status.
@@ -601,12 +621,17 @@ impl Status {
 
     /// Replaces the snapshot.
     pub fn publish(&self, m: Metrics) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = m;
+        *self.metrics.lock().unwrap_or_else(PoisonError::into_inner) = m;
+    }
+
+    /// The recent commands and Harpoon calls, filled by the running tunnel's report stream.
+    pub fn activity(&self) -> &Arc<Activity> {
+        &self.activity
     }
 
     /// A copy of the snapshot.
     pub fn get(&self) -> Metrics {
-        self.0
+        self.metrics
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()

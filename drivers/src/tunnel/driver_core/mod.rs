@@ -260,6 +260,7 @@ impl Prepared {
         };
         d.report.metrics.startup_problem = self.startup_problem;
         d.report.metrics.tunnel_id = d.tunnel.config().tunnel_id.clone();
+        d.report.activity = Arc::clone(d.status.activity());
         d.report.metrics.queue_capacity = d.tunnel.config().max_in_flight;
         d.report.metrics.worker_capacity = d.tunnel.config().max_concurrent_forwards;
         // The tunnel's first outputs start the stdio children.
@@ -494,6 +495,7 @@ impl<R: Runtime> DriverCore<R> {
             }
             Completion::Failed { cmd, failure } => {
                 self.rt.forward_ended(cmd);
+                self.report.forward_failed(cmd, &failure);
                 let _ = self.tunnel.handle_forward_failed(now, cmd, failure);
             }
             Completion::Post { id, cmd, result } => {

@@ -1,0 +1,193 @@
+//! The health listener's HTTP/1.1: one request per connection, its head parsed by `httparse`,
+//! a small body by `Content-Length`, and whole responses with the admin UI's security headers.
+
+use std::io::{Read, Write};
+
+/// The longest request head read.
+pub const MAX_HEAD: usize = 8192;
+/// The largest request body read (the admin UI's changes are tiny JSON objects).
+pub const MAX_BODY: usize = 4096;
+
+/// One parsed request.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Request {
+    /// `GET`, `POST`, ...
+    pub method: String,
+    /// The path without the query.
+    pub path: String,
+    /// The query string (without `?`).
+    pub query: String,
+    /// The headers, names in lower case.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+/// Why a request could not be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BadRequest {
+    /// Not HTTP/1.x, or a malformed head.
+    Malformed,
+    /// A head or body over the limits.
+    TooLarge,
+    /// The peer closed or stalled before a whole request arrived.
+    Incomplete,
+}
+
+impl Request {
+    /// The first value of header `name` (lower case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Query parameter `name` as a number.
+    pub fn query_u64(&self, name: &str) -> Option<u64> {
+        self.query
+            .split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(k, _)| *k == name)
+            .and_then(|(_, v)| v.parse().ok())
+    }
+
+    /// `Last-Event-ID` (an event stream's resumption) as a number.
+    pub fn last_event_id(&self) -> Option<u64> {
+        self.header("last-event-id")
+            .and_then(|v| v.trim().parse().ok())
+    }
+
+    /// Reads one request from `conn`.
+    pub fn read(conn: &mut dyn Read) -> Result<Request, BadRequest> {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 1024];
+        let head_len = loop {
+            let mut headers = [httparse::EMPTY_HEADER; 48];
+            let mut parsed = httparse::Request::new(&mut headers);
+            match parsed.parse(&buf) {
+                Ok(httparse::Status::Complete(n)) => break n,
+                Ok(httparse::Status::Partial) => {}
+                Err(httparse::Error::TooManyHeaders) => return Err(BadRequest::TooLarge),
+                Err(_) => return Err(BadRequest::Malformed),
+            }
+            if buf.len() >= MAX_HEAD {
+                return Err(BadRequest::TooLarge);
+            }
+            match conn.read(&mut chunk) {
+                Ok(0) | Err(_) => return Err(BadRequest::Incomplete),
+                Ok(n) => buf.extend_from_slice(chunk.get(..n).unwrap_or_default()),
+            }
+        };
+        let mut headers = [httparse::EMPTY_HEADER; 48];
+        let mut parsed = httparse::Request::new(&mut headers);
+        if !matches!(parsed.parse(&buf), Ok(httparse::Status::Complete(_))) {
+            return Err(BadRequest::Malformed);
+        }
+        let target = parsed.path.unwrap_or("");
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        let mut req = Request {
+            method: parsed.method.unwrap_or("").to_owned(),
+            path: path.to_owned(),
+            query: query.to_owned(),
+            headers: Vec::new(),
+            body: Vec::new(),
+        };
+        for h in parsed.headers.iter() {
+            let value = std::str::from_utf8(h.value).map_err(|_| BadRequest::Malformed)?;
+            req.headers
+                .push((h.name.to_ascii_lowercase(), value.trim().to_owned()));
+        }
+        let length = match req.header("content-length") {
+            None => 0,
+            Some(v) => v.parse::<usize>().map_err(|_| BadRequest::Malformed)?,
+        };
+        if length > MAX_BODY {
+            return Err(BadRequest::TooLarge);
+        }
+        if req.header("transfer-encoding").is_some() {
+            return Err(BadRequest::Malformed);
+        }
+        let mut body = buf.get(head_len..).unwrap_or_default().to_vec();
+        while body.len() < length {
+            match conn.read(&mut chunk) {
+                Ok(0) | Err(_) => return Err(BadRequest::Incomplete),
+                Ok(n) => body.extend_from_slice(chunk.get(..n).unwrap_or_default()),
+            }
+        }
+        body.truncate(length);
+        req.body = body;
+        Ok(req)
+    }
+}
+
+/// A whole response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Response {
+    /// The status code.
+    pub status: u16,
+    /// Headers besides `Content-Length` and `Connection`.
+    pub headers: Vec<(&'static str, String)>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+/// The admin UI's policy: only its own assets, no framing, no sniffing, no referrer, no cache.
+const SECURITY_HEADERS: [(&str, &str); 5] = [
+    (
+        "Content-Security-Policy",
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    ),
+    ("X-Content-Type-Options", "nosniff"),
+    ("X-Frame-Options", "DENY"),
+    ("Referrer-Policy", "no-referrer"),
+    ("Cache-Control", "no-store"),
+];
+
+impl Response {
+    /// A response with `body` of type `ctype` and the security headers.
+    pub fn new(status: u16, ctype: &str, body: &str) -> Self {
+        let mut headers: Vec<(&'static str, String)> = vec![("Content-Type", ctype.to_owned())];
+        headers.extend(SECURITY_HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())));
+        Response {
+            status,
+            headers,
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    /// A plain-text response.
+    pub fn text(status: u16, body: &str) -> Self {
+        Self::new(status, "text/plain; charset=utf-8", body)
+    }
+
+    /// Writes it (without the body for `HEAD`).
+    pub fn write(&self, out: &mut dyn Write, head_only: bool) -> std::io::Result<()> {
+        let mut text = format!("HTTP/1.1 {} {}\r\n", self.status, reason(self.status));
+        for (k, v) in &self.headers {
+            text.push_str(&format!("{k}: {v}\r\n"));
+        }
+        text.push_str(&format!(
+            "Content-Length: {}\r\nConnection: close\r\n\r\n",
+            self.body.len()
+        ));
+        out.write_all(text.as_bytes())?;
+        if !head_only {
+            out.write_all(&self.body)?;
+        }
+        out.flush()
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        413 => "Content Too Large",
+        503 => "Service Unavailable",
+        _ => "",
+    }
+}
