@@ -246,3 +246,77 @@ fn answer<C: Conn>(mut conn: C, served: &Served) {
     };
     let _ = response.write(&mut conn, head_only);
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use mcpwire::tunnel::log::{Level, Logger};
+
+    fn exchange(addr: std::net::SocketAddr, request: &str) -> String {
+        let mut conn = std::net::TcpStream::connect(addr).unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        conn.write_all(request.as_bytes()).unwrap();
+        let mut out = String::new();
+        let _ = conn.read_to_string(&mut out);
+        out
+    }
+
+    fn start(admin: bool) -> std::net::SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let status = Status::new();
+        let admin = admin.then(|| {
+            let log = Logger::new(Level::Info, false, Vec::new(), Box::new(std::io::sink()))
+                .keeping_recent(10);
+            AdminUi::new(
+                false,
+                Arc::clone(&status),
+                Arc::new(log),
+                super::super::admin_ui::overview::Fixed::default(),
+            )
+        });
+        serve(listener, Served::new(status, admin));
+        addr
+    }
+
+    #[test]
+    fn without_the_admin_ui_only_the_probes_answer() {
+        let addr = start(false);
+        let root = exchange(addr, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+        assert!(root.starts_with("HTTP/1.1 404 "), "{root}");
+        let ui = exchange(addr, "GET /admin/api/overview HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+        assert!(ui.starts_with("HTTP/1.1 404 "), "{ui}");
+        let health = exchange(addr, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+        assert!(health.starts_with("HTTP/1.1 200 ") && health.ends_with("ok\n"), "{health}");
+        let post = exchange(addr, "POST /healthz HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+        assert!(post.starts_with("HTTP/1.1 405 "), "{post}");
+        let junk = exchange(addr, "\u{1}\u{2} nonsense\r\n\r\n");
+        assert!(junk.starts_with("HTTP/1.1 400 "), "{junk}");
+    }
+
+    #[test]
+    fn an_open_live_view_does_not_hold_up_the_probes() {
+        let addr = start(true);
+        let page = exchange(addr, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+        assert!(page.starts_with("HTTP/1.1 200 ") && page.contains("mcpwire-admin-token"), "{page}");
+        // An event stream stays open...
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream
+            .write_all(b"GET /admin/events/logs HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut head = [0u8; 64];
+        let n = stream.read(&mut head).unwrap();
+        assert!(head[..n].starts_with(b"HTTP/1.1 200 OK"), "{:?}", &head[..n]);
+        // ...while a probe is answered.
+        let ready = exchange(addr, "GET /readyz HTTP/1.1\r\nHost: localhost\r\n\r\n");
+        assert!(ready.starts_with("HTTP/1.1 503 "), "{ready}");
+        let big = format!(
+            "POST /admin/api/log-level HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n",
+            super::super::admin_ui::http::MAX_BODY + 1
+        );
+        let refused = exchange(addr, &big);
+        assert!(refused.starts_with("HTTP/1.1 413 "), "{refused}");
+    }
+}
