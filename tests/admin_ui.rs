@@ -108,6 +108,8 @@ fn in_a_real_browser(driver: &str) {
     let main = format!("url={},channel=main", server.url());
     let broken = format!("channel=broken,url=http://{closed}/mcp");
     let base = cp.base_url();
+    // A Harpoon target (the reference server's endpoint, which answers a GET with 405).
+    let harpoon = format!("label=docs,url={},desc=\"The docs service\"", server.url());
     let url_file_arg = url_file.display().to_string();
     let mut client = Client::start(&[
         "tunnel",
@@ -122,6 +124,9 @@ fn in_a_real_browser(driver: &str) {
         &main,
         "--mcp.server-url",
         &broken,
+        "--harpoon.target",
+        &harpoon,
+        "--harpoon.allow-plaintext-http",
         "--health.listen-addr",
         "127.0.0.1:0",
         "--health.url-file",
@@ -162,6 +167,13 @@ fn in_a_real_browser(driver: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
 
+    // What failure messages print: the report without the page, the streams and the bundle.
+    let mut brief = report.clone();
+    for big in ["page_html", "stream_commands", "stream_logs", "bundle"] {
+        brief[big] = Value::String("(left out)".into());
+    }
+    let report_text = brief.to_string();
+
     // The overview shows the configured channels and the tunnel.
     let channels: Vec<Vec<&str>> = report["channels"]
         .as_array()
@@ -178,8 +190,9 @@ fn in_a_real_browser(driver: &str) {
                 &server.url().replace("http://", "").replace("/mcp", "")
             ],
             vec!["broken", "http", &closed.to_string()],
+            vec!["harpoon", "harpoon", "1 targets"],
         ],
-        "{report}"
+        "{report_text}"
     );
     assert_eq!(report["tunnel_id_shown"], TUNNEL);
     assert_eq!(report["ready_badge"], "ready");
@@ -195,7 +208,7 @@ fn in_a_real_browser(driver: &str) {
             .as_str()
             .unwrap()
             .contains("\"name\":\"broken\""),
-        "{report}"
+        "{report_text}"
     );
 
     // A command appears in the table within a second of being sent, without a reload.
@@ -225,7 +238,7 @@ fn in_a_real_browser(driver: &str) {
         .iter()
         .map(|v| v.as_str().unwrap())
         .collect();
-    assert_eq!(filtered, ["ui-fail-1"], "{report}");
+    assert_eq!(filtered, ["ui-fail-1"], "{report_text}");
 
     // The level change takes effect: the page says so, the tunnel logs at debug.
     assert_eq!(report["level_status"], "log level is now debug");
@@ -243,7 +256,7 @@ fn in_a_real_browser(driver: &str) {
             .as_str()
             .unwrap()
             .starts_with("sent: opaque"),
-        "{report}"
+        "{report_text}"
     );
     assert_eq!(report["level_after_cross_origin"], "debug");
     let foreign = report["foreign_host_page"].as_str().unwrap();
@@ -277,7 +290,33 @@ fn in_a_real_browser(driver: &str) {
             assert!(!text.contains(secret), "{secret} is in the {what}");
         }
     }
-    assert!(report["chart_lines"].as_u64().unwrap() >= 3, "{report}");
+    assert!(
+        report["chart_lines"].as_u64().unwrap() >= 4,
+        "{report_text}"
+    );
+
+    // Harpoon: the target by label and description, never its URL; the call with its status.
+    let targets: Vec<Vec<&str>> = report["harpoon_targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(cells)
+        .collect();
+    assert_eq!(
+        targets,
+        [vec!["docs", "The docs service", "", "custom"]],
+        "{report_text}"
+    );
+    let calls: Vec<Vec<&str>> = report["harpoon_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(cells)
+        .collect();
+    assert_eq!(calls.len(), 1, "{report_text}");
+    assert_eq!(&calls[0][1..4], ["docs", "405", "success"], "{report_text}");
+    let harpoon_text = report["harpoon_text"].as_str().unwrap();
+    assert!(!harpoon_text.contains(&server.url()), "{harpoon_text}");
     for name in ["overview", "commands", "logs", "metrics", "harpoon"] {
         let png = shots.join(format!("{name}.png"));
         let bytes = std::fs::read(&png).unwrap();

@@ -2566,23 +2566,48 @@ mod tests {
         let mut a = base();
         a.admin_ui_allow_remote = Some("true".into());
         assert!(run(a, &[]).unwrap().admin_ui.unwrap().allow_remote);
-        let c = run(base(), &[("ALLOW_REMOTE_UI", "true"), ("ADMIN_UI_LOG_BUFFER_EVENTS", "50")])
-            .unwrap();
-        assert_eq!(c.admin_ui.as_ref().map(|u| (u.allow_remote, u.log_lines)), Some((true, 50)));
+        let c = run(
+            base(),
+            &[
+                ("ALLOW_REMOTE_UI", "true"),
+                ("ADMIN_UI_LOG_BUFFER_EVENTS", "50"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            c.admin_ui.as_ref().map(|u| (u.allow_remote, u.log_lines)),
+            Some((true, 50))
+        );
         let yaml = "control_plane:\n  tunnel_id: tunnel_file\n  api_key: sk-x\nmcp:\n  server_urls:\n    - url: http://127.0.0.1:9/mcp\nadmin_ui:\n  allow_remote: true\n  log_buffer_events: 456\n";
         let c = run_file(RunArgs::default(), &[], yaml).unwrap();
-        assert_eq!(c.admin_ui.as_ref().map(|u| (u.allow_remote, u.log_lines)), Some((true, 456)));
-        assert!(c.warnings.iter().all(|w| !w.contains("admin_ui")), "{:?}", c.warnings);
+        assert_eq!(
+            c.admin_ui.as_ref().map(|u| (u.allow_remote, u.log_lines)),
+            Some((true, 456))
+        );
+        assert!(
+            c.warnings.iter().all(|w| !w.contains("admin_ui")),
+            "{:?}",
+            c.warnings
+        );
         let mut a = base();
         a.admin_ui_disable = Some("true".into());
         assert_eq!(run(a, &[]).unwrap().admin_ui, None);
-        assert_eq!(run(base(), &[("ADMIN_UI_DISABLE", "1")]).unwrap().admin_ui, None);
+        assert_eq!(
+            run(base(), &[("ADMIN_UI_DISABLE", "1")]).unwrap().admin_ui,
+            None
+        );
         // The Go client's bound.
         let mut a = base();
         a.admin_ui_log_buffer_events = Some("100001".into());
         let e = run(a, &[]).unwrap_err().0;
         assert!(e.contains("--admin-ui.log-buffer-events"), "{e}");
-        let cli = ["mcpwire", "tunnel", "run", "--allow-remote-ui", "--admin-ui.disable"];
+        let cli = [
+            "mcpwire",
+            "tunnel",
+            "run",
+            "--allow-remote-ui",
+            "--admin-ui.disable",
+        ];
         let parsed = <crate::Cli as clap::Parser>::try_parse_from(cli);
         assert!(parsed.is_ok(), "{:?}", parsed.err());
     }

@@ -255,7 +255,8 @@ mod tests {
 
     fn exchange(addr: std::net::SocketAddr, request: &str) -> String {
         let mut conn = std::net::TcpStream::connect(addr).unwrap();
-        conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
         conn.write_all(request.as_bytes()).unwrap();
         let mut out = String::new();
         let _ = conn.read_to_string(&mut out);
@@ -285,10 +286,16 @@ mod tests {
         let addr = start(false);
         let root = exchange(addr, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
         assert!(root.starts_with("HTTP/1.1 404 "), "{root}");
-        let ui = exchange(addr, "GET /admin/api/overview HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+        let ui = exchange(
+            addr,
+            "GET /admin/api/overview HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        );
         assert!(ui.starts_with("HTTP/1.1 404 "), "{ui}");
         let health = exchange(addr, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
-        assert!(health.starts_with("HTTP/1.1 200 ") && health.ends_with("ok\n"), "{health}");
+        assert!(
+            health.starts_with("HTTP/1.1 200 ") && health.ends_with("ok\n"),
+            "{health}"
+        );
         let post = exchange(addr, "POST /healthz HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
         assert!(post.starts_with("HTTP/1.1 405 "), "{post}");
         let junk = exchange(addr, "\u{1}\u{2} nonsense\r\n\r\n");
@@ -299,16 +306,25 @@ mod tests {
     fn an_open_live_view_does_not_hold_up_the_probes() {
         let addr = start(true);
         let page = exchange(addr, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
-        assert!(page.starts_with("HTTP/1.1 200 ") && page.contains("mcpwire-admin-token"), "{page}");
+        assert!(
+            page.starts_with("HTTP/1.1 200 ") && page.contains("mcpwire-admin-token"),
+            "{page}"
+        );
         // An event stream stays open...
         let mut stream = std::net::TcpStream::connect(addr).unwrap();
         stream
             .write_all(b"GET /admin/events/logs HTTP/1.1\r\nHost: localhost\r\n\r\n")
             .unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
         let mut head = [0u8; 64];
         let n = stream.read(&mut head).unwrap();
-        assert!(head[..n].starts_with(b"HTTP/1.1 200 OK"), "{:?}", &head[..n]);
+        assert!(
+            head[..n].starts_with(b"HTTP/1.1 200 OK"),
+            "{:?}",
+            &head[..n]
+        );
         // ...while a probe is answered.
         let ready = exchange(addr, "GET /readyz HTTP/1.1\r\nHost: localhost\r\n\r\n");
         assert!(ready.starts_with("HTTP/1.1 503 "), "{ready}");

@@ -322,6 +322,46 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn the_recent_lines_are_the_written_ones_redacted_and_bounded() {
+        let sink = Sink::default();
+        let log = Logger::new(
+            Level::Info,
+            true,
+            vec!["sk-live-1234".into()],
+            Box::new(sink.clone()),
+        )
+        .keeping_recent(2);
+        log.log(Level::Debug, "below the level", &[]);
+        log.log(Level::Info, "one", &[("key", &"sk-live-1234")]);
+        log.log(Level::Warn, "two", &[("auth", &"Bearer abc.def")]);
+        log.log(Level::Error, "three", &[]);
+        let recent = log.recent().unwrap().after(0);
+        let view: Vec<(Level, &str, Vec<(String, String)>)> = recent
+            .items
+            .iter()
+            .map(|(_, l)| (l.level, l.msg.as_str(), l.fields.clone()))
+            .collect();
+        assert_eq!(
+            view,
+            [
+                (
+                    Level::Warn,
+                    "two",
+                    vec![("auth".to_owned(), "Bearer [redacted]".to_owned())]
+                ),
+                (Level::Error, "three", vec![]),
+            ]
+        );
+        assert_eq!(recent.missed, 1);
+        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(text.lines().count(), 3, "{text}");
+        assert!(!text.contains("sk-live-1234"), "{text}");
+        assert!(Logger::stderr(Level::Info, false, vec![])
+            .recent()
+            .is_none());
+    }
+
+    #[test]
     fn a_secret_added_after_start_up_is_redacted_from_then_on() {
         let sink = Sink::default();
         let log = Logger::new(Level::Info, false, vec![], Box::new(sink.clone()));

@@ -24,6 +24,8 @@ struct CmdInfo {
     started: Instant,
     failure: Option<TunnelFailure>,
     post_retries: u32,
+    /// How long the forward took, once its response ended (HTTP forwards).
+    forward: Option<std::time::Duration>,
 }
 
 /// The driver-independent bookkeeping of a running tunnel: counters and per-command context.
@@ -215,8 +217,16 @@ impl Report {
                 started: Instant::now(),
                 failure: None,
                 post_retries: 0,
+                forward: None,
             },
         );
+    }
+
+    /// A forward's response ended: its own duration, for the tunnel's added latency.
+    pub fn forward_ended(&mut self, cmd: CommandId) {
+        if let Some(info) = self.ids.get(&cmd).and_then(|id| self.info.get_mut(id)) {
+            info.forward = Some(info.started.elapsed());
+        }
     }
 
     /// A forward failed (the tunnel answers the command with `failure`): kept for its
@@ -416,6 +426,10 @@ impl Report {
                     };
                     let channel = info.channel.clone();
                     let method = method.to_owned();
+                    if let Some(forward) = info.forward {
+                        self.metrics
+                            .added_latency(since_receipt.saturating_sub(forward));
+                    }
                     self.metrics.command_latency(
                         kind,
                         &method,
@@ -605,6 +619,87 @@ mod tests {
             text.contains("commands_poll_errors_total{error_kind=\"other\"} 2\n"),
             "{text}"
         );
+    }
+
+    /// Every finished command reaches the activity feed as its log line says it: the forward's
+    /// failure (source and kind), its response POST retries and its code; an HTTP forward's
+    /// own time is taken out of the added latency.
+    #[test]
+    fn finished_commands_reach_the_activity_feed_with_their_failure_and_retries() {
+        use mcpwire_core::tunnel::failure::{transport_failure, TransportStage};
+        let log = Logger::new(Level::Error, false, Vec::new(), Box::new(std::io::sink()));
+        let mut r = Report::new(Arc::new(log));
+        let started = |r: &mut Report, cmd: u64, id: &str| {
+            r.tunnel_event(tunnel::Event::ForwardStarted {
+                cmd: CommandId(cmd),
+                request_id: id.into(),
+                channel: "main".into(),
+                what: Forwarded::JsonRpc {
+                    method: Some("tools/call".into()),
+                },
+            });
+        };
+        let completed = |id: &str, code: u16, ms: u64| {
+            tunnel::Event::Engine(Event::Completed {
+                request_id: id.into(),
+                resp_type: RespType::JsonrpcResponse,
+                resp_code: code,
+                since_receipt: std::time::Duration::from_millis(ms),
+                since_created: None,
+            })
+        };
+        started(&mut r, 1, "ok");
+        r.forward_ended(CommandId(1));
+        r.post_started(CommandId(1));
+        r.post_ended(CommandId(1), &answered(503));
+        r.post_started(CommandId(1));
+        r.post_ended(CommandId(1), &answered(200));
+        r.tunnel_event(completed("ok", 200, 40));
+        started(&mut r, 2, "refused");
+        let failure = transport_failure(
+            TransportStage::Connect,
+            Some(std::io::ErrorKind::ConnectionRefused),
+        );
+        r.forward_failed(CommandId(2), &failure);
+        r.tunnel_event(completed("refused", 502, 5));
+        let got = r.activity.commands.after(0);
+        let view: Vec<_> = got
+            .items
+            .iter()
+            .map(|(_, c)| {
+                (
+                    c.request_id.as_str(),
+                    c.outcome,
+                    c.resp_code,
+                    c.failure_source,
+                    c.failure_kind,
+                    c.post_retries,
+                )
+            })
+            .collect();
+        assert_eq!(
+            view,
+            [
+                ("ok", "completed", Some(200), None, None, 1),
+                (
+                    "refused",
+                    "failed",
+                    Some(502),
+                    Some("connect"),
+                    Some("connection_refused"),
+                    0
+                ),
+            ]
+        );
+        // Only the forward whose response ended has an added latency: at most its 40 ms.
+        assert_eq!(r.metrics.added_latency.count, 1);
+        assert!(
+            r.metrics.added_latency.sum <= 40.0,
+            "{}",
+            r.metrics.added_latency.sum
+        );
+        // Nothing is kept for a finished command.
+        assert!(r.info.is_empty() && r.ids.is_empty() && r.post_failed.is_empty());
     }
 
     #[test]

@@ -68,6 +68,10 @@ pub struct Metrics {
     pub poll_backoff_ms: Option<u64>,
     /// The cloudflared companion's state, when one runs.
     pub companion: Option<String>,
+    /// `mcpwire_tunnel_added_latency_milliseconds`: what the tunnel adds to a command sent to
+    /// an HTTP server, its poll-to-response time less the forward's own (admission, queueing,
+    /// the response POST).
+    pub added_latency: Histogram,
 }
 
 /// The labels of a `command_end_to_end_latency_milliseconds` series.
@@ -233,6 +237,12 @@ impl Metrics {
             .entry(key)
             .or_default()
             .observe(&COMMAND_LATENCY_BUCKETS_MS, ms);
+    }
+
+    /// Records the time the tunnel added to one forwarded command.
+    pub fn added_latency(&mut self, added: std::time::Duration) {
+        self.added_latency
+            .observe(&COMMAND_LATENCY_BUCKETS_MS, added.as_secs_f64() * 1000.0);
     }
 
     /// Records how long a command waited in the control plane's queue.
@@ -490,6 +500,15 @@ impl Metrics {
                 &latency_series,
             );
         }
+        let mut added_lines = Vec::new();
+        self.added_latency
+            .lines("", &COMMAND_LATENCY_BUCKETS_MS, &mut added_lines);
+        metric(
+            "mcpwire_tunnel_added_latency_milliseconds",
+            "histogram",
+            "Milliseconds the tunnel added to a command forwarded to an HTTP server: its poll-to-response time less the forward's own.",
+            &added_lines,
+        );
         let mut age_lines = Vec::new();
         self.commands_age
             .lines("", &POLL_LATENCY_BUCKETS_S, &mut age_lines);

@@ -233,6 +233,22 @@ def run(driver):
     time.sleep(2.5)
     report["chart_lines"] = len(driver.find_elements(By.CSS_SELECTOR, "svg.chart polyline"))
     shots.append(shot(driver, "metrics"))
+
+    # Harpoon: one call through it, then its panel.
+    harpoon_call = tools_call(4, "call_target", {"label": "docs", "method": "GET"})
+    queue([command("ui-harpoon-1", "harpoon", harpoon_call)])
+    driver.find_element(By.CSS_SELECTOR, 'nav button[data-panel="harpoon"]').click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#harpoon-calls tbody tr"))
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#harpoon-targets tbody tr"))
+    report["harpoon_targets"] = [
+        [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+        for tr in driver.find_elements(By.CSS_SELECTOR, "#harpoon-targets tbody tr")
+    ]
+    report["harpoon_calls"] = [
+        [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+        for tr in driver.find_elements(By.CSS_SELECTOR, "#harpoon-calls tbody tr")
+    ]
+    report["harpoon_text"] = driver.find_element(By.ID, "harpoon").text
     shots.append(shot(driver, "harpoon"))
 
     # Everything the page holds, and what its streams send.

@@ -205,11 +205,17 @@ mod tests {
     #[test]
     fn a_request_is_read_whole() {
         let r = read(b"POST /admin/api/log-level?x=1&after=7 HTTP/1.1\r\nHost: localhost\r\nOrigin: http://localhost\r\nContent-Length: 17\r\n\r\n{\"level\":\"debug\"}").unwrap();
-        assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/admin/api/log-level"));
+        assert_eq!(
+            (r.method.as_str(), r.path.as_str()),
+            ("POST", "/admin/api/log-level")
+        );
         assert_eq!(r.query_u64("after"), Some(7));
         assert_eq!(r.header("origin"), Some("http://localhost"));
         assert_eq!(r.body, br#"{"level":"debug"}"#);
-        assert_eq!(read(b"GET / HTTP/1.1\r\nHost: x\r\n"), Err(BadRequest::Incomplete));
+        assert_eq!(
+            read(b"GET / HTTP/1.1\r\nHost: x\r\n"),
+            Err(BadRequest::Incomplete)
+        );
         assert_eq!(
             read(b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"),
             Err(BadRequest::Malformed)

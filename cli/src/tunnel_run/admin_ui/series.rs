@@ -34,6 +34,11 @@ pub struct Sample {
     pub latency_buckets: Vec<u64>,
     /// How many latencies were observed.
     pub latency_count: u64,
+    /// The latency the tunnel added (`mcpwire_tunnel_added_latency_milliseconds`): cumulative
+    /// counts per bucket bound.
+    pub added_buckets: Vec<u64>,
+    /// How many added latencies were observed.
+    pub added_count: u64,
 }
 
 impl Sample {
@@ -62,6 +67,8 @@ impl Sample {
             forwards: m.forwards_in_flight,
             latency_buckets: buckets,
             latency_count: count,
+            added_buckets: m.added_latency.buckets.clone(),
+            added_count: m.added_latency.count,
         }
     }
 }
@@ -125,18 +132,28 @@ fn interval(a: &Sample, b: &Sample) -> Value {
             (k.clone(), json!(n.saturating_sub(before) as f64 / secs))
         })
         .collect();
-    let deltas: Vec<u64> = b
-        .latency_buckets
-        .iter()
-        .zip(a.latency_buckets.iter().chain(std::iter::repeat(&0)))
-        .map(|(x, y)| x.saturating_sub(*y))
-        .collect();
-    let count = b.latency_count.saturating_sub(a.latency_count);
-    let p = |q| percentile(&deltas, count, q);
+    let quantiles = |after: &[u64], before: &[u64], count: u64| {
+        let deltas: Vec<u64> = after
+            .iter()
+            .zip(before.iter().chain(std::iter::repeat(&0)))
+            .map(|(x, y)| x.saturating_sub(*y))
+            .collect();
+        let p = |q| percentile(&deltas, count, q);
+        json!({"p50": p(0.5), "p95": p(0.95), "p99": p(0.99), "count": count})
+    };
     json!({
         "at_unix_ms": b.at_unix_ms,
         "commands_per_second": rates,
-        "latency_ms": {"p50": p(0.5), "p95": p(0.95), "p99": p(0.99), "count": count},
+        "latency_ms": quantiles(
+            &b.latency_buckets,
+            &a.latency_buckets,
+            b.latency_count.saturating_sub(a.latency_count),
+        ),
+        "added_latency_ms": quantiles(
+            &b.added_buckets,
+            &a.added_buckets,
+            b.added_count.saturating_sub(a.added_count),
+        ),
         "in_flight": b.in_flight,
         "queued": b.queued,
         "forwards": b.forwards,
@@ -189,6 +206,9 @@ mod tests {
             h.count += 1;
             h.sum += v;
         }
+        for v in latencies_ms {
+            m.added_latency(Duration::from_secs_f64(v / 10_000.0));
+        }
         m.command_latency.insert(
             LatencyKey {
                 request_kind: "call",
@@ -219,6 +239,10 @@ mod tests {
         // The slowest is in (750, 1000].
         let p99 = v["latency_ms"]["p99"].as_f64().unwrap();
         assert!(p99 > 750.0 && p99 <= 1000.0, "{p99}");
+        // The added latency (a tenth of each here) has its own percentiles.
+        assert_eq!(v["added_latency_ms"]["count"], json!(10));
+        let added = v["added_latency_ms"]["p99"].as_f64().unwrap();
+        assert!(added > 75.0 && added <= 100.0, "{added}");
     }
 
     #[test]

@@ -491,6 +491,7 @@ impl<R: Runtime> DriverCore<R> {
             }
             Completion::End { cmd } => {
                 self.rt.forward_ended(cmd);
+                self.report.forward_ended(cmd);
                 let _ = self.tunnel.handle_forward_end(now, cmd);
             }
             Completion::Failed { cmd, failure } => {

@@ -203,6 +203,8 @@ async function refreshMetrics() {
   if (!outcomes.size) outcomes.add("completed");
   drawChart($("chart-rates"), $("legend-rates"), [...outcomes].map((k) => ({ name: k, color: COLORS[k] || "#444",
     values: pts.map((p) => p.commands_per_second[k] || 0) })));
+  drawChart($("chart-added"), $("legend-added"), ["p50", "p95", "p99"].map((k) => ({ name: k, color: COLORS[k],
+    values: pts.map((p) => p.added_latency_ms[k]) })));
   drawChart($("chart-latency"), $("legend-latency"), ["p50", "p95", "p99"].map((k) => ({ name: k, color: COLORS[k],
     values: pts.map((p) => p.latency_ms[k]) })));
   drawChart($("chart-load"), $("legend-load"), ["in_flight", "queued", "forwards"].map((k) => ({ name: k.replace("_", " "),
