@@ -336,7 +336,8 @@ pub(crate) mod tests {
         log.log(Level::Warn, "two", &[("auth", &"Bearer abc.def")]);
         log.log(Level::Error, "three", &[]);
         let recent = log.recent().unwrap().after(0);
-        let view: Vec<(Level, &str, Vec<(String, String)>)> = recent
+        type Line<'a> = (Level, &'a str, Vec<(String, String)>);
+        let view: Vec<Line<'_>> = recent
             .items
             .iter()
             .map(|(_, l)| (l.level, l.msg.as_str(), l.fields.clone()))
