@@ -195,6 +195,10 @@ fn answer<C: Conn>(mut conn: C, served: &Served) {
     let req = match Request::read(&mut conn) {
         Ok(r) => r,
         Err(BadRequest::Incomplete) => return,
+        Err(BadRequest::TooSlow) => {
+            let _ = Response::text(408, "request too slow\n").write(&mut conn, false);
+            return;
+        }
         Err(BadRequest::TooLarge) => {
             let _ = Response::text(413, "request too large\n").write(&mut conn, false);
             return;

@@ -32,7 +32,13 @@ pub enum BadRequest {
     TooLarge,
     /// The peer closed or stalled before a whole request arrived.
     Incomplete,
+    /// The whole request did not arrive within [`REQUEST_TIME`] (a slow sender cannot hold a
+    /// connection slot).
+    TooSlow,
 }
+
+/// How long a whole request may take to arrive.
+pub const REQUEST_TIME: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Request {
     /// The first value of header `name` (lower case).
@@ -58,8 +64,11 @@ impl Request {
             .and_then(|v| v.trim().parse().ok())
     }
 
-    /// Reads one request from `conn`.
+    /// Reads one request from `conn`, all of it within [`REQUEST_TIME`] (each read is bounded
+    /// by the connection's own timeout).
     pub fn read(conn: &mut dyn Read) -> Result<Request, BadRequest> {
+        let until = std::time::Instant::now() + REQUEST_TIME;
+        let late = || std::time::Instant::now() > until;
         let mut buf = Vec::new();
         let mut chunk = [0u8; 1024];
         let head_len = loop {
@@ -73,6 +82,9 @@ impl Request {
             }
             if buf.len() >= MAX_HEAD {
                 return Err(BadRequest::TooLarge);
+            }
+            if late() {
+                return Err(BadRequest::TooSlow);
             }
             match conn.read(&mut chunk) {
                 Ok(0) | Err(_) => return Err(BadRequest::Incomplete),
@@ -110,6 +122,9 @@ impl Request {
         }
         let mut body = buf.get(head_len..).unwrap_or_default().to_vec();
         while body.len() < length {
+            if late() {
+                return Err(BadRequest::TooSlow);
+            }
             match conn.read(&mut chunk) {
                 Ok(0) | Err(_) => return Err(BadRequest::Incomplete),
                 Ok(n) => body.extend_from_slice(chunk.get(..n).unwrap_or_default()),
@@ -186,6 +201,7 @@ fn reason(status: u16) -> &'static str {
         403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        408 => "Request Timeout",
         413 => "Content Too Large",
         503 => "Service Unavailable",
         _ => "",
@@ -200,6 +216,36 @@ mod tests {
 
     fn read(bytes: &[u8]) -> Result<Request, BadRequest> {
         Request::read(&mut std::io::Cursor::new(bytes.to_vec()))
+    }
+
+    /// Hands out its bytes one at a time, each after a pause.
+    struct Trickle(Vec<u8>, std::time::Duration);
+    impl Read for Trickle {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            std::thread::sleep(self.1);
+            if self.0.is_empty() || out.is_empty() {
+                return Ok(0);
+            }
+            out[0] = self.0.remove(0);
+            Ok(1)
+        }
+    }
+
+    #[test]
+    fn a_trickling_sender_is_cut_off() {
+        let head = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+        let started = std::time::Instant::now();
+        let got = Request::read(&mut Trickle(
+            head.to_vec(),
+            std::time::Duration::from_millis(40),
+        ));
+        assert_eq!(got, Err(BadRequest::TooSlow));
+        // Cut off once the budget is spent, not after the whole trickle (a bound, not a timing).
+        assert!(
+            started.elapsed() < REQUEST_TIME * 3,
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[test]
