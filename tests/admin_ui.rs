@@ -169,7 +169,13 @@ fn in_a_real_browser(driver: &str) {
 
     // What failure messages print: the report without the page, the streams and the bundle.
     let mut brief = report.clone();
-    for big in ["page_html", "stream_commands", "stream_logs", "bundle"] {
+    for big in [
+        "page_html",
+        "stream_commands",
+        "stream_logs",
+        "bundle",
+        "api_texts",
+    ] {
         brief[big] = Value::String("(left out)".into());
     }
     let report_text = brief.to_string();
@@ -280,7 +286,17 @@ fn in_a_real_browser(driver: &str) {
         streams.contains("event: command") && streams.contains("event: log"),
         "{streams}"
     );
-    for (what, text) in [("page", page), ("streams", &streams), ("bundle", bundle)] {
+    let api = report["api_texts"].to_string();
+    assert!(
+        api.contains("ui-fail-1") && api.contains("\\\"label\\\":\\\"docs\\\""),
+        "{api}"
+    );
+    for (what, text) in [
+        ("page", page),
+        ("streams", &streams),
+        ("bundle", bundle),
+        ("JSON answers", &api),
+    ] {
         for secret in [
             KEY,
             "shard-secret-ui-ok-1",

@@ -340,7 +340,6 @@ fn a_file_with_every_key_takes_effect_or_names_what_is_ignored() {
     ignored.sort();
     let mut expected = vec![
         "control_plane.poll_deadline_guardrail",
-        "admin_ui.log_buffer_events",
         "harpoon.http_proxy",
         "harpoon.additional_transports",
         "proxy.check_interval",

@@ -175,7 +175,7 @@ impl Tunnel {
         let listener = TcpListener::bind(config.health_addr).unwrap();
         let health = listener.local_addr().unwrap();
         let status = Status::new();
-        health::serve(listener, health::Served::new(Arc::clone(&status), None));
+        health::serve(listener, health::Served::new(Arc::clone(&status), None)).unwrap();
         let (tx, rx) = mpsc::channel();
         let on_start = move |stopper: Stopper| {
             tx.send(stopper)

@@ -230,6 +230,11 @@ pub struct RunArgs {
     #[arg(long = "admin-ui.allow-remote", alias = "allow-remote-ui", value_name = "BOOL",
           num_args = 0..=1, default_missing_value = "true")]
     pub admin_ui_allow_remote: Option<String>,
+    /// With --admin-ui.allow-remote: a host name remote pages may use to reach the admin UI
+    /// (IP addresses and loopback names always may; repeatable) [env: ADMIN_UI_ALLOWED_HOSTS,
+    /// comma-separated]
+    #[arg(long = "admin-ui.allowed-host", value_name = "NAME")]
+    pub admin_ui_allowed_hosts: Vec<String>,
     /// Log lines the admin UI keeps for its log panel and diagnostic bundle (at most 100000)
     /// [env: ADMIN_UI_LOG_BUFFER_EVENTS] [default: 2000]
     #[arg(long = "admin-ui.log-buffer-events", value_name = "N")]
@@ -391,6 +396,8 @@ pub struct AdminUiSettings {
     pub log_lines: usize,
     /// Harpoon targets' URLs are shown.
     pub show_harpoon_urls: bool,
+    /// Host names remote pages may use (`--admin-ui.allowed-host`).
+    pub allowed_hosts: Vec<String>,
 }
 
 /// Secret values (header values, proxy passwords) for the log redactor; `Debug` shows only how
@@ -1691,10 +1698,23 @@ fn admin_ui_settings(
         "ADMIN_UI_SHOW_HARPOON_URLS",
         src,
     ))?;
+    let allowed_hosts = if args.admin_ui_allowed_hosts.is_empty() {
+        (src.env)("ADMIN_UI_ALLOWED_HOSTS")
+            .map(|v| {
+                v.split(',')
+                    .map(|h| h.trim().to_owned())
+                    .filter(|h| !h.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        args.admin_ui_allowed_hosts.clone()
+    };
     Ok((!disabled).then_some(AdminUiSettings {
         allow_remote,
         log_lines,
         show_harpoon_urls,
+        allowed_hosts,
     }))
 }
 
@@ -2560,6 +2580,7 @@ mod tests {
                 allow_remote: false,
                 log_lines: 2000,
                 show_harpoon_urls: false,
+                allowed_hosts: Vec::new(),
             })
         );
         // The Go client's flag, its variable and its file key; ours.

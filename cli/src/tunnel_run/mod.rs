@@ -136,7 +136,13 @@ fn listen(
     let served = |addr: &str| {
         let admin = config.admin_ui.as_ref().map(|ui| {
             let fixed = admin_ui::overview::Fixed::of(config, addr, ui.show_harpoon_urls);
-            admin_ui::AdminUi::new(ui.allow_remote, Arc::clone(status), Arc::clone(log), fixed)
+            admin_ui::AdminUi::new(
+                ui.allow_remote,
+                ui.allowed_hosts.clone(),
+                Arc::clone(status),
+                Arc::clone(log),
+                fixed,
+            )
         });
         health::Served::new(Arc::clone(status), admin)
     };
@@ -147,7 +153,8 @@ fn listen(
             health::prepare_unix_socket(std::path::Path::new(path)).map_err(invalid)?;
             let listener = std::os::unix::net::UnixListener::bind(path)
                 .map_err(|e| invalid(format!("cannot listen there: {e}")))?;
-            health::serve_unix(listener, served(path));
+            health::serve_unix(listener, served(path))
+                .map_err(|e| invalid(format!("cannot serve there: {e}")))?;
             return Ok((
                 path.clone(),
                 health::unix_url(path),
@@ -168,7 +175,12 @@ fn listen(
     let addr = listener
         .local_addr()
         .map_or_else(|_| config.health_addr.to_string(), |a| a.to_string());
-    health::serve(listener, served(&addr));
+    health::serve(listener, served(&addr)).map_err(|e| {
+        format!(
+            "invalid --health.listen-addr {}: cannot serve there: {e}",
+            config.health_addr
+        )
+    })?;
     if config.admin_ui.is_some() {
         log.log(
             Level::Info,

@@ -86,14 +86,20 @@ impl<T: Clone> Feed<T> {
 
     /// The items after sequence number `after` (0 for all kept).
     pub fn after(&self, after: u64) -> Batch<T> {
-        Self::batch(&self.ring(), after)
+        Self::batch(&self.ring(), after, usize::MAX)
+    }
+
+    /// The first `limit` items after sequence number `after` (only those are copied, under
+    /// the feed's lock).
+    pub fn after_at_most(&self, after: u64, limit: usize) -> Batch<T> {
+        Self::batch(&self.ring(), after, limit)
     }
 
     /// The newest `n` items.
     pub fn newest(&self, n: usize) -> Batch<T> {
         let ring = self.ring();
         let last = ring.next - 1;
-        Self::batch(&ring, last.saturating_sub(n as u64))
+        Self::batch(&ring, last.saturating_sub(n as u64), usize::MAX)
     }
 
     /// Like [`after`](Self::after), but waits up to `timeout` for an item when there is none.
@@ -111,10 +117,10 @@ impl<T: Clone> Feed<T> {
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
-        Self::batch(&ring, after)
+        Self::batch(&ring, after, usize::MAX)
     }
 
-    fn batch(ring: &Ring<T>, after: u64) -> Batch<T> {
+    fn batch(ring: &Ring<T>, after: u64, limit: usize) -> Batch<T> {
         let last = ring.next - 1;
         let first = ring.next - ring.items.len() as u64;
         let from = after.saturating_add(1).max(first);
@@ -124,6 +130,7 @@ impl<T: Clone> Feed<T> {
             .items
             .iter()
             .skip(skip)
+            .take(limit)
             .enumerate()
             .map(|(i, item)| (from + i as u64, item.clone()))
             .collect();
@@ -236,6 +243,10 @@ mod tests {
         assert!(feed.after(5).items.is_empty());
         assert_eq!(feed.newest(2).items, [(4, 40), (5, 50)]);
         assert_eq!(feed.newest(2).missed, 0);
+        // A bounded window: the oldest unseen first.
+        let window = feed.after_at_most(0, 2);
+        assert_eq!(window.items, [(3, 30), (4, 40)]);
+        assert_eq!((window.last, window.missed), (5, 2));
     }
 
     #[test]

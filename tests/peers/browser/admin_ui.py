@@ -255,6 +255,10 @@ def run(driver):
     report["page_html"] = driver.page_source
     report["stream_commands"] = sse_text("/admin/events/commands?after=0", 1.5)
     report["stream_logs"] = sse_text("/admin/events/logs?after=0", 1.5)
+    report["api_texts"] = {}
+    for path in ["overview", "commands", "logs", "metrics", "harpoon"]:
+        with urllib.request.urlopen(ADMIN + "/admin/api/" + path, timeout=WAIT) as r:
+            report["api_texts"][path] = r.read().decode("utf-8", "replace")
 
     # A cross-origin POST from another site is refused (and changes nothing).
     attacker = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Attacker)

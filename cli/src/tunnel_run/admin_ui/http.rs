@@ -1,7 +1,7 @@
 //! The health listener's HTTP/1.1: one request per connection, its head parsed by `httparse`,
 //! a small body by `Content-Length`, and whole responses with the admin UI's security headers.
 
-use std::io::{Read, Write};
+use std::io::Read;
 
 /// The longest request head read.
 pub const MAX_HEAD: usize = 8192;
@@ -51,51 +51,32 @@ impl Request {
 
     /// Query parameter `name` as a number.
     pub fn query_u64(&self, name: &str) -> Option<u64> {
+        self.query_str(name).and_then(|v| v.parse().ok())
+    }
+
+    /// Query parameter `name` as text (undecoded).
+    pub fn query_str(&self, name: &str) -> Option<&str> {
         self.query
             .split('&')
             .filter_map(|kv| kv.split_once('='))
             .find(|(k, _)| *k == name)
-            .and_then(|(_, v)| v.parse().ok())
+            .map(|(_, v)| v)
     }
 
-    /// `Last-Event-ID` (an event stream's resumption) as a number.
-    pub fn last_event_id(&self) -> Option<u64> {
-        self.header("last-event-id")
-            .and_then(|v| v.trim().parse().ok())
-    }
-
-    /// Reads one request from `conn`, all of it within [`REQUEST_TIME`] (each read is bounded
-    /// by the connection's own timeout).
-    pub fn read(conn: &mut dyn Read) -> Result<Request, BadRequest> {
-        let until = std::time::Instant::now() + REQUEST_TIME;
-        let late = || std::time::Instant::now() > until;
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 1024];
-        let head_len = loop {
-            let mut headers = [httparse::EMPTY_HEADER; 48];
-            let mut parsed = httparse::Request::new(&mut headers);
-            match parsed.parse(&buf) {
-                Ok(httparse::Status::Complete(n)) => break n,
-                Ok(httparse::Status::Partial) => {}
-                Err(httparse::Error::TooManyHeaders) => return Err(BadRequest::TooLarge),
-                Err(_) => return Err(BadRequest::Malformed),
-            }
-            if buf.len() >= MAX_HEAD {
-                return Err(BadRequest::TooLarge);
-            }
-            if late() {
-                return Err(BadRequest::TooSlow);
-            }
-            match conn.read(&mut chunk) {
-                Ok(0) | Err(_) => return Err(BadRequest::Incomplete),
-                Ok(n) => buf.extend_from_slice(chunk.get(..n).unwrap_or_default()),
-            }
-        };
+    /// Parses everything received so far: the request once it is whole, `None` while more
+    /// is needed, or why it cannot be one.
+    pub fn parse(buf: &[u8]) -> Result<Option<Request>, BadRequest> {
         let mut headers = [httparse::EMPTY_HEADER; 48];
         let mut parsed = httparse::Request::new(&mut headers);
-        if !matches!(parsed.parse(&buf), Ok(httparse::Status::Complete(_))) {
-            return Err(BadRequest::Malformed);
-        }
+        let head_len = match parsed.parse(buf) {
+            Ok(httparse::Status::Complete(n)) => n,
+            Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => {
+                return Err(BadRequest::TooLarge)
+            }
+            Ok(httparse::Status::Partial) => return Ok(None),
+            Err(httparse::Error::TooManyHeaders) => return Err(BadRequest::TooLarge),
+            Err(_) => return Err(BadRequest::Malformed),
+        };
         let target = parsed.path.unwrap_or("");
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
         let mut req = Request {
@@ -110,6 +91,9 @@ impl Request {
             req.headers
                 .push((h.name.to_ascii_lowercase(), value.trim().to_owned()));
         }
+        if req.header("transfer-encoding").is_some() {
+            return Err(BadRequest::Malformed);
+        }
         let length = match req.header("content-length") {
             None => 0,
             Some(v) => v.parse::<usize>().map_err(|_| BadRequest::Malformed)?,
@@ -117,22 +101,32 @@ impl Request {
         if length > MAX_BODY {
             return Err(BadRequest::TooLarge);
         }
-        if req.header("transfer-encoding").is_some() {
-            return Err(BadRequest::Malformed);
+        let body = buf.get(head_len..).unwrap_or_default();
+        if body.len() < length {
+            return Ok(None);
         }
-        let mut body = buf.get(head_len..).unwrap_or_default().to_vec();
-        while body.len() < length {
-            if late() {
+        req.body = body.get(..length).unwrap_or_default().to_vec();
+        Ok(Some(req))
+    }
+
+    /// Reads one request from a blocking `conn`, all of it within [`REQUEST_TIME`] (each read
+    /// bounded by the connection's own timeout).
+    pub fn read(conn: &mut dyn Read) -> Result<Request, BadRequest> {
+        let until = std::time::Instant::now() + REQUEST_TIME;
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 1024];
+        loop {
+            if let Some(req) = Self::parse(&buf)? {
+                return Ok(req);
+            }
+            if std::time::Instant::now() > until {
                 return Err(BadRequest::TooSlow);
             }
             match conn.read(&mut chunk) {
                 Ok(0) | Err(_) => return Err(BadRequest::Incomplete),
-                Ok(n) => body.extend_from_slice(chunk.get(..n).unwrap_or_default()),
+                Ok(n) => buf.extend_from_slice(chunk.get(..n).unwrap_or_default()),
             }
         }
-        body.truncate(length);
-        req.body = body;
-        Ok(req)
     }
 }
 
@@ -176,8 +170,8 @@ impl Response {
         Self::new(status, "text/plain; charset=utf-8", body)
     }
 
-    /// Writes it (without the body for `HEAD`).
-    pub fn write(&self, out: &mut dyn Write, head_only: bool) -> std::io::Result<()> {
+    /// Its bytes on the wire (without the body for `HEAD`).
+    pub fn bytes(&self, head_only: bool) -> Vec<u8> {
         let mut text = format!("HTTP/1.1 {} {}\r\n", self.status, reason(self.status));
         for (k, v) in &self.headers {
             text.push_str(&format!("{k}: {v}\r\n"));
@@ -186,11 +180,11 @@ impl Response {
             "Content-Length: {}\r\nConnection: close\r\n\r\n",
             self.body.len()
         ));
-        out.write_all(text.as_bytes())?;
+        let mut out = text.into_bytes();
         if !head_only {
-            out.write_all(&self.body)?;
+            out.extend_from_slice(&self.body);
         }
-        out.flush()
+        out
     }
 }
 

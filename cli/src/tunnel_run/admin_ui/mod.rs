@@ -20,9 +20,7 @@ pub mod series;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mcpwire::tunnel::activity::{
-    Activity, Batch, CommandRecord, Feed, HarpoonCallRecord, LogRecord,
-};
+use mcpwire::tunnel::activity::{Activity, Batch, CommandRecord, HarpoonCallRecord, LogRecord};
 use mcpwire::tunnel::log::{Level, Logger};
 use mcpwire::tunnel::Status;
 use serde_json::{json, Value};
@@ -38,14 +36,17 @@ const STYLE_CSS: &str = include_str!("assets/style.css");
 pub const TOKEN_HEADER: &str = "x-mcpwire-admin-token";
 
 /// The most log lines or commands one answer carries.
-const MAX_BATCH: usize = 1000;
+pub const MAX_BATCH: usize = 1000;
 
-/// How long an event stream waits for news before it sends a keep-alive comment.
-const KEEP_ALIVE: Duration = Duration::from_secs(10);
+/// How long an event stream stays silent before it sends a keep-alive comment.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 /// The admin UI of one running tunnel client.
 pub struct AdminUi {
     allow_remote: bool,
+    /// Host names besides IP addresses and loopback names that a remote page may be reached
+    /// under (`--admin-ui.allowed-host`, lower case, without a port).
+    allowed_hosts: Vec<String>,
     /// `None` when the OS gave no randomness: every change is then refused.
     token: Option<String>,
     status: Arc<Status>,
@@ -53,6 +54,9 @@ pub struct AdminUi {
     series: Arc<Series>,
     overview: overview::Fixed,
     started: Instant,
+    /// This process's prefix of event ids, so a page that reconnects to a restarted client
+    /// starts over instead of waiting for numbers it saw already.
+    epoch: String,
 }
 
 /// Which live stream a client follows.
@@ -78,6 +82,7 @@ impl AdminUi {
     /// sampler.
     pub fn new(
         allow_remote: bool,
+        allowed_hosts: Vec<String>,
         status: Arc<Status>,
         log: Arc<Logger>,
         overview: overview::Fixed,
@@ -85,12 +90,17 @@ impl AdminUi {
         let series = Series::start(Arc::clone(&status));
         Arc::new(AdminUi {
             allow_remote,
+            allowed_hosts: allowed_hosts
+                .iter()
+                .map(|h| h.trim().trim_end_matches('.').to_ascii_lowercase())
+                .collect(),
             token: new_token(),
             status,
             log,
             series,
             overview,
             started: Instant::now(),
+            epoch: format!("{:08x}", mcpwire::random_seed() as u32),
         })
     }
 
@@ -116,24 +126,25 @@ impl AdminUi {
             ("GET" | "HEAD", "/admin/app.js") => page(APP_JS, "text/javascript; charset=utf-8"),
             ("GET" | "HEAD", "/admin/style.css") => page(STYLE_CSS, "text/css; charset=utf-8"),
             ("GET" | "HEAD", "/admin/api/overview") => json_answer(&self.overview_json()),
-            ("GET" | "HEAD", "/admin/api/commands") => {
-                json_answer(&batch_json(&activity.commands.after(after), command_json))
-            }
+            ("GET" | "HEAD", "/admin/api/commands") => json_answer(&batch_json(
+                &activity.commands.after_at_most(after, MAX_BATCH),
+                command_json,
+            )),
             ("GET" | "HEAD", "/admin/api/logs") => match self.log.recent() {
-                Some(feed) => json_answer(&batch_json(&feed.after(after), log_json)),
+                Some(feed) => {
+                    json_answer(&batch_json(&feed.after_at_most(after, MAX_BATCH), log_json))
+                }
                 None => json_answer(&json!({"items": [], "last": 0, "missed": 0})),
             },
             ("GET" | "HEAD", "/admin/api/metrics") => json_answer(&self.series.json()),
             ("GET" | "HEAD", "/admin/api/harpoon") => json_answer(&json!({
                 "targets": self.overview.harpoon_targets,
-                "calls": batch_json(&activity.harpoon_calls.after(after), harpoon_json),
+                "calls": batch_json(&activity.harpoon_calls.after_at_most(after, MAX_BATCH), harpoon_json),
             })),
             ("GET", "/admin/events/commands") => {
-                Answer::Events(Stream::Commands, req.last_event_id().unwrap_or(after))
+                Answer::Events(Stream::Commands, self.resume_point(req))
             }
-            ("GET", "/admin/events/logs") => {
-                Answer::Events(Stream::Logs, req.last_event_id().unwrap_or(after))
-            }
+            ("GET", "/admin/events/logs") => Answer::Events(Stream::Logs, self.resume_point(req)),
             ("POST", "/admin/api/log-level") => Answer::Full(self.set_level(req)),
             ("POST", "/admin/api/bundle") => Answer::Full(self.bundle()),
             (
@@ -153,7 +164,21 @@ impl AdminUi {
     /// Why a request is refused, if it is: a remote peer or a foreign `Host` (unless remote
     /// access is allowed), and for a `POST` a foreign `Origin` or a wrong token.
     fn refusal(&self, req: &Request, loopback: bool) -> Option<Response> {
-        if !self.allow_remote {
+        if self.allow_remote {
+            // Remote pages too, but only under a name a DNS-rebinding page cannot take: an IP
+            // address, a loopback name, or one the operator listed.
+            let host_ok = req.header("host").is_some_and(|h| {
+                is_loopback_host(h)
+                    || host_name(h).parse::<std::net::IpAddr>().is_ok()
+                    || self.allowed_hosts.iter().any(|a| *a == host_name(h))
+            });
+            if !host_ok {
+                return Some(Response::text(
+                    403,
+                    "the admin UI answers remote pages only under an IP address or a name given with --admin-ui.allowed-host\n",
+                ));
+            }
+        } else {
             if !loopback {
                 return Some(Response::text(
                     403,
@@ -167,11 +192,25 @@ impl AdminUi {
                 ));
             }
         }
+        let host = req.header("host").unwrap_or_default();
+        let same_origin = |o: &str| o == format!("http://{host}") || o == format!("https://{host}");
+        // Data and live views are for the page itself: a browser says where a request comes
+        // from (`Sec-Fetch-Site`, `Origin` on cross-origin requests); another site's request is
+        // refused, so it cannot use up the live views or read through a misconfigured proxy.
+        if req.path.starts_with("/admin/api/") || req.path.starts_with("/admin/events/") {
+            let site_ok = req
+                .header("sec-fetch-site")
+                .is_none_or(|s| s == "same-origin" || s == "none");
+            let origin_ok = req.header("origin").is_none_or(same_origin);
+            if !site_ok || !origin_ok {
+                return Some(Response::text(
+                    403,
+                    "cross-origin request refused: the admin UI's data is for its own page\n",
+                ));
+            }
+        }
         if req.method == "POST" {
-            let host = req.header("host").unwrap_or_default();
-            let same_origin = req
-                .header("origin")
-                .is_some_and(|o| o == format!("http://{host}") || o == format!("https://{host}"));
+            let same_origin = req.header("origin").is_some_and(same_origin);
             if !same_origin {
                 return Some(Response::text(
                     403,
@@ -230,9 +269,11 @@ impl AdminUi {
             "recent_harpoon_calls": batch_json(&activity.harpoon_calls.after(0), harpoon_json)["items"],
             "logs": logs,
         });
-        // The log lines are the redacted ones; this also removes from the rest any secret the
-        // logger knows (compact JSON has no line breaks for the redactor to fold).
-        let text = self.log.redact(&body.to_string());
+        // The log lines are the redacted ones; every other string is redacted too (each value
+        // on its own, so the JSON stays valid whatever a value holds).
+        let mut body = body;
+        redact_strings(&self.log, &mut body);
+        let text = body.to_string();
         let mut r = Response::new(200, "application/json", &text);
         r.headers.push((
             "Content-Disposition",
@@ -293,64 +334,68 @@ impl AdminUi {
         v
     }
 
-    /// Writes the event stream `stream` to `out` from after `after`, until a write fails (the
-    /// page went away) or `stop` says so.
-    pub fn stream(
-        &self,
-        stream: Stream,
-        mut after: u64,
-        out: &mut dyn std::io::Write,
-        stop: &dyn Fn() -> bool,
-    ) {
-        let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\nretry: 1000\n\n";
-        if out.write_all(head.as_bytes()).is_err() || out.flush().is_err() {
-            return;
+    /// The head of an event stream's response, and its reconnection delay.
+    pub const STREAM_HEAD: &'static str = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\nretry: 1000\n\n";
+
+    /// The next piece of event stream `stream` after `cursor` (which it advances): the new
+    /// items as events (at most [`MAX_BATCH`], a `missed` event first when the reader fell
+    /// behind the feed), or `None` when there is nothing new. Never blocks.
+    pub fn next_events(&self, stream: Stream, cursor: &mut u64) -> Option<String> {
+        let (event, batch) = match stream {
+            Stream::Commands => {
+                let b = self
+                    .status
+                    .activity()
+                    .commands
+                    .after_at_most(*cursor, MAX_BATCH);
+                ("command", frames(&b, command_json))
+            }
+            Stream::Logs => {
+                let b = self.log.recent()?.after_at_most(*cursor, MAX_BATCH);
+                ("log", frames(&b, log_json))
+            }
+        };
+        let (frames, missed, last) = batch;
+        if frames.is_empty() && missed == 0 {
+            return None;
         }
-        let logs = self.log.recent();
-        while !stop() {
-            let (event, frames) = match stream {
-                Stream::Commands => {
-                    let b = wait(&self.status.activity().commands, after);
-                    after = b.last.max(after);
-                    ("command", frames(&b, command_json))
-                }
-                Stream::Logs => match logs {
-                    Some(feed) => {
-                        let b = wait(feed, after);
-                        after = b.last.max(after);
-                        ("log", frames(&b, log_json))
-                    }
-                    None => {
-                        std::thread::sleep(KEEP_ALIVE);
-                        ("log", Vec::new())
-                    }
-                },
+        let mut text = String::new();
+        if missed > 0 {
+            text.push_str(&format!("event: missed\ndata: {{\"count\":{missed}}}\n\n"));
+        }
+        for (seq, data) in frames {
+            text.push_str(&format!(
+                "id: {}-{seq}\nevent: {event}\ndata: {data}\n\n",
+                self.epoch
+            ));
+        }
+        *cursor = last.max(*cursor);
+        Some(text)
+    }
+
+    /// Where a (re)connecting event stream resumes: after the `Last-Event-ID` the browser
+    /// sends, or the `after` the page asks for, when it is this process's (`epoch-seq`, or the
+    /// `epoch` query parameter); from the start otherwise (a restarted client numbers anew).
+    fn resume_point(&self, req: &Request) -> u64 {
+        if let Some(id) = req.header("last-event-id") {
+            return match id.trim().split_once('-') {
+                Some((epoch, seq)) if epoch == self.epoch => seq.parse().unwrap_or(0),
+                _ => 0,
             };
-            let mut text = String::new();
-            if frames.is_empty() {
-                text.push_str(": keep-alive\n\n");
-            }
-            for (seq, data) in frames {
-                text.push_str(&format!("id: {seq}\nevent: {event}\ndata: {data}\n\n"));
-            }
-            if out.write_all(text.as_bytes()).is_err() || out.flush().is_err() {
-                return;
-            }
+        }
+        let after = req.query_u64("after").unwrap_or(0);
+        match req.query_str("epoch") {
+            Some(epoch) if epoch != self.epoch => 0,
+            _ => after,
         }
     }
 }
 
-fn wait<T: Clone>(feed: &Feed<T>, after: u64) -> Batch<T> {
-    let mut b = feed.wait_after(after, KEEP_ALIVE);
-    b.items.truncate(MAX_BATCH);
-    if let Some((seq, _)) = b.items.last() {
-        b.last = *seq;
-    }
-    b
-}
-
-fn frames<T>(b: &Batch<T>, to_json: fn(&T) -> Value) -> Vec<(u64, String)> {
-    b.items
+/// A batch's items as `(seq, JSON text)`, with how many the reader missed and the newest
+/// number sent.
+fn frames<T>(b: &Batch<T>, to_json: fn(&T) -> Value) -> (Vec<(u64, String)>, u64, u64) {
+    let items = b
+        .items
         .iter()
         .map(|(seq, item)| {
             let mut v = to_json(item);
@@ -359,16 +404,15 @@ fn frames<T>(b: &Batch<T>, to_json: fn(&T) -> Value) -> Vec<(u64, String)> {
             }
             (*seq, v.to_string())
         })
-        .collect()
+        .collect::<Vec<_>>();
+    let last = items.last().map_or(b.last, |(seq, _)| *seq);
+    (items, b.missed, last)
 }
 
 fn batch_json<T>(b: &Batch<T>, to_json: fn(&T) -> Value) -> Value {
     let items: Vec<Value> = b
         .items
         .iter()
-        .rev()
-        .take(MAX_BATCH)
-        .rev()
         .map(|(seq, item)| {
             let mut v = to_json(item);
             if let Some(o) = v.as_object_mut() {
@@ -378,6 +422,29 @@ fn batch_json<T>(b: &Batch<T>, to_json: fn(&T) -> Value) -> Value {
         })
         .collect();
     json!({"items": items, "last": b.last, "missed": b.missed})
+}
+
+/// Redacts every string in `v` (keys too) as the logger redacts a line, keeping line breaks
+/// (the metrics snapshot is many lines).
+fn redact_strings(log: &Logger, v: &mut Value) {
+    match v {
+        Value::String(text) => {
+            *text = text
+                .split('\n')
+                .map(|line| log.redact(line))
+                .collect::<Vec<_>>()
+                .join("\n");
+        }
+        Value::Array(items) => items.iter_mut().for_each(|i| redact_strings(log, i)),
+        Value::Object(map) => {
+            let entries = std::mem::take(map);
+            for (k, mut item) in entries {
+                redact_strings(log, &mut item);
+                map.insert(log.redact(&k), item);
+            }
+        }
+        _ => {}
+    }
 }
 
 fn command_json(c: &CommandRecord) -> Value {
@@ -426,6 +493,19 @@ fn json_response(v: &Value) -> Response {
 
 fn json_answer(v: &Value) -> Answer {
     Answer::Full(json_response(v))
+}
+
+/// The name of a `Host` header: without its port and brackets, lower case, no final dot.
+fn host_name(host: &str) -> String {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split_once(']').map_or(rest, |(ip, _)| ip)
+    } else {
+        match host.rsplit_once(':') {
+            Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+            _ => host,
+        }
+    };
+    name.trim_end_matches('.').to_ascii_lowercase()
 }
 
 /// Whether a `Host` header names this host over loopback: `localhost` (or a name under it),

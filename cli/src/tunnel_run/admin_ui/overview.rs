@@ -44,6 +44,19 @@ fn route_summary(route: &ProxyRoute) -> Value {
     }
 }
 
+/// A URL as the page may show it: scheme, host, port and path; never userinfo, a query or a
+/// fragment (which can carry credentials).
+fn shown_url(url: &str) -> String {
+    match mcpwire_core::net_policy::Url::parse(url) {
+        Ok(u) => {
+            let host = u.host_str().unwrap_or("?");
+            let port = u.port().map(|p| format!(":{p}")).unwrap_or_default();
+            format!("{}://{host}{port}{}", u.scheme(), u.path())
+        }
+        Err(_) => "?".to_owned(),
+    }
+}
+
 /// The program's file name, without its directory or arguments.
 fn command_name(argv: &[String]) -> String {
     argv.first()
@@ -146,7 +159,7 @@ impl Fixed {
                     "category": target.category(),
                 });
                 if show_urls {
-                    v["url"] = json!(target.url());
+                    v["url"] = json!(shown_url(target.url()));
                 }
                 v
             })
@@ -156,5 +169,26 @@ impl Fixed {
             configuration,
             harpoon_targets: Value::Array(harpoon_targets),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shown_url_has_no_credentials_query_or_fragment() {
+        assert_eq!(
+            shown_url("https://bob:pw@api.corp:8443/v1/token?key=secret#frag"),
+            "https://api.corp:8443/v1/token"
+        );
+        assert_eq!(
+            host_of("http://user:pw@10.0.0.1:9000/mcp?t=x"),
+            "10.0.0.1:9000"
+        );
+        assert_eq!(
+            command_name(&["/usr/local/bin/server".into(), "--token=x".into()]),
+            "server"
+        );
     }
 }

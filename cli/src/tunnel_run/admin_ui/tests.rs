@@ -25,6 +25,13 @@ impl std::io::Write for Sink {
 }
 
 fn ui(allow_remote: bool) -> (Arc<AdminUi>, Arc<Status>, Arc<Logger>) {
+    ui_with(allow_remote, Vec::new())
+}
+
+fn ui_with(
+    allow_remote: bool,
+    allowed_hosts: Vec<String>,
+) -> (Arc<AdminUi>, Arc<Status>, Arc<Logger>) {
     let out = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::new(
         Logger::new(
@@ -40,7 +47,13 @@ fn ui(allow_remote: bool) -> (Arc<AdminUi>, Arc<Status>, Arc<Logger>) {
         summary: serde_json::json!({"tunnel_id": "tunnel_x", "channels": []}),
         ..Fixed::default()
     };
-    let ui = AdminUi::new(allow_remote, Arc::clone(&status), Arc::clone(&log), fixed);
+    let ui = AdminUi::new(
+        allow_remote,
+        allowed_hosts,
+        Arc::clone(&status),
+        Arc::clone(&log),
+        fixed,
+    );
     (ui, status, log)
 }
 
@@ -110,10 +123,59 @@ fn only_loopback_peers_with_a_loopback_host_are_served_by_default() {
         let r = full(ui.handle(&get("/admin/api/overview", host), true));
         assert_eq!(r.status, 403, "{host}");
     }
-    let (open, ..) = self::ui(true);
+    // Remote pages when allowed, under an address or a listed name only: a DNS-rebinding
+    // page's own name is still refused.
+    let (open, ..) = ui_with(true, vec!["Tunnel.Corp".into()]);
+    for (host, status) in [
+        ("tunnel.corp:8080", 200),
+        ("TUNNEL.CORP.", 200),
+        ("10.0.0.5:8080", 200),
+        ("[fd00::5]:8080", 200),
+        ("localhost:8080", 200),
+        ("evil.example:8080", 403),
+        ("tunnel.corp.evil.example", 403),
+    ] {
+        assert_eq!(
+            full(open.handle(&get("/", host), false)).status,
+            status,
+            "{host}"
+        );
+    }
+}
+
+#[test]
+fn another_sites_request_for_data_or_a_live_view_is_refused() {
+    let (ui, ..) = ui(false);
+    for (header, value) in [
+        ("sec-fetch-site", "cross-site"),
+        ("sec-fetch-site", "same-site"),
+        ("origin", "http://evil.example"),
+        ("origin", "http://localhost:9999"),
+    ] {
+        for path in ["/admin/api/overview", "/admin/events/logs"] {
+            let mut r = get(path, "localhost:8080");
+            r.headers.push((header.into(), value.into()));
+            match ui.handle(&r, true) {
+                Answer::Full(resp) => assert_eq!(resp.status, 403, "{path} {header}: {value}"),
+                Answer::Events(..) => panic!("{path} {header}: {value} got a stream"),
+            }
+        }
+    }
+    // The page's own requests, and a typed address.
+    let mut own = get("/admin/events/logs", "localhost:8080");
+    own.headers
+        .push(("sec-fetch-site".into(), "same-origin".into()));
+    own.headers
+        .push(("origin".into(), "http://localhost:8080".into()));
+    assert!(matches!(ui.handle(&own, true), Answer::Events(..)));
+    let mut typed = get("/", "localhost:8080");
+    typed
+        .headers
+        .push(("sec-fetch-site".into(), "cross-site".into()));
     assert_eq!(
-        full(open.handle(&get("/", "tunnel.corp:8080"), false)).status,
-        200
+        full(ui.handle(&typed, true)).status,
+        200,
+        "a link to the page opens it"
     );
 }
 
@@ -212,6 +274,7 @@ fn the_page_has_a_strict_policy_and_no_secret() {
         csp.contains("script-src 'self'") && !csp.contains("unsafe"),
         "{csp}"
     );
+    assert!(!body(&page).contains(KEY));
     let logs = body(&full(ui.handle(&get("/admin/api/logs", "localhost"), true)));
     assert!(!logs.contains(KEY), "{logs}");
     assert!(logs.contains("[redacted]"), "{logs}");
@@ -226,6 +289,16 @@ fn the_bundle_is_a_post_with_logs_metrics_and_no_secret() {
         "hello",
         &[("authorization", &format!("Bearer {KEY}"))],
     );
+    // Text that a post-hoc redaction of the whole JSON would break: escaped quotes after a
+    // redacted bearer token, in a line and in a command's method (the caller chooses it).
+    log.log(
+        Level::Warn,
+        "challenge",
+        &[("www-authenticate", &"Bearer [redacted]\"x\"")],
+    );
+    let mut odd = record("r-0", "failed");
+    odd.method = "Bearer \"quoted\" method".into();
+    status.activity().commands.push(odd);
     status.activity().commands.push(record("r-1", "completed"));
     let r = full(ui.handle(
         &post(
@@ -244,7 +317,7 @@ fn the_bundle_is_a_post_with_logs_metrics_and_no_secret() {
         .as_str()
         .unwrap()
         .contains("mcpwire_tunnel_polls_total"));
-    assert_eq!(v["recent_commands"][0]["request_id"], "r-1");
+    assert_eq!(v["recent_commands"][1]["request_id"], "r-1");
     assert!(v["logs"]
         .as_array()
         .unwrap()
@@ -297,7 +370,7 @@ fn commands_come_from_the_activity_feed_in_order_and_after_a_number() {
 }
 
 #[test]
-fn an_event_stream_sends_each_new_command_with_its_number() {
+fn an_event_stream_sends_each_new_command_and_resumes_only_in_this_process() {
     let (ui, status, _) = ui(false);
     status.activity().commands.push(record("r-1", "completed"));
     status.activity().commands.push(record("r-2", "failed"));
@@ -306,26 +379,66 @@ fn an_event_stream_sends_each_new_command_with_its_number() {
         panic!("not a stream")
     };
     assert_eq!((stream, after), (Stream::Commands, 1));
-    let out = Arc::new(Mutex::new(Vec::new()));
-    let mut sink = Sink(Arc::clone(&out));
-    let rounds = std::cell::Cell::new(0);
-    ui.stream(stream, after, &mut sink, &|| {
-        rounds.set(rounds.get() + 1);
-        rounds.get() > 1
-    });
-    let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
-    assert!(
-        text.starts_with("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream"),
-        "{text}"
-    );
-    assert!(text.contains("id: 2\nevent: command\ndata: {"), "{text}");
+    let mut cursor = after;
+    let text = ui.next_events(stream, &mut cursor).unwrap();
+    let id = text
+        .lines()
+        .next()
+        .unwrap()
+        .strip_prefix("id: ")
+        .unwrap()
+        .to_owned();
+    assert!(id.ends_with("-2"), "{text}");
+    assert!(text.contains("\nevent: command\ndata: {"), "{text}");
     assert!(text.contains("\"request_id\":\"r-2\""), "{text}");
     assert!(!text.contains("\"r-1\""), "{text}");
-    // Resumes from Last-Event-ID.
-    let mut again = get("/admin/events/commands", "localhost");
-    again.headers.push(("last-event-id".into(), "2".into()));
-    assert!(matches!(
-        ui.handle(&again, true),
-        Answer::Events(Stream::Commands, 2)
-    ));
+    assert_eq!(cursor, 2);
+    // Nothing new: nothing to send.
+    assert_eq!(ui.next_events(stream, &mut cursor), None);
+    status.activity().commands.push(record("r-3", "completed"));
+    assert!(ui
+        .next_events(stream, &mut cursor)
+        .unwrap()
+        .contains("\"r-3\""));
+
+    // The browser's Last-Event-ID resumes after it...
+    let resume = |last: &str| {
+        let mut r = get("/admin/events/commands", "localhost");
+        r.headers.push(("last-event-id".into(), last.into()));
+        match ui.handle(&r, true) {
+            Answer::Events(_, after) => after,
+            Answer::Full(_) => panic!("not a stream"),
+        }
+    };
+    assert_eq!(resume(&id), 2);
+    // ...but an id of another process (a restarted client numbers anew) starts over.
+    assert_eq!(resume("0badf00d-99999"), 0);
+    assert_eq!(resume("99999"), 0);
+    let epoch = id.split_once('-').unwrap().0.to_owned();
+    let reopened = get(
+        &format!("/admin/events/commands?after=3&epoch={epoch}"),
+        "localhost",
+    );
+    assert!(matches!(ui.handle(&reopened, true), Answer::Events(_, 3)));
+    let stale = get("/admin/events/commands?after=3&epoch=other", "localhost");
+    assert!(matches!(ui.handle(&stale, true), Answer::Events(_, 0)));
+}
+
+#[test]
+fn a_reader_that_fell_behind_is_told_how_much_it_missed() {
+    let (ui, status, _) = ui(false);
+    for i in 0..(mcpwire::tunnel::activity::COMMANDS_KEPT + 5) {
+        status
+            .activity()
+            .commands
+            .push(record(&format!("r-{i}"), "completed"));
+    }
+    let mut cursor = 0;
+    let text = ui.next_events(Stream::Commands, &mut cursor).unwrap();
+    assert!(
+        text.starts_with("event: missed\ndata: {\"count\":5}\n\n"),
+        "{}",
+        &text[..80]
+    );
+    assert_eq!(cursor, 1005);
 }

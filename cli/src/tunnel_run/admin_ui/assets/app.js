@@ -99,23 +99,29 @@ function commandRow(c) {
   return tr;
 }
 function applyCommandFilter() {
-  const outcome = $("filter-outcome").value, channel = $("filter-channel").value;
   let shown = 0;
   for (const tr of $("commands-table").tBodies[0].rows) {
-    const show = (!outcome || tr.dataset.outcome === outcome) && (!channel || tr.dataset.channel === channel);
-    tr.hidden = !show;
-    if (show) shown++;
+    tr.hidden = !commandShown(tr);
+    if (!tr.hidden) shown++;
   }
   $("commands-count").textContent = shown + " of " + commands.length + " recent commands";
+}
+function commandShown(tr) {
+  const outcome = $("filter-outcome").value, channel = $("filter-channel").value;
+  return (!outcome || tr.dataset.outcome === outcome) && (!channel || tr.dataset.channel === channel);
 }
 function addCommand(c) {
   commands.push(c);
   const body = $("commands-table").tBodies[0];
-  body.prepend(commandRow(c));
+  const tr = commandRow(c);
+  tr.hidden = !commandShown(tr);
+  body.prepend(tr);
   while (commands.length > MAX_ROWS) { commands.shift(); body.lastElementChild.remove(); }
   addOption($("filter-outcome"), c.outcome);
   addOption($("filter-channel"), c.channel);
-  applyCommandFilter();
+  let shown = 0;
+  for (const row of body.rows) if (!row.hidden) shown++;
+  $("commands-count").textContent = shown + " of " + commands.length + " recent commands";
 }
 $("filter-outcome").addEventListener("change", applyCommandFilter);
 $("filter-channel").addEventListener("change", applyCommandFilter);
@@ -163,10 +169,25 @@ $("bundle").addEventListener("click", async () => {
 });
 
 // Live streams -----------------------------------------------------------------------------
-function follow(path, event, onItem) {
-  const source = new EventSource(path);
-  source.addEventListener(event, (e) => onItem(JSON.parse(e.data)));
-  return source;
+// EventSource reconnects by itself (with Last-Event-ID); when the server refuses a stream (a
+// 503 when too many are open) it gives up, so the page opens it again from the last event it
+// saw. Ids are "<process epoch>-<number>": a restarted client starts over.
+function follow(path, event, onItem, onMissed) {
+  let last = null;
+  const open = () => {
+    let url = path;
+    if (last) {
+      const [epoch, seq] = last.split("-");
+      url += "?after=" + encodeURIComponent(seq) + "&epoch=" + encodeURIComponent(epoch);
+    }
+    const source = new EventSource(url);
+    source.addEventListener(event, (e) => { last = e.lastEventId || last; onItem(JSON.parse(e.data)); });
+    source.addEventListener("missed", (e) => onMissed(JSON.parse(e.data).count));
+    source.addEventListener("error", () => {
+      if (source.readyState === EventSource.CLOSED) setTimeout(open, 2000);
+    });
+  };
+  open();
 }
 
 // Metrics ----------------------------------------------------------------------------------
@@ -217,6 +238,8 @@ async function refreshHarpoon() {
   try { h = await getJSON("/admin/api/harpoon"); } catch (e) { return; }
   const targets = $("harpoon-targets").tBodies[0];
   targets.replaceChildren();
+  const head = $("harpoon-targets").tHead.rows[0];
+  if (h.targets.some((t) => t.url) && head.cells.length === 4) head.append(el("th", "URL"));
   for (const t of h.targets) {
     const tr = el("tr");
     tr.append(el("td", t.label), el("td", t.description, "wrap"), el("td", (t.tags || []).join(", ")), el("td", t.category));
@@ -235,8 +258,12 @@ async function refreshHarpoon() {
 
 // Start ------------------------------------------------------------------------------------
 refreshOverview();
-follow("/admin/events/commands", "command", addCommand);
-follow("/admin/events/logs", "log", addLog);
+follow("/admin/events/commands", "command", addCommand, (n) => {
+  $("commands-count").textContent = n + " older commands were dropped before they could be shown";
+});
+follow("/admin/events/logs", "log", addLog, (n) => {
+  addLog({ at_unix_ms: Date.now(), level: "warn", msg: n + " log lines were dropped before they could be shown", fields: {} });
+});
 setInterval(refreshOverview, 2000);
 setInterval(refreshMetrics, 2000);
 setInterval(() => { if ($("harpoon").classList.contains("active")) refreshHarpoon(); }, 3000);
