@@ -655,7 +655,7 @@ fn response_headers_are_stripped_to_the_allowlist(d: Driver) {
 
 /// protocol.md "Posting a response" (the shard token travels in its header only) and the
 /// rule that credentials never reach logs: the API key, shard tokens and a forwarded
-/// bearer token appear nowhere in the debug log.
+/// bearer token appear nowhere in the debug log or on `/metrics`.
 fn secrets_never_reach_the_logs(d: Driver) {
     let (cp, _mcp, t) = http_stack(d);
     let mut c = command("req_s", Some("30s"), call(1, "echo", json!({"text": "s"})));
@@ -663,11 +663,20 @@ fn secrets_never_reach_the_logs(d: Driver) {
     enqueue(&cp, vec![c]);
     let post = terminal(&cp, "req_s");
     assert!(post.get("shard_token").is_none(), "{post}");
-    let _ = t.get("/metrics");
+    // A scrape that counted the command (so it is this run's page, not an empty one).
+    let metrics = wait_for("/metrics to count the command", || {
+        let (status, page) = t.get("/metrics");
+        (status == 200 && page.contains("mcpwire_tunnel_commands_total{outcome=\"completed\"} 1"))
+            .then_some(page)
+    });
     let log = t.stop();
     assert!(log.contains("request_id=req_s"), "{log}");
     for secret in [KEY, "shard-secret-req_s", "user-token-e2e-secret"] {
         assert!(!log.contains(secret), "{secret} in the log:\n{log}");
+        assert!(
+            !metrics.contains(secret),
+            "{secret} in /metrics:\n{metrics}"
+        );
     }
 }
 

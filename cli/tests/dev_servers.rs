@@ -1732,17 +1732,39 @@ fn waiting_for_a_terminal_response_over_the_admin_api() {
 #[test]
 fn stopping_the_control_plane_answers_waiting_polls_and_mcp_requests() {
     let mut cp = plane();
-    let url = poll_url(&cp, "timeout_ms=5000");
-    let poller = std::thread::spawn(move || get(&url, &[AUTH]).status);
+    // The poll waits on another channel, so it cannot take the MCP request's command: both
+    // are still waiting when the control plane stops.
+    let url = poll_url(&cp, "timeout_ms=20000&channel=elsewhere");
+    let poller = std::thread::spawn(move || get(&url, &[AUTH]));
     let client = mcp_client(&cp, r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, &[]);
     // Let both requests arrive (bounded), then stop.
     let start = Instant::now();
     while cp.plane().pending(TUNNEL).0.is_empty() && start.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(5));
     }
+    assert_eq!(
+        cp.plane().pending(TUNNEL).0.len(),
+        1,
+        "the MCP request was pending before the stop"
+    );
+    // The poll (sent first) has had a moment to start waiting.
+    std::thread::sleep(Duration::from_millis(100));
+    let stopped = Instant::now();
     cp.stop();
-    let _ = poller.join();
-    let _ = client.join();
+    let poll = poller.join().unwrap();
+    // Woken by the stop, not by its 20 s wait running out (a bound, not a timing).
+    assert!(
+        stopped.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        stopped.elapsed()
+    );
+    assert_eq!(poll.status, 503, "{}", poll.body);
+    assert_eq!(poll.header("retry-after"), Some("1"));
+    assert!(poll.body.contains("stopping"), "{}", poll.body);
+    let answer = client.join().unwrap();
+    assert_eq!(answer.status, 503, "{}", answer.body);
+    assert_eq!(answer.header("retry-after"), Some("1"));
+    assert!(answer.body.contains("stopping"), "{}", answer.body);
     assert!(cp.plane().pending(TUNNEL).0.is_empty());
 }
 

@@ -789,6 +789,54 @@ fn resend_on_timeout_cancels_then_resends_and_ignores_the_old_answer() {
     ));
 }
 
+/// Client guide, "Failure handling": only a request that is safe to repeat is resent after a
+/// timeout. A `tools/call` the host did not vouch for (not idempotent) ends in `TimedOut` with
+/// its attempt cancelled, and nothing is sent again; the same call marked idempotent is resent.
+#[test]
+fn resend_on_timeout_never_repeats_a_call_that_is_not_safe_to_repeat() {
+    let mut h = Harness::new(Transport::Stdio);
+    let (req, id) = h.start(
+        "tools/call",
+        r#"{"name":"transfer","arguments":{}}"#,
+        CallOptions {
+            timeout: SECS(5),
+            resend_on_timeout: true,
+            ..options()
+        },
+    );
+    let out = h.advance(SECS(5));
+    assert!(matches!(&out[0], Output::Notify { body } if body.contains("notifications/cancelled")));
+    assert_eq!(
+        events(&out),
+        [Event::TimedOut {
+            req,
+            id,
+            max_total: false
+        }]
+    );
+    let later = h.advance(SECS(60));
+    assert!(
+        !later.iter().any(|o| matches!(o, Output::Send { .. })),
+        "resent: {later:?}"
+    );
+
+    let (_, _) = h.start(
+        "tools/call",
+        r#"{"name":"lookup","arguments":{}}"#,
+        CallOptions {
+            timeout: SECS(5),
+            resend_on_timeout: true,
+            idempotent: true,
+            ..options()
+        },
+    );
+    let out = h.advance(SECS(5));
+    assert!(
+        matches!(events(&out).as_slice(), [Event::Resending { .. }]),
+        "{out:?}"
+    );
+}
+
 /// Digest section 2 ("Request IDs MUST NOT repeat among the sender's in-flight requests"): an
 /// allocator that hands out an id already in use is caught, not obeyed.
 #[test]

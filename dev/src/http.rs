@@ -8,6 +8,9 @@
 //! [`HttpServer::stop`] stops accepting, wakes every waiting handler through the shared
 //! [`Shutdown`], closes open connections and joins every thread.
 
+/// How long `stop` waits for the handlers it woke to write their answers.
+pub const STOP_GRACE: Duration = Duration::from_secs(2);
+
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown as NetShutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -455,8 +458,9 @@ impl HttpServer {
         &self.shutdown
     }
 
-    /// Stops accepting, raises the stop flag, closes open connections and joins every thread.
-    /// Calling it twice is harmless.
+    /// Stops accepting, raises the stop flag, lets the handlers it woke write their answers
+    /// (at most [`STOP_GRACE`]), closes open connections and joins every thread. Calling it
+    /// twice is harmless.
     pub fn stop(&mut self) {
         self.shutdown.stop();
         if let Some(accept) = self.accept.take() {
@@ -467,6 +471,16 @@ impl HttpServer {
             }
             let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
             let _ = accept.join();
+        }
+        // Close the read side first: idle keep-alive connections end at once, while a handler
+        // that the stop woke (a waiting poll or MCP request answering 503 with Retry-After)
+        // can still write its answer; then, after a short grace, close what is left.
+        for s in lock(&self.conns.open).values() {
+            let _ = s.shutdown(NetShutdown::Read);
+        }
+        let grace = std::time::Instant::now() + STOP_GRACE;
+        while !lock(&self.conns.open).is_empty() && std::time::Instant::now() < grace {
+            std::thread::sleep(Duration::from_millis(5));
         }
         for (_, s) in lock(&self.conns.open).drain() {
             let _ = s.shutdown(NetShutdown::Both);
