@@ -1525,13 +1525,14 @@ fn thirty_raw_commands_arrive_in_one_poll() {
 #[test]
 fn the_response_timeout_header_reaches_the_command_and_an_unanswered_command_expires() {
     let cp = plane_with(|c| c.expiry_grace = Duration::from_millis(20));
+    // 2 s: the poll below must take the command before it expires, on a loaded machine too.
     let client = mcp_client(
         &cp,
         r#"{"jsonrpc":"2.0","id":"late","method":"ping"}"#,
-        &[("X-Mcpwire-Response-Timeout", "500ms")],
+        &[("X-Mcpwire-Response-Timeout", "2s")],
     );
     let cmd = poll_commands(&cp).remove(0);
-    assert_eq!(cmd["response_timeout"], "500ms");
+    assert_eq!(cmd["response_timeout"], "2s");
     let answer = client.join().unwrap();
     assert_eq!(answer.status, 504);
     assert_eq!(answer.json()["id"], "late");

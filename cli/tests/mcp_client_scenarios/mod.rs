@@ -580,11 +580,25 @@ pub fn http_progress_notifications_reach_the_host_before_the_result<C: Api>() {
     assert!(progress.windows(2).all(|w| w[0].1 < w[1].1));
 }
 
+/// A 300 ms timeout for one call only (a whole-client one would also bound the discovery, which
+/// a loaded machine can take longer for).
+fn short_call() -> OpOptions {
+    OpOptions {
+        call: Some(CallOptions {
+            timeout: Duration::from_millis(300),
+            ..CallOptions::default()
+        }),
+        ..OpOptions::default()
+    }
+}
+
 pub fn http_slow_call_times_out_and_the_server_sees_the_client_go_away<C: Api>() {
     let srv = server(EraMode::Dual);
-    let options = ClientOptions::default().with_request_timeout(Duration::from_millis(300));
-    let mut c = C::connect_http(&srv.url(), options).unwrap();
-    let e = op_error(c.call_tool("slow", json!({"ms": 20_000})).unwrap_err());
+    let mut c = C::connect_http(&srv.url(), ClientOptions::default()).unwrap();
+    let e = op_error(
+        c.call_tool_with("slow", json!({"ms": 20_000}), short_call())
+            .unwrap_err(),
+    );
     assert!(
         matches!(e, OpError::Transport(TransportError::TimedOut { .. })),
         "{e:?}"
@@ -1062,9 +1076,11 @@ pub fn stdio_mrtr_elicitation_round_trip<C: Api>() {
 }
 
 pub fn stdio_slow_call_times_out_and_the_client_stays_usable<C: Api>() {
-    let options = ClientOptions::default().with_request_timeout(Duration::from_millis(300));
-    let mut c = stdio::<C>("modern", options);
-    let e = op_error(c.call_tool("slow", json!({"ms": 20_000})).unwrap_err());
+    let mut c = stdio::<C>("modern", ClientOptions::default());
+    let e = op_error(
+        c.call_tool_with("slow", json!({"ms": 20_000}), short_call())
+            .unwrap_err(),
+    );
     assert!(
         matches!(e, OpError::Transport(TransportError::TimedOut { .. })),
         "{e:?}"
