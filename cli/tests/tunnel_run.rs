@@ -241,6 +241,7 @@ fn a_401_poll_makes_the_client_not_ready_without_a_tight_loop() {
         wait_for("a refused poll", || {
             cp.with(|s| (!s.polls.is_empty()).then_some(()))
         });
+        let first_refused = std::time::Instant::now();
         let (status, body) = wait_for("readyz to say why", || {
             let (s, b) = t.get("/readyz");
             b.contains("401").then_some((s, b))
@@ -248,7 +249,14 @@ fn a_401_poll_makes_the_client_not_ready_without_a_tight_loop() {
         assert_eq!(status, 503, "{body}");
         thread::sleep(Duration::from_millis(1500));
         let polls = cp.with(|s| s.polls.len());
-        assert!(polls <= 2, "{polls} polls after a 401: a tight loop");
+        // Counted against the time that really passed since the first refusal (a loaded
+        // machine oversleeps): the first poll, then at most one a second.
+        let allowed = 1 + first_refused.elapsed().as_secs() as usize;
+        assert!(
+            polls <= allowed.max(2),
+            "{polls} polls in {:?} after a 401: a tight loop",
+            first_refused.elapsed()
+        );
         assert_eq!(t.get("/healthz").0, 200);
         let log = t.log();
         assert!(
