@@ -26,7 +26,7 @@ use mcpwire_core::http::{Headers, ResponseHead};
 use mcpwire_core::mcp::{
     Client, ClientCapabilities, ClientConfig, ElicitAnswer, Event, Implementation, InputAnswer,
     ListKind, OpId, OpOptions, Operation, Output, ProtocolChoice, StreamId, SubscriptionFilter,
-    Transport,
+    Transport, UsageError,
 };
 use serde_json::{json, Map, Value};
 
@@ -254,6 +254,18 @@ impl World {
     }
 }
 
+/// A stdio input is taken on the stdio transport whatever it holds, and refused on HTTP as the
+/// wrong transport (nothing else).
+fn stdio_input(transport: Transport, r: Result<(), UsageError>) {
+    match transport {
+        Transport::Stdio => assert!(r.is_ok(), "a stdio input refused: {r:?}"),
+        Transport::Http => assert!(
+            matches!(r, Err(UsageError::WrongTransport { .. })),
+            "a stdio input on HTTP: {r:?}"
+        ),
+    }
+}
+
 fuzz_target!(|input: Input| {
     let transport = if input.mode & 1 == 0 {
         Transport::Http
@@ -406,14 +418,14 @@ fuzz_target!(|input: Input| {
                 let mut bytes = message(&b, &id);
                 bytes.push(b'\n');
                 let (head, tail) = bytes.split_at(bytes.len() / 2);
-                let _ = w.c.handle_stdio_bytes(w.now, head);
-                let _ = w.c.handle_stdio_bytes(w.now, tail);
+                stdio_input(transport, w.c.handle_stdio_bytes(w.now, head));
+                stdio_input(transport, w.c.handle_stdio_bytes(w.now, tail));
             }
             Step::StdioClosed => {
-                let _ = w.c.handle_stdio_closed(w.now);
+                stdio_input(transport, w.c.handle_stdio_closed(w.now));
             }
             Step::StdioOpen => {
-                let _ = w.c.handle_stdio_open(w.now);
+                stdio_input(transport, w.c.handle_stdio_open(w.now));
             }
             Step::Advance(ms) => {
                 w.now += Duration::from_millis(u64::from(ms) * 16);

@@ -46,7 +46,10 @@ fuzz_target!(|input: Input| {
         }
     };
     drain(&mut c, &mut events, &mut stream);
-    let Some(sid) = stream else { return };
+    // A tools/list over HTTP always opens its stream first.
+    let Some(sid) = stream else {
+        panic!("the list opened no HTTP stream: {events:?}")
+    };
     let mut headers = Headers::new();
     let ct = [
         "application/json",
@@ -65,20 +68,31 @@ fuzz_target!(|input: Input| {
         status: input.status,
         headers,
     };
-    let _ = c.handle_response_head(now, SystemTime::UNIX_EPOCH, sid, head);
+    // Every input names the stream the client issued: none is refused, whatever its content
+    // (a stream that already ended is a late input, not an error).
+    let refused = |what: &str, r: Result<(), mcpwire_core::mcp::UsageError>| {
+        assert!(r.is_ok(), "{what} refused: {r:?}");
+    };
+    refused(
+        "the head",
+        c.handle_response_head(now, SystemTime::UNIX_EPOCH, sid, head),
+    );
     let mut rest: &[u8] = &input.body;
     for cut in input.cuts.iter().take(16) {
         let at = (*cut as usize).min(rest.len());
         let (a, b) = rest.split_at(at);
-        let _ = c.handle_response_data(now, sid, a);
+        refused("a body piece", c.handle_response_data(now, sid, a));
         drain(&mut c, &mut events, &mut stream);
         rest = b;
     }
-    let _ = c.handle_response_data(now, sid, rest);
+    refused(
+        "the last body piece",
+        c.handle_response_data(now, sid, rest),
+    );
     if input.end {
-        let _ = c.handle_response_end(now, sid);
+        refused("the end", c.handle_response_end(now, sid));
     } else {
-        let _ = c.handle_transport_failed(now, sid);
+        refused("the failure", c.handle_transport_failed(now, sid));
     }
     drain(&mut c, &mut events, &mut stream);
     let finals = events

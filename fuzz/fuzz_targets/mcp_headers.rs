@@ -9,7 +9,7 @@
 //!   ones, and every `Mcp-Name` / `Mcp-Param-*` value decodes back to the body's value;
 //! - any string round-trips through `encode_str` / `decode_param_value`, its encoding is plain
 //!   visible ASCII with no leading or trailing space, and a sentinel-shaped string is never
-//!   sent as-is;
+//!   sent as-is (checked on every run with the input wrapped as one);
 //! - decoding arbitrary text never panics, and accepts a non-sentinel value only unchanged.
 #![no_main]
 
@@ -18,7 +18,7 @@ use libfuzzer_sys::fuzz_target;
 use mcpwire_core::http::{validate_name, validate_value};
 use mcpwire_core::mcp::headers::{
     decode_param_value, encode_param_value, encode_str, looks_like_sentinel, partition_tools,
-    request_headers_for, tool_headers,
+    request_headers_for, tool_headers, BASE64_PREFIX, BASE64_SUFFIX,
 };
 use serde_json::{json, Value};
 
@@ -133,6 +133,15 @@ fuzz_target!(|input: Input<'_>| {
     if looks_like_sentinel(input.text) {
         assert_ne!(encoded, input.text);
     }
+    // The same text wrapped as a sentinel, on every run: a random input almost never is one,
+    // and a value that looks like `=?base64?...?=` must never be sent as-is.
+    let wrapped = format!("{BASE64_PREFIX}{}{BASE64_SUFFIX}", input.text);
+    let wrapped_encoded = encode_str(&wrapped);
+    assert_ne!(wrapped_encoded, wrapped);
+    assert_eq!(
+        decode_param_value(&wrapped_encoded).as_deref(),
+        Ok(wrapped.as_str())
+    );
     if let Ok(decoded) = decode_param_value(input.received) {
         if !looks_like_sentinel(input.received) {
             assert_eq!(decoded, input.received);
