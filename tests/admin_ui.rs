@@ -74,6 +74,15 @@ fn need(path: &str) {
     assert!(Path::new(path).exists(), "{path} is missing: {SETUP}");
 }
 
+/// The rows of a table the script read, as their cells.
+fn rows(v: &Value) -> Vec<Vec<&str>> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not a table: {v}"))
+        .iter()
+        .map(cells)
+        .collect()
+}
+
 /// The cells of a table row the script read.
 fn cells(v: &Value) -> Vec<&str> {
     v.as_array()
@@ -181,12 +190,7 @@ fn in_a_real_browser(driver: &str) {
     let report_text = brief.to_string();
 
     // The overview shows the configured channels and the tunnel.
-    let channels: Vec<Vec<&str>> = report["channels"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(cells)
-        .collect();
+    let channels: Vec<Vec<&str>> = rows(&report["channels"]);
     assert_eq!(
         channels,
         [
@@ -312,23 +316,13 @@ fn in_a_real_browser(driver: &str) {
     );
 
     // Harpoon: the target by label and description, never its URL; the call with its status.
-    let targets: Vec<Vec<&str>> = report["harpoon_targets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(cells)
-        .collect();
+    let targets: Vec<Vec<&str>> = rows(&report["harpoon_targets"]);
     assert_eq!(
         targets,
         [vec!["docs", "The docs service", "", "custom"]],
         "{report_text}"
     );
-    let calls: Vec<Vec<&str>> = report["harpoon_calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(cells)
-        .collect();
+    let calls: Vec<Vec<&str>> = rows(&report["harpoon_calls"]);
     assert_eq!(calls.len(), 1, "{report_text}");
     assert_eq!(&calls[0][1..4], ["docs", "405", "success"], "{report_text}");
     let harpoon_text = report["harpoon_text"].as_str().unwrap();

@@ -1699,13 +1699,14 @@ fn admin_ui_settings(
         src,
     ))?;
     let allowed_hosts = if args.admin_ui_allowed_hosts.is_empty() {
-        (src.env)("ADMIN_UI_ALLOWED_HOSTS")
-            .map(|v| {
-                v.split(',')
-                    .map(|h| h.trim().to_owned())
-                    .filter(|h| !h.is_empty())
-                    .collect()
-            })
+        let split = |v: &str| {
+            v.split(',')
+                .map(|h| h.trim().to_owned())
+                .filter(|h| !h.is_empty())
+                .collect()
+        };
+        src.items("admin-ui.allowed-host", "ADMIN_UI_ALLOWED_HOSTS", &split)
+            .map(|(hosts, _)| hosts)
             .unwrap_or_default()
     } else {
         args.admin_ui_allowed_hosts.clone()

@@ -391,19 +391,22 @@ impl AdminUi {
     }
 }
 
+/// One item as JSON, with its sequence number.
+fn numbered<T>(seq: u64, item: &T, to_json: fn(&T) -> Value) -> Value {
+    let mut v = to_json(item);
+    if let Some(o) = v.as_object_mut() {
+        o.insert("seq".into(), json!(seq));
+    }
+    v
+}
+
 /// A batch's items as `(seq, JSON text)`, with how many the reader missed and the newest
 /// number sent.
 fn frames<T>(b: &Batch<T>, to_json: fn(&T) -> Value) -> (Vec<(u64, String)>, u64, u64) {
     let items = b
         .items
         .iter()
-        .map(|(seq, item)| {
-            let mut v = to_json(item);
-            if let Some(o) = v.as_object_mut() {
-                o.insert("seq".into(), json!(seq));
-            }
-            (*seq, v.to_string())
-        })
+        .map(|(seq, item)| (*seq, numbered(*seq, item, to_json).to_string()))
         .collect::<Vec<_>>();
     let last = items.last().map_or(b.last, |(seq, _)| *seq);
     (items, b.missed, last)
@@ -413,13 +416,7 @@ fn batch_json<T>(b: &Batch<T>, to_json: fn(&T) -> Value) -> Value {
     let items: Vec<Value> = b
         .items
         .iter()
-        .map(|(seq, item)| {
-            let mut v = to_json(item);
-            if let Some(o) = v.as_object_mut() {
-                o.insert("seq".into(), json!(seq));
-            }
-            v
-        })
+        .map(|(seq, item)| numbered(*seq, item, to_json))
         .collect();
     json!({"items": items, "last": b.last, "missed": b.missed})
 }
